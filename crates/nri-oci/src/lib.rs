@@ -1,0 +1,1 @@
+//! nri-oci (placeholder).

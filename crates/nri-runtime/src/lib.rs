@@ -1,0 +1,1 @@
+//! nri-runtime (placeholder).

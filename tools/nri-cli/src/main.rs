@@ -1,0 +1,2 @@
+//! The `nri` command.
+fn main() {}
