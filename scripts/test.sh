@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The full test suite, with all of its set-up: apt packages, cargo tools, the Go
+# interop peers, containerd + crictl + images for the end-to-end tests.
+#
+#   bash scripts/test.sh            # everything
+#   NRI_SKIP_E2E=1 bash scripts/test.sh   # no containerd end-to-end tests
+#   NRI_FUZZ_SECONDS=30 bash scripts/test.sh  # fuzz time per target (default 20)
+#
+# Builds are cached under ${XDG_CACHE_HOME:-$HOME/.cache}/nri-rs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/nri-rs
+mkdir -p "$CACHE"
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$CACHE/target}
+export NRI_INTEROP_BIN=${NRI_INTEROP_BIN:-$ROOT/interop/bin}
+export NRI_REQUIRE_INTEROP=1
+
+step() { printf '\n==> %s\n' "$*"; }
+need_apt=()
+command -v gcc >/dev/null || need_apt+=(gcc)
+command -v pkg-config >/dev/null || need_apt+=(pkg-config)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  step "apt-get install ${need_apt[*]}"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
+fi
+
+step "codegen is up to date"
+cargo xtask codegen --check
+
+step "Go interop peers"
+bash scripts/build-go-peers.sh
+
+if [ "${NRI_SKIP_E2E:-0}" != 1 ] && [ -f scripts/setup-e2e.sh ]; then
+  step "containerd end-to-end set-up"
+  bash scripts/setup-e2e.sh
+  export NRI_E2E=1
+fi
+
+step "cargo test"
+cargo test --workspace --all-targets --no-fail-fast
+cargo test --workspace --doc
+
+if [ "${NRI_SKIP_FUZZ:-0}" != 1 ]; then
+  step "fuzz (short runs)"
+  bash scripts/fuzz.sh "${NRI_FUZZ_SECONDS:-20}"
+fi
