@@ -1,2 +1,204 @@
-//! xtask.
-fn main() {}
+//! Project automation.
+//!
+//! `cargo xtask codegen` regenerates the Rust types of the NRI protocol from
+//! `crates/nri-api/proto` into `crates/nri-api/src/generated/` (committed).
+//! `cargo xtask codegen --check` regenerates into a temporary directory and
+//! fails if the committed files differ, so CI catches a schema change whose
+//! generated code was not committed.
+//!
+//! Code generation uses `protox` (a pure-Rust protobuf compiler, no `protoc`
+//! binary) and `prost-build`.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use prost::Message;
+
+/// Proto include root, relative to the repository root.
+const PROTO_ROOT: &str = "crates/nri-api/proto";
+/// Schema files compiled, relative to [`PROTO_ROOT`].
+const PROTO_FILES: &[&str] = &["nri/pkg/api/v1alpha1/api.proto"];
+/// Output directory of generated code, relative to the repository root.
+const GENERATED_DIR: &str = "crates/nri-api/src/generated";
+/// File name of the encoded `FileDescriptorSet` written next to the code.
+const DESCRIPTOR_FILE: &str = "nri_api_descriptor.bin";
+
+/// Attributes put on every generated message.
+const MESSAGE_ATTRS: &str = concat!(
+    "#[cfg_attr(feature = \"serde\", derive(::serde::Serialize, ::serde::Deserialize))]\n",
+    "#[cfg_attr(feature = \"serde\", serde(default))]"
+);
+/// Attributes put on every generated enum.
+const ENUM_ATTRS: &str =
+    "#[cfg_attr(feature = \"serde\", derive(::serde::Serialize, ::serde::Deserialize))]";
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("xtask: error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn usage() -> &'static str {
+    "usage: cargo xtask codegen [--check]\n\n  codegen          regenerate crates/nri-api/src/generated from the .proto schema\n  codegen --check  fail if the committed generated code is out of date"
+}
+
+fn run() -> Result<ExitCode> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    match args.as_slice() {
+        ["codegen"] => {
+            codegen_write()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        ["codegen", "--check"] => codegen_check(),
+        ["help"] | ["--help"] | ["-h"] => {
+            println!("{}", usage());
+            Ok(ExitCode::SUCCESS)
+        }
+        _ => {
+            eprintln!("{}", usage());
+            Ok(ExitCode::from(2))
+        }
+    }
+}
+
+/// Repository root: the parent of this crate's manifest directory.
+fn repo_root() -> Result<PathBuf> {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .parent()
+        .map(Path::to_path_buf)
+        .context("xtask manifest directory has no parent")
+}
+
+/// Generates all output files into `out_dir` (which must exist and be empty).
+fn generate_into(root: &Path, out_dir: &Path) -> Result<()> {
+    let proto_root = root.join(PROTO_ROOT);
+    let files: Vec<PathBuf> = PROTO_FILES.iter().map(|f| proto_root.join(f)).collect();
+    let fds = protox::compile(&files, [&proto_root])
+        .map_err(|e| anyhow::anyhow!("{e:?}"))
+        .context("compiling the protobuf schema with protox")?;
+
+    let mut config = prost_build::Config::new();
+    config
+        .out_dir(out_dir)
+        .btree_map(["."])
+        .enable_type_names()
+        .message_attribute(".", MESSAGE_ATTRS)
+        .enum_attribute(".", ENUM_ATTRS);
+    config
+        .compile_fds(fds.clone())
+        .context("generating Rust code with prost-build")?;
+
+    // The embedded descriptor carries no comments or source positions: it
+    // only describes the schema, and stays small and stable.
+    let mut stripped = fds;
+    for file in &mut stripped.file {
+        file.source_code_info = None;
+    }
+    fs::write(out_dir.join(DESCRIPTOR_FILE), stripped.encode_to_vec())
+        .context("writing the encoded FileDescriptorSet")?;
+    Ok(())
+}
+
+/// Reads every regular file of `dir` into a name -> bytes map.
+fn read_dir_files(dir: &Path) -> Result<BTreeMap<String, Vec<u8>>> {
+    let mut out = BTreeMap::new();
+    if !dir.exists() {
+        return Ok(out);
+    }
+    for entry in fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let entry = entry?;
+        if !entry.file_type()?.is_file() {
+            continue;
+        }
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let data = fs::read(entry.path())
+            .with_context(|| format!("reading {}", entry.path().display()))?;
+        out.insert(name, data);
+    }
+    Ok(out)
+}
+
+fn codegen_write() -> Result<()> {
+    let root = repo_root()?;
+    let tmp = tempfile::tempdir().context("creating a temporary directory")?;
+    generate_into(&root, tmp.path())?;
+
+    let target = root.join(GENERATED_DIR);
+    fs::create_dir_all(&target).with_context(|| format!("creating {}", target.display()))?;
+    let fresh = read_dir_files(tmp.path())?;
+    for stale in read_dir_files(&target)?.keys() {
+        if !fresh.contains_key(stale) {
+            fs::remove_file(target.join(stale))
+                .with_context(|| format!("removing stale {stale}"))?;
+        }
+    }
+    for (name, data) in &fresh {
+        fs::write(target.join(name), data).with_context(|| format!("writing {name}"))?;
+        println!("wrote {GENERATED_DIR}/{name}");
+    }
+    Ok(())
+}
+
+fn codegen_check() -> Result<ExitCode> {
+    let root = repo_root()?;
+    let tmp = tempfile::tempdir().context("creating a temporary directory")?;
+    generate_into(&root, tmp.path())?;
+
+    let fresh = read_dir_files(tmp.path())?;
+    let committed = read_dir_files(&root.join(GENERATED_DIR))?;
+    let mut problems = Vec::new();
+    for (name, data) in &fresh {
+        match committed.get(name) {
+            None => problems.push(format!("missing: {GENERATED_DIR}/{name}")),
+            Some(old) if old != data => problems.push(format!("differs: {GENERATED_DIR}/{name}")),
+            Some(_) => {}
+        }
+    }
+    for name in committed.keys() {
+        if !fresh.contains_key(name) {
+            problems.push(format!("not generated any more: {GENERATED_DIR}/{name}"));
+        }
+    }
+    if problems.is_empty() {
+        println!("codegen: {GENERATED_DIR} is up to date");
+        return Ok(ExitCode::SUCCESS);
+    }
+    for p in &problems {
+        eprintln!("codegen: {p}");
+    }
+    eprintln!(
+        "codegen: generated code is out of date with {PROTO_ROOT}; run `cargo xtask codegen` and commit the result"
+    );
+    if problems.iter().any(|p| p.starts_with("differs")) {
+        // Show where the first difference is, to help reviewing.
+        show_first_difference(&fresh, &committed);
+    }
+    Ok(ExitCode::FAILURE)
+}
+
+fn show_first_difference(fresh: &BTreeMap<String, Vec<u8>>, old: &BTreeMap<String, Vec<u8>>) {
+    for (name, new) in fresh {
+        let Some(prev) = old.get(name) else { continue };
+        if prev == new || name.ends_with(".bin") {
+            continue;
+        }
+        let new = String::from_utf8_lossy(new);
+        let prev = String::from_utf8_lossy(prev);
+        let line = new
+            .lines()
+            .zip(prev.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or_else(|| new.lines().count().min(prev.lines().count()));
+        eprintln!("codegen: {name}: first difference at line {}", line + 1);
+        return;
+    }
+}
