@@ -251,7 +251,7 @@ func (p *plugin) Configure(_ context.Context, config, runtime, version string) (
 func (p *plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
 	line := map[string]any{"pods": len(pods), "containers": len(ctrs)}
 	if p.o.dump {
-		var pids, cids []string
+		pids, cids := []string{}, []string{}
 		for _, x := range pods {
 			pids = append(pids, x.Id)
 		}
