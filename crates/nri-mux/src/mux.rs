@@ -1,0 +1,864 @@
+//! Tokio driver around the [codec](crate::codec): one trunk socket, many
+//! logical connections.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, IoSlice};
+use std::os::fd::AsFd;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::task::{Context, Poll, Waker};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::UnixStream;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::codec::{Decoder, MessageFrames, RESERVED_CONN};
+use crate::{ConnId, Error, MAX_PAYLOAD};
+
+/// Per-connection read buffer limit. While a connection holds more than this
+/// many received bytes that its owner has not read yet, the trunk reader
+/// stops reading the socket (for all connections) until the owner catches up.
+/// Data for an open connection is never dropped. One full-size message always
+/// fits.
+pub const READ_BUFFER_LIMIT: usize = MAX_PAYLOAD;
+
+/// Write backlog limit. A write is accepted as long as fewer than this many
+/// bytes wait for the trunk socket to become writable; beyond that writers
+/// wait. The backlog can therefore reach this limit plus one message.
+pub const WRITE_BACKLOG_LIMIT: usize = 256 * 1024;
+
+/// Read chunk size of the trunk reader.
+const READ_CHUNK: usize = 64 * 1024;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn push_waker(list: &mut Vec<Waker>, w: &Waker) {
+    if !list.iter().any(|x| x.will_wake(w)) {
+        list.push(w.clone());
+    }
+}
+
+/// Why the trunk ended.
+#[derive(Debug)]
+enum End {
+    /// Clean end of file from the peer at a frame boundary.
+    PeerEof,
+    /// Anything else, including a local close ([`Error::Closed`]).
+    Failed(Error),
+}
+
+impl End {
+    fn error(&self) -> Error {
+        match self {
+            End::PeerEof => Error::PeerClosed,
+            End::Failed(e) => e.clone(),
+        }
+    }
+}
+
+/// Counters of a trunk, from [`Mux::stats`].
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct MuxStats {
+    /// Frames read from the trunk (including dropped ones).
+    pub frames_received: u64,
+    /// Payload bytes read from the trunk (including dropped ones).
+    pub bytes_received: u64,
+    /// Messages written (each is one or two frames).
+    pub messages_sent: u64,
+    /// Frames written.
+    pub frames_sent: u64,
+    /// Frames dropped because their connection id was not open.
+    pub dropped_frames: u64,
+    /// Payload bytes of the dropped frames.
+    pub dropped_bytes: u64,
+    /// The last drop, as an [`Error::UnknownConn`].
+    pub last_dropped: Option<Error>,
+}
+
+#[derive(Default)]
+struct Counters {
+    frames_received: AtomicU64,
+    bytes_received: AtomicU64,
+    messages_sent: AtomicU64,
+    frames_sent: AtomicU64,
+    dropped_frames: AtomicU64,
+    dropped_bytes: AtomicU64,
+    last_dropped: Mutex<Option<Error>>,
+}
+
+#[derive(Default)]
+struct WriteState {
+    /// Bytes accepted but not yet written to the socket. Always ends at a
+    /// message boundary, so new messages can be appended without
+    /// interleaving.
+    pending: BytesMut,
+    /// Tasks waiting for the backlog to drain (writers over the limit,
+    /// flushers).
+    waiters: Vec<Waker>,
+}
+
+#[derive(Default)]
+struct ConnState {
+    queue: VecDeque<Bytes>,
+    buffered: usize,
+    waker: Option<Waker>,
+    /// Set by the trunk reader when `buffered` went over the limit.
+    over_limit: bool,
+    read_closed: bool,
+    write_closed: bool,
+}
+
+struct ConnShared {
+    id: ConnId,
+    state: Mutex<ConnState>,
+}
+
+/// State shared by the handles and the two tasks.
+struct Inner {
+    stream: UnixStream,
+    conns: Mutex<HashMap<ConnId, Arc<ConnShared>>>,
+    write: Mutex<WriteState>,
+    /// Wakes the flusher task when the backlog became non-empty.
+    flush_needed: Notify,
+    /// Wakes the trunk reader when a connection went below its read limit.
+    read_space: Notify,
+    /// Cancelled when the trunk has ended (`end` is set before).
+    ended: CancellationToken,
+    /// Cancelled when the reader may start.
+    started: CancellationToken,
+    end: OnceLock<End>,
+    counters: Counters,
+}
+
+impl Inner {
+    fn finish(&self, end: End) {
+        match &end {
+            End::PeerEof => tracing::debug!("mux trunk closed by peer"),
+            End::Failed(Error::Closed) => tracing::debug!("mux closed locally"),
+            End::Failed(e) => tracing::warn!(error = %e, "mux trunk failed"),
+        }
+        if self.end.set(end).is_err() {
+            return;
+        }
+        self.ended.cancel();
+        // Shut the socket down now, even while handles still hold it, so the
+        // peer sees end of file. A dup shares the socket, so shutting the dup
+        // down shuts down ours; errors (already shut down) do not matter.
+        if let Ok(fd) = self.stream.as_fd().try_clone_to_owned() {
+            let _ = std::os::unix::net::UnixStream::from(fd).shutdown(std::net::Shutdown::Both);
+        }
+        let conns: Vec<_> = lock(&self.conns).values().cloned().collect();
+        for c in conns {
+            let w = lock(&c.state).waker.take();
+            if let Some(w) = w {
+                w.wake();
+            }
+        }
+        let waiters = {
+            let mut w = lock(&self.write);
+            w.pending = BytesMut::new();
+            std::mem::take(&mut w.waiters)
+        };
+        waiters.into_iter().for_each(Waker::wake);
+    }
+
+    fn end_error(&self) -> Option<Error> {
+        self.end.get().map(End::error)
+    }
+
+    fn drop_frame(&self, conn: ConnId, len: usize) {
+        tracing::warn!(
+            conn = conn.0,
+            len,
+            "mux: dropping frame for a connection that is not open"
+        );
+        let c = &self.counters;
+        c.dropped_frames.fetch_add(1, Ordering::Relaxed);
+        c.dropped_bytes.fetch_add(len as u64, Ordering::Relaxed);
+        *lock(&c.last_dropped) = Some(Error::UnknownConn { conn, len });
+    }
+
+    /// Hands a received frame to its connection. Returns `false` if the
+    /// trunk ended while waiting for buffer space.
+    async fn deliver(&self, id: ConnId, payload: Bytes) -> bool {
+        let len = payload.len();
+        self.counters
+            .frames_received
+            .fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .bytes_received
+            .fetch_add(len as u64, Ordering::Relaxed);
+        let conn = lock(&self.conns).get(&id).cloned();
+        let Some(conn) = conn else {
+            self.drop_frame(id, len);
+            return true;
+        };
+        if len == 0 {
+            return true;
+        }
+        let (waker, over) = {
+            let mut st = lock(&conn.state);
+            if st.read_closed {
+                drop(st);
+                self.drop_frame(id, len);
+                return true;
+            }
+            st.queue.push_back(payload);
+            st.buffered += len;
+            let over = st.buffered > READ_BUFFER_LIMIT;
+            st.over_limit |= over;
+            (st.waker.take(), over)
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+        if over {
+            tracing::debug!(
+                conn = id.0,
+                "mux: connection read buffer full, pausing the trunk reader"
+            );
+            loop {
+                let notified = self.read_space.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                {
+                    let st = lock(&conn.state);
+                    if !st.over_limit || st.read_closed {
+                        break;
+                    }
+                }
+                if Arc::strong_count(&conn) == 1 {
+                    // The connection was closed and removed from the map.
+                    break;
+                }
+                tokio::select! {
+                    biased;
+                    _ = self.ended.cancelled() => return false,
+                    _ = notified => {}
+                }
+            }
+        }
+        true
+    }
+
+    async fn read_loop(self: Arc<Self>) {
+        tokio::select! {
+            biased;
+            _ = self.ended.cancelled() => return,
+            _ = self.started.cancelled() => {}
+        }
+        let mut buf = BytesMut::with_capacity(READ_CHUNK);
+        let mut dec = Decoder::new();
+        loop {
+            loop {
+                match dec.decode(&mut buf) {
+                    Ok(Some((id, payload))) => {
+                        if !self.deliver(id, payload).await {
+                            return;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => return self.finish(End::Failed(e)),
+                }
+            }
+            if buf.capacity() - buf.len() < READ_CHUNK / 4 {
+                buf.reserve(READ_CHUNK);
+            }
+            tokio::select! {
+                biased;
+                _ = self.ended.cancelled() => return,
+                r = self.stream.readable() => {
+                    if let Err(e) = r {
+                        return self.finish(End::Failed(Error::io("read from trunk", e)));
+                    }
+                }
+            }
+            match self.stream.try_read_buf(&mut buf) {
+                Ok(0) => {
+                    let end = match dec.decode_eof(&mut buf) {
+                        Ok(_) => End::PeerEof,
+                        Err(e) => End::Failed(e),
+                    };
+                    return self.finish(end);
+                }
+                Ok(_) => {}
+                Err(e)
+                    if e.kind() == io::ErrorKind::WouldBlock
+                        || e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return self.finish(End::Failed(Error::io("read from trunk", e))),
+            }
+        }
+    }
+
+    /// Writes as much of the backlog as the socket takes. `Ok(true)` when
+    /// the backlog is empty.
+    fn drain(&self, w: &mut WriteState) -> io::Result<bool> {
+        while !w.pending.is_empty() {
+            match self.stream.try_write(&w.pending) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => w.pending.advance(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
+    }
+
+    async fn flush_loop(self: Arc<Self>) {
+        loop {
+            tokio::select! {
+                biased;
+                _ = self.ended.cancelled() => return,
+                _ = self.flush_needed.notified() => {}
+            }
+            loop {
+                let res = {
+                    let mut w = lock(&self.write);
+                    match self.drain(&mut w) {
+                        Ok(true) => Ok(Some(std::mem::take(&mut w.waiters))),
+                        Ok(false) => Ok(None),
+                        Err(e) => Err(e),
+                    }
+                };
+                match res {
+                    Ok(Some(waiters)) => {
+                        waiters.into_iter().for_each(Waker::wake);
+                        break;
+                    }
+                    Ok(None) => {
+                        tokio::select! {
+                            biased;
+                            _ = self.ended.cancelled() => return,
+                            r = self.stream.writable() => {
+                                if let Err(e) = r {
+                                    return self.finish(End::Failed(Error::io("write to trunk", e)));
+                                }
+                            }
+                        }
+                    }
+                    Err(e) => return self.finish(End::Failed(Error::io("write to trunk", e))),
+                }
+            }
+        }
+    }
+
+    fn write_message(
+        &self,
+        id: ConnId,
+        cx: &mut Context<'_>,
+        msg: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        if msg.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        if let Some(e) = self.end_error() {
+            return Poll::Ready(Err(e.into()));
+        }
+        let plan = match MessageFrames::plan(id, msg.len()) {
+            Ok(p) => p,
+            Err(e) => return Poll::Ready(Err(e.into())),
+        };
+        let (first, rest) = msg.split_at(plan.first_len);
+        let second_header = plan.second_header.unwrap_or_default();
+        let all = [
+            IoSlice::new(&plan.first_header),
+            IoSlice::new(first),
+            IoSlice::new(&second_header),
+            IoSlice::new(rest),
+        ];
+        let slices = if plan.second_header.is_some() {
+            &all[..]
+        } else {
+            &all[..2]
+        };
+        let total = plan.wire_len(msg.len());
+        let frames = slices.len() as u64 / 2;
+
+        let mut w = lock(&self.write);
+        if !w.pending.is_empty() {
+            if w.pending.len() >= WRITE_BACKLOG_LIMIT {
+                push_waker(&mut w.waiters, cx.waker());
+                drop(w);
+                self.flush_needed.notify_one();
+                return Poll::Pending;
+            }
+            append_unsent(&mut w.pending, slices, 0);
+        } else {
+            loop {
+                match self.stream.try_write_vectored(slices) {
+                    Ok(n) if n == total => break,
+                    Ok(n) => {
+                        append_unsent(&mut w.pending, slices, n);
+                        break;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        append_unsent(&mut w.pending, slices, 0);
+                        break;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        drop(w);
+                        let err = Error::io("write to trunk", e);
+                        self.finish(End::Failed(err.clone()));
+                        return Poll::Ready(Err(err.into()));
+                    }
+                }
+            }
+        }
+        let backlog = !w.pending.is_empty();
+        drop(w);
+        if backlog {
+            self.flush_needed.notify_one();
+        }
+        let c = &self.counters;
+        c.messages_sent.fetch_add(1, Ordering::Relaxed);
+        c.frames_sent.fetch_add(frames, Ordering::Relaxed);
+        Poll::Ready(Ok(msg.len()))
+    }
+
+    fn poll_flush(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if let Some(e) = self.end_error() {
+            return Poll::Ready(Err(e.into()));
+        }
+        let mut w = lock(&self.write);
+        if w.pending.is_empty() {
+            return Poll::Ready(Ok(()));
+        }
+        push_waker(&mut w.waiters, cx.waker());
+        drop(w);
+        self.flush_needed.notify_one();
+        Poll::Pending
+    }
+}
+
+/// Appends the bytes of `slices` after the first `skip` to `dst`.
+fn append_unsent(dst: &mut BytesMut, slices: &[IoSlice<'_>], mut skip: usize) {
+    for s in slices {
+        if skip >= s.len() {
+            skip -= s.len();
+            continue;
+        }
+        dst.put_slice(&s[skip..]);
+        skip = 0;
+    }
+}
+
+/// Owns the tasks; dropping the last one (held by the [`Mux`] and every
+/// [`MuxConn`]) closes the trunk.
+struct Owner {
+    inner: Arc<Inner>,
+    tasks: [JoinHandle<()>; 2],
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        self.inner.finish(End::Failed(Error::Closed));
+        // The tasks leave on `ended`; aborting is for a task that is not
+        // polled again (runtime shutting down).
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// A multiplexer over one trunk socket.
+///
+/// Cheap to share by reference; the trunk stays up while the `Mux` or any
+/// [`MuxConn`] opened from it is alive, until [`close`](Self::close) or
+/// a trunk failure. Two tasks run on the current tokio runtime: a trunk
+/// reader that demultiplexes frames into per-connection buffers, and a
+/// flusher that only works when the socket was too full to take a write at
+/// once. Writes go straight to the socket from the writing task.
+pub struct Mux {
+    owner: Arc<Owner>,
+}
+
+impl std::fmt::Debug for Mux {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mux")
+            .field("ended", &self.owner.inner.end.get())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Mux {
+    /// Starts multiplexing over `stream`.
+    ///
+    /// Frames that arrive for a connection id before it is [`open`](Self::open)ed
+    /// are dropped (as the Go mux does). When frames may arrive before you
+    /// open your connections (a multi-threaded runtime runs the reader at
+    /// once), use [`new_paused`](Self::new_paused) instead.
+    ///
+    /// # Panics
+    ///
+    /// If called outside a tokio runtime.
+    pub fn new(stream: UnixStream) -> Mux {
+        let m = Mux::new_paused(stream);
+        m.start();
+        m
+    }
+
+    /// Like [`new`](Self::new), but does not read the trunk until
+    /// [`start`](Self::start) is called, so connections can be opened first
+    /// and no early frame is lost (the Go runtime's `WithBlockedRead`).
+    /// Writing works at once.
+    ///
+    /// # Panics
+    ///
+    /// If called outside a tokio runtime.
+    pub fn new_paused(stream: UnixStream) -> Mux {
+        let inner = Arc::new(Inner {
+            stream,
+            conns: Mutex::new(HashMap::new()),
+            write: Mutex::new(WriteState::default()),
+            flush_needed: Notify::new(),
+            read_space: Notify::new(),
+            ended: CancellationToken::new(),
+            started: CancellationToken::new(),
+            end: OnceLock::new(),
+            counters: Counters::default(),
+        });
+        let reader = tokio::spawn(Arc::clone(&inner).read_loop());
+        let flusher = tokio::spawn(Arc::clone(&inner).flush_loop());
+        Mux {
+            owner: Arc::new(Owner {
+                inner,
+                tasks: [reader, flusher],
+            }),
+        }
+    }
+
+    /// Starts reading the trunk (no-op if already started).
+    pub fn start(&self) {
+        self.owner.inner.started.cancel();
+    }
+
+    /// Opens logical connection `id` on this side. Nothing is sent: the peer
+    /// is assumed to open the same id.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ReservedConnId`] for id 0, [`Error::AlreadyOpen`] if a
+    /// [`MuxConn`] for `id` is alive, or the reason the trunk ended
+    /// ([`Error::Closed`], [`Error::PeerClosed`], ...).
+    pub fn open(&self, id: ConnId) -> Result<MuxConn, Error> {
+        if id == RESERVED_CONN {
+            return Err(Error::ReservedConnId);
+        }
+        let inner = &self.owner.inner;
+        let shared = {
+            let mut map = lock(&inner.conns);
+            if let Some(e) = inner.end_error() {
+                return Err(e);
+            }
+            if map.contains_key(&id) {
+                return Err(Error::AlreadyOpen { conn: id });
+            }
+            let shared = Arc::new(ConnShared {
+                id,
+                state: Mutex::new(ConnState::default()),
+            });
+            map.insert(id, Arc::clone(&shared));
+            shared
+        };
+        Ok(MuxConn {
+            h: Arc::new(ConnHandle {
+                owner: Arc::clone(&self.owner),
+                shared,
+            }),
+        })
+    }
+
+    /// Closes the trunk: the socket is shut down, every connection's reads
+    /// return end of file once its buffered data is read, writes fail with
+    /// [`Error::Closed`]. Bytes still waiting in the write backlog are
+    /// discarded; flush connections first if they matter.
+    pub fn close(&self) {
+        self.owner.inner.finish(End::Failed(Error::Closed));
+    }
+
+    /// Waits until the trunk has ended and tells why: `Ok(())` if the peer
+    /// closed it cleanly (end of file at a frame boundary), otherwise the
+    /// error ([`Error::Closed`] after [`close`](Self::close)).
+    pub async fn closed(&self) -> Result<(), Error> {
+        closed(&self.owner.inner).await
+    }
+
+    /// Whether the trunk has ended.
+    pub fn is_closed(&self) -> bool {
+        self.owner.inner.end.get().is_some()
+    }
+
+    /// A snapshot of the trunk's counters.
+    pub fn stats(&self) -> MuxStats {
+        let c = &self.owner.inner.counters;
+        MuxStats {
+            frames_received: c.frames_received.load(Ordering::Relaxed),
+            bytes_received: c.bytes_received.load(Ordering::Relaxed),
+            messages_sent: c.messages_sent.load(Ordering::Relaxed),
+            frames_sent: c.frames_sent.load(Ordering::Relaxed),
+            dropped_frames: c.dropped_frames.load(Ordering::Relaxed),
+            dropped_bytes: c.dropped_bytes.load(Ordering::Relaxed),
+            last_dropped: lock(&c.last_dropped).clone(),
+        }
+    }
+}
+
+async fn closed(inner: &Inner) -> Result<(), Error> {
+    inner.ended.cancelled().await;
+    match inner.end.get() {
+        Some(End::PeerEof) => Ok(()),
+        Some(End::Failed(e)) => Err(e.clone()),
+        None => Err(Error::Closed),
+    }
+}
+
+/// Keeps a connection registered; removes it when the last half is dropped.
+struct ConnHandle {
+    owner: Arc<Owner>,
+    shared: Arc<ConnShared>,
+}
+
+impl Drop for ConnHandle {
+    fn drop(&mut self) {
+        let inner = &self.owner.inner;
+        {
+            let mut map = lock(&inner.conns);
+            if map
+                .get(&self.shared.id)
+                .is_some_and(|c| Arc::ptr_eq(c, &self.shared))
+            {
+                map.remove(&self.shared.id);
+            }
+        }
+        inner.read_space.notify_one();
+    }
+}
+
+impl ConnHandle {
+    fn inner(&self) -> &Inner {
+        &self.owner.inner
+    }
+
+    fn poll_read(&self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        if buf.remaining() == 0 {
+            return Poll::Ready(Ok(()));
+        }
+        let mut st = lock(&self.shared.state);
+        if !st.queue.is_empty() {
+            let mut copied = 0;
+            while buf.remaining() > 0 {
+                let Some(front) = st.queue.front_mut() else {
+                    break;
+                };
+                let n = front.len().min(buf.remaining());
+                buf.put_slice(&front[..n]);
+                front.advance(n);
+                copied += n;
+                if front.is_empty() {
+                    st.queue.pop_front();
+                }
+            }
+            st.buffered -= copied;
+            if st.over_limit && st.buffered <= READ_BUFFER_LIMIT {
+                st.over_limit = false;
+                drop(st);
+                self.inner().read_space.notify_one();
+            }
+            return Poll::Ready(Ok(()));
+        }
+        match self.inner().end.get() {
+            None => {
+                match &st.waker {
+                    Some(w) if w.will_wake(cx.waker()) => {}
+                    _ => st.waker = Some(cx.waker().clone()),
+                }
+                Poll::Pending
+            }
+            Some(End::PeerEof) | Some(End::Failed(Error::Closed)) => Poll::Ready(Ok(())),
+            Some(End::Failed(e)) => Poll::Ready(Err(e.clone().into())),
+        }
+    }
+
+    fn poll_write(&self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        if lock(&self.shared.state).write_closed {
+            return Poll::Ready(Err(Error::WriteShutdown {
+                conn: self.shared.id,
+            }
+            .into()));
+        }
+        self.inner().write_message(self.shared.id, cx, buf)
+    }
+
+    fn poll_shutdown(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        lock(&self.shared.state).write_closed = true;
+        self.inner().poll_flush(cx)
+    }
+
+    fn close_read(&self) {
+        {
+            let mut st = lock(&self.shared.state);
+            st.read_closed = true;
+            st.queue.clear();
+            st.buffered = 0;
+            st.over_limit = false;
+        }
+        self.inner().read_space.notify_one();
+    }
+}
+
+/// One logical connection of a [`Mux`].
+///
+/// Reading gives the connection's bytes as a stream, reassembled from
+/// frames of any size. Writing follows a message contract: **each
+/// `poll_write(buf)` is one whole message**. It is framed as the Go peer
+/// expects (see [`encode_message`](crate::encode_message)) and either
+/// accepted entirely (`Ok(buf.len())`) or refused with an error
+/// (`InvalidInput` carrying [`Error::MessageTooLarge`] above
+/// [`MAX_PAYLOAD`]); never partially. Frames of different messages never
+/// interleave on the trunk, whichever connections write concurrently. An
+/// empty write sends nothing. A write normally completes with one `writev`
+/// on the socket from the calling task; when the socket is full, the rest
+/// goes to a backlog that a background task writes out (`poll_flush` waits
+/// for it; writers wait once it exceeds [`WRITE_BACKLOG_LIMIT`]).
+///
+/// `poll_shutdown` flushes and stops further writes on this connection only;
+/// nothing is signalled to the peer (the protocol has no close message).
+/// Dropping the connection unregisters its id; frames arriving for it later
+/// are dropped and counted in [`MuxStats`].
+///
+/// When the trunk ends, reads return the data already buffered and then end
+/// of file (peer closed cleanly, or local close) or the trunk's error;
+/// writes fail.
+pub struct MuxConn {
+    h: Arc<ConnHandle>,
+}
+
+impl std::fmt::Debug for MuxConn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MuxConn")
+            .field("id", &self.h.shared.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MuxConn {
+    /// The connection's id.
+    pub fn id(&self) -> ConnId {
+        self.h.shared.id
+    }
+
+    /// Waits until the trunk has ended; see [`Mux::closed`].
+    pub async fn trunk_closed(&self) -> Result<(), Error> {
+        closed(&self.h.owner.inner).await
+    }
+
+    /// Splits into a read half and a write half that can move to different
+    /// tasks, without a lock between them.
+    pub fn into_split(self) -> (MuxReadHalf, MuxWriteHalf) {
+        (
+            MuxReadHalf {
+                h: Arc::clone(&self.h),
+            },
+            MuxWriteHalf { h: self.h },
+        )
+    }
+}
+
+impl AsyncRead for MuxConn {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        self.h.poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for MuxConn {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.h.poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.h.inner().poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.h.poll_shutdown(cx)
+    }
+}
+
+/// Read half of a [`MuxConn`], from [`MuxConn::into_split`]. Dropping it
+/// discards buffered and later data of the connection (counted as dropped).
+pub struct MuxReadHalf {
+    h: Arc<ConnHandle>,
+}
+
+impl std::fmt::Debug for MuxReadHalf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MuxReadHalf")
+            .field("id", &self.h.shared.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for MuxReadHalf {
+    fn drop(&mut self) {
+        self.h.close_read();
+    }
+}
+
+impl AsyncRead for MuxReadHalf {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        self.h.poll_read(cx, buf)
+    }
+}
+
+/// Write half of a [`MuxConn`], from [`MuxConn::into_split`]; same write
+/// contract as [`MuxConn`].
+pub struct MuxWriteHalf {
+    h: Arc<ConnHandle>,
+}
+
+impl std::fmt::Debug for MuxWriteHalf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MuxWriteHalf")
+            .field("id", &self.h.shared.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AsyncWrite for MuxWriteHalf {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.h.poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.h.inner().poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.h.poll_shutdown(cx)
+    }
+}
