@@ -1,0 +1,150 @@
+//! Wire and deployment constants of NRI, each defined once.
+
+use std::time::Duration;
+
+/// Protobuf package of the NRI protocol (`package` of upstream `pkg/api/api.proto`).
+pub const PROTO_PACKAGE: &str = "nri.pkg.api.v1alpha1";
+
+/// ttRPC service name of the services a plugin serves (upstream service `Plugin`).
+///
+/// Used as `Request.service` by the runtime on mux connection
+/// [`PLUGIN_SERVICE_CONN`].
+pub const PLUGIN_SERVICE: &str = "nri.pkg.api.v1alpha1.Plugin";
+
+/// ttRPC service name of the services a runtime serves (upstream service `Runtime`).
+///
+/// Used as `Request.service` by the plugin on mux connection
+/// [`RUNTIME_SERVICE_CONN`].
+pub const RUNTIME_SERVICE: &str = "nri.pkg.api.v1alpha1.Runtime";
+
+/// Service name of the host functions offered to WebAssembly plugins
+/// (upstream service `HostFunctions`).
+pub const HOST_FUNCTIONS_SERVICE: &str = "nri.pkg.api.v1alpha1.HostFunctions";
+
+/// Multiplexer connection id carrying the [`PLUGIN_SERVICE`] (runtime calls
+/// plugin); mirrors upstream `multiplex.PluginServiceConn`.
+pub const PLUGIN_SERVICE_CONN: u32 = 1;
+
+/// Multiplexer connection id carrying the [`RUNTIME_SERVICE`] (plugin calls
+/// runtime); mirrors upstream `multiplex.RuntimeServiceConn`.
+pub const RUNTIME_SERVICE_CONN: u32 = 2;
+
+/// Bare ttRPC method names (`Request.method`), one per RPC of the schema.
+pub mod method {
+    /// `Runtime.RegisterPlugin`: plugin registers its name and index.
+    pub const REGISTER_PLUGIN: &str = "RegisterPlugin";
+    /// `Runtime.UpdateContainers`: unsolicited container updates from a plugin.
+    pub const UPDATE_CONTAINERS: &str = "UpdateContainers";
+
+    /// `Plugin.Configure`: configuration and event subscription.
+    pub const CONFIGURE: &str = "Configure";
+    /// `Plugin.Synchronize`: current pods and containers.
+    pub const SYNCHRONIZE: &str = "Synchronize";
+    /// `Plugin.Shutdown`: the runtime is going away.
+    pub const SHUTDOWN: &str = "Shutdown";
+    /// `Plugin.RunPodSandbox` (dedicated RPC since v0.12.0).
+    pub const RUN_POD_SANDBOX: &str = "RunPodSandbox";
+    /// `Plugin.UpdatePodSandbox` (since v0.10.0).
+    pub const UPDATE_POD_SANDBOX: &str = "UpdatePodSandbox";
+    /// `Plugin.PostUpdatePodSandbox` (dedicated RPC since v0.12.0).
+    pub const POST_UPDATE_POD_SANDBOX: &str = "PostUpdatePodSandbox";
+    /// `Plugin.StopPodSandbox` (dedicated RPC since v0.12.0).
+    pub const STOP_POD_SANDBOX: &str = "StopPodSandbox";
+    /// `Plugin.RemovePodSandbox` (dedicated RPC since v0.12.0).
+    pub const REMOVE_POD_SANDBOX: &str = "RemovePodSandbox";
+    /// `Plugin.CreateContainer`.
+    pub const CREATE_CONTAINER: &str = "CreateContainer";
+    /// `Plugin.PostCreateContainer` (dedicated RPC since v0.12.0).
+    pub const POST_CREATE_CONTAINER: &str = "PostCreateContainer";
+    /// `Plugin.StartContainer` (dedicated RPC since v0.12.0).
+    pub const START_CONTAINER: &str = "StartContainer";
+    /// `Plugin.PostStartContainer` (dedicated RPC since v0.12.0).
+    pub const POST_START_CONTAINER: &str = "PostStartContainer";
+    /// `Plugin.UpdateContainer`.
+    pub const UPDATE_CONTAINER: &str = "UpdateContainer";
+    /// `Plugin.PostUpdateContainer` (dedicated RPC since v0.12.0).
+    pub const POST_UPDATE_CONTAINER: &str = "PostUpdateContainer";
+    /// `Plugin.StopContainer`.
+    pub const STOP_CONTAINER: &str = "StopContainer";
+    /// `Plugin.RemoveContainer` (dedicated RPC since v0.12.0).
+    pub const REMOVE_CONTAINER: &str = "RemoveContainer";
+    /// `Plugin.StateChange`: older single entry point for events without answer.
+    pub const STATE_CHANGE: &str = "StateChange";
+    /// `Plugin.ValidateContainerAdjustment` (since v0.10.0).
+    pub const VALIDATE_CONTAINER_ADJUSTMENT: &str = "ValidateContainerAdjustment";
+
+    /// `HostFunctions.Log` (WebAssembly plugins only).
+    pub const LOG: &str = "Log";
+
+    /// Every method of [`RUNTIME_SERVICE`](crate::RUNTIME_SERVICE), in schema order.
+    pub const RUNTIME_METHODS: &[&str] = &[REGISTER_PLUGIN, UPDATE_CONTAINERS];
+
+    /// Every method of [`PLUGIN_SERVICE`](crate::PLUGIN_SERVICE), in schema order.
+    pub const PLUGIN_METHODS: &[&str] = &[
+        CONFIGURE,
+        SYNCHRONIZE,
+        SHUTDOWN,
+        RUN_POD_SANDBOX,
+        UPDATE_POD_SANDBOX,
+        POST_UPDATE_POD_SANDBOX,
+        STOP_POD_SANDBOX,
+        REMOVE_POD_SANDBOX,
+        CREATE_CONTAINER,
+        POST_CREATE_CONTAINER,
+        START_CONTAINER,
+        POST_START_CONTAINER,
+        UPDATE_CONTAINER,
+        POST_UPDATE_CONTAINER,
+        STOP_CONTAINER,
+        REMOVE_CONTAINER,
+        STATE_CHANGE,
+        VALIDATE_CONTAINER_ADJUSTMENT,
+    ];
+
+    /// Every method of [`HOST_FUNCTIONS_SERVICE`](crate::HOST_FUNCTIONS_SERVICE).
+    pub const HOST_FUNCTIONS_METHODS: &[&str] = &[LOG];
+}
+
+/// Default path of the runtime's socket for external plugins (upstream
+/// `api.DefaultSocketPath`).
+pub const DEFAULT_SOCKET_PATH: &str = "/var/run/nri/nri.sock";
+
+/// Default directory of plugins the runtime launches itself (upstream
+/// `DefaultPluginPath`).
+pub const DEFAULT_PLUGIN_PATH: &str = "/opt/nri/plugins";
+
+/// Default directory of configuration files for launched plugins, named
+/// `NN-name.conf` or `name.conf` (upstream `DefaultPluginConfigPath`).
+pub const DEFAULT_PLUGIN_CONFIG_PATH: &str = "/etc/nri/conf.d";
+
+/// Environment variable carrying a launched plugin's base name.
+pub const ENV_PLUGIN_NAME: &str = "NRI_PLUGIN_NAME";
+
+/// Environment variable carrying a launched plugin's two-digit index.
+pub const ENV_PLUGIN_IDX: &str = "NRI_PLUGIN_IDX";
+
+/// Environment variable carrying the file descriptor number of a launched
+/// plugin's connection to the runtime (see [`LAUNCHED_PLUGIN_SOCKET_FD`]).
+pub const ENV_PLUGIN_SOCKET: &str = "NRI_PLUGIN_SOCKET";
+
+/// File descriptor on which a launched plugin finds its end of the
+/// socketpair; the runtime sets [`ENV_PLUGIN_SOCKET`] to this number.
+pub const LAUNCHED_PLUGIN_SOCKET_FD: i32 = 3;
+
+/// Default time a runtime waits for a plugin to register (upstream
+/// `DefaultPluginRegistrationTimeout`).
+pub const DEFAULT_REGISTRATION_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Default time a runtime waits for a plugin to answer one request (upstream
+/// `DefaultPluginRequestTimeout`).
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The NRI protocol version this crate implements, as sent in
+/// `RegisterPluginRequest.NRI_version` and `ConfigureRequest.NRI_version`.
+///
+/// Equal to [`NriVersion::CURRENT`](crate::NriVersion::CURRENT) printed.
+pub const NRI_VERSION: &str = "v0.12.2";
+
+/// The first eight bytes of a WebAssembly module; the runtime loads such a
+/// file in the plugin directory as a WebAssembly plugin instead of executing it.
+pub const WASM_MAGIC: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];

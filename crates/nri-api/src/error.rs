@@ -1,0 +1,42 @@
+//! The error type of this crate.
+
+/// Errors reported by the helpers of this crate.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An event name in an event list is not known.
+    #[error("unknown event {name:?}")]
+    UnknownEvent {
+        /// The name as given (lower-cased).
+        name: String,
+    },
+    /// A plugin name is empty or contains a character outside `[A-Za-z0-9_.+-]`.
+    #[error("invalid plugin name {name:?}: {reason}")]
+    InvalidPluginName {
+        /// The offending name.
+        name: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A plugin index is not exactly two ASCII digits.
+    #[error("invalid plugin index {index:?}: must be exactly two ASCII digits")]
+    InvalidPluginIndex {
+        /// The offending index.
+        index: String,
+    },
+    /// A plugin file name does not have the form `NN-name`.
+    #[error("invalid plugin file name {file_name:?}: expected NN-name")]
+    InvalidPluginFileName {
+        /// The offending file name.
+        file_name: String,
+        /// Why the index or name part was refused.
+        #[source]
+        source: Box<Error>,
+    },
+    /// A version string could not be parsed.
+    #[error("invalid version {version:?}")]
+    InvalidVersion {
+        /// The offending version string.
+        version: String,
+    },
+}
