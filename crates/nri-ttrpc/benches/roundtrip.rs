@@ -1,0 +1,2 @@
+//! Placeholder; replaced by the round-trip benchmark.
+fn main() {}

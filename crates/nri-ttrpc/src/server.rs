@@ -1,0 +1,551 @@
+//! The unary ttRPC server.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::write_message;
+use crate::codec::{self, Frame, MESSAGE_TYPE_REQUEST, MessageType};
+use crate::error::Error;
+use crate::io::{ReadEvent, Reader};
+use crate::proto::{Code, KeyValue, Request, Response, Status};
+
+/// A boxed, sendable future (this crate's own alias; no `futures` crate).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What a handler returns: the encoded response message, or a status.
+pub type HandlerResult = Result<Bytes, Status>;
+
+/// A ttRPC service: dispatches the calls of one fully qualified service name.
+///
+/// An implementation must answer methods it does not know with
+/// [`Status::unknown_method`] (code `UNIMPLEMENTED`), as peers rely on that
+/// code to detect missing methods. [`Methods`] does this for you.
+pub trait Service: Send + Sync + 'static {
+    /// Handles one call of `method` with the encoded request `payload`.
+    fn call(
+        &self,
+        ctx: RequestContext,
+        method: &str,
+        payload: Bytes,
+    ) -> BoxFuture<'static, HandlerResult>;
+}
+
+impl<S: Service + ?Sized> Service for Arc<S> {
+    fn call(
+        &self,
+        ctx: RequestContext,
+        method: &str,
+        payload: Bytes,
+    ) -> BoxFuture<'static, HandlerResult> {
+        (**self).call(ctx, method, payload)
+    }
+}
+
+/// Information about the call being handled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RequestContext {
+    service: String,
+    method: String,
+    stream_id: u32,
+    deadline: Option<Instant>,
+    metadata: Vec<KeyValue>,
+}
+
+impl RequestContext {
+    /// A context for `service`/`method` without deadline or metadata (for
+    /// calling a [`Service`] directly, e.g. in tests).
+    pub fn new(service: impl Into<String>, method: impl Into<String>) -> Self {
+        RequestContext {
+            service: service.into(),
+            method: method.into(),
+            stream_id: 0,
+            deadline: None,
+            metadata: Vec::new(),
+        }
+    }
+
+    /// Sets the deadline.
+    pub fn with_deadline(mut self, deadline: Option<Instant>) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// Adds a metadata entry.
+    pub fn with_metadata(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.metadata.push(KeyValue::new(key, value));
+        self
+    }
+
+    /// Fully qualified service name.
+    pub fn service(&self) -> &str {
+        &self.service
+    }
+
+    /// Bare method name.
+    pub fn method(&self) -> &str {
+        &self.method
+    }
+
+    /// Stream id of the request (0 when built with [`RequestContext::new`]).
+    pub fn stream_id(&self) -> u32 {
+        self.stream_id
+    }
+
+    /// When the caller stops waiting (from the request's `timeout_nano`);
+    /// `None` if the caller sent no timeout. The server answers
+    /// `DEADLINE_EXCEEDED` itself when a handler runs past it.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// All metadata entries, in the order received.
+    pub fn metadata(&self) -> &[KeyValue] {
+        &self.metadata
+    }
+
+    /// The values of metadata entries with `key`.
+    pub fn metadata_values<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.metadata
+            .iter()
+            .filter(move |kv| kv.key == key)
+            .map(|kv| kv.value.as_str())
+    }
+}
+
+type MethodFn = dyn Fn(RequestContext, Bytes) -> BoxFuture<'static, HandlerResult> + Send + Sync;
+
+/// A [`Service`] built from a table of per-method closures; unknown methods
+/// are answered with `UNIMPLEMENTED`.
+///
+/// ```
+/// use bytes::Bytes;
+/// use nri_ttrpc::Methods;
+///
+/// let svc = Methods::new().add("Echo", |_ctx, payload: Bytes| async move { Ok(payload) });
+/// # let _ = svc;
+/// ```
+#[derive(Default, Clone)]
+pub struct Methods {
+    map: HashMap<String, Arc<MethodFn>>,
+}
+
+impl std::fmt::Debug for Methods {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set().entries(self.map.keys()).finish()
+    }
+}
+
+impl Methods {
+    /// An empty table.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds (or replaces) a handler taking and returning encoded messages.
+    pub fn add<F, Fut>(mut self, method: impl Into<String>, f: F) -> Self
+    where
+        F: Fn(RequestContext, Bytes) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerResult> + Send + 'static,
+    {
+        self.map.insert(
+            method.into(),
+            Arc::new(move |ctx, payload| Box::pin(f(ctx, payload))),
+        );
+        self
+    }
+
+    /// Adds (or replaces) a typed handler. A request that does not decode is
+    /// answered with `INVALID_ARGUMENT`.
+    pub fn add_message<Req, Resp, F, Fut>(self, method: impl Into<String>, f: F) -> Self
+    where
+        Req: prost::Message + Default + 'static,
+        Resp: prost::Message + 'static,
+        F: Fn(RequestContext, Req) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Resp, Status>> + Send + 'static,
+    {
+        let f = Arc::new(f);
+        self.add(method, move |ctx, payload: Bytes| {
+            let f = f.clone();
+            async move {
+                let req = Req::decode(payload).map_err(|e| {
+                    Status::new(
+                        Code::InvalidArgument,
+                        format!("cannot decode request message: {e}"),
+                    )
+                })?;
+                let resp = f(ctx, req).await?;
+                Ok(Bytes::from(resp.encode_to_vec()))
+            }
+        })
+    }
+
+    /// Whether `method` has a handler.
+    pub fn contains(&self, method: &str) -> bool {
+        self.map.contains_key(method)
+    }
+}
+
+impl Service for Methods {
+    fn call(
+        &self,
+        ctx: RequestContext,
+        method: &str,
+        payload: Bytes,
+    ) -> BoxFuture<'static, HandlerResult> {
+        match self.map.get(method) {
+            Some(f) => f(ctx, payload),
+            None => {
+                let st = Status::unknown_method(method);
+                Box::pin(async move { Err(st) })
+            }
+        }
+    }
+}
+
+/// A [`Service`] from one closure that receives every call (the method name
+/// is in [`RequestContext::method`]). The closure must answer unknown
+/// methods with [`Status::unknown_method`].
+pub fn service_fn<F, Fut>(f: F) -> impl Service
+where
+    F: Fn(RequestContext, Bytes) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = HandlerResult> + Send + 'static,
+{
+    ServiceFn(f)
+}
+
+struct ServiceFn<F>(F);
+
+impl<F, Fut> Service for ServiceFn<F>
+where
+    F: Fn(RequestContext, Bytes) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = HandlerResult> + Send + 'static,
+{
+    fn call(
+        &self,
+        ctx: RequestContext,
+        _method: &str,
+        payload: Bytes,
+    ) -> BoxFuture<'static, HandlerResult> {
+        Box::pin((self.0)(ctx, payload))
+    }
+}
+
+/// A registry of services that serves connections.
+///
+/// Cheap to clone; clones share the registry as it was when cloned.
+///
+/// Behaviour on a connection (see [`Server::serve`]):
+///
+/// | input | answer on that stream | connection |
+/// |---|---|---|
+/// | unknown service or method | `UNIMPLEMENTED` (12), `service X` / `method Y` | kept |
+/// | request over 4 MiB | `RESOURCE_EXHAUSTED`, payload discarded | kept |
+/// | undecodable request envelope | `INVALID_ARGUMENT` | kept |
+/// | even or non-increasing stream id | `INVALID_ARGUMENT` | kept |
+/// | data message (type 3, streaming) | `UNIMPLEMENTED` | kept |
+/// | handler runs past the request deadline | `DEADLINE_EXCEEDED` | kept |
+/// | handler panics | `INTERNAL` | kept |
+/// | response over 4 MiB | `RESOURCE_EXHAUSTED` instead | kept |
+/// | response-type message from the client | none (ignored, as Go does) | kept |
+/// | message type 0 or > 3 (corrupt stream) | none | `serve` returns [`Error::InvalidMessageType`] |
+/// | end of stream inside a message | none | `serve` returns [`Error::Truncated`] |
+/// | end of stream between messages | none | `serve` returns `Ok` |
+#[derive(Clone, Default)]
+pub struct Server {
+    services: Arc<HashMap<String, Arc<dyn Service>>>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("services", &self.services.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Server {
+    /// A server without services.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers `service` under its fully qualified name.
+    pub fn register(
+        &mut self,
+        name: impl Into<String>,
+        service: impl Service,
+    ) -> Result<(), Error> {
+        let name = name.into();
+        let services = Arc::make_mut(&mut self.services);
+        if services.contains_key(&name) {
+            return Err(Error::DuplicateService { name });
+        }
+        services.insert(name, Arc::new(service));
+        Ok(())
+    }
+
+    /// Whether a service with this name is registered.
+    pub fn has_service(&self, name: &str) -> bool {
+        self.services.contains_key(name)
+    }
+
+    /// Serves one connection until the peer closes it (`Ok`), `shutdown` is
+    /// cancelled (`Ok`), or the connection fails (`Err`).
+    ///
+    /// Requests are handled concurrently, each in a task owned by this call;
+    /// all of them are aborted when it returns. See [`Server`] for how each
+    /// kind of bad input is answered.
+    pub async fn serve<T>(&self, io: T, shutdown: CancellationToken) -> Result<(), Error>
+    where
+        T: AsyncRead + AsyncWrite + Send + 'static,
+    {
+        let (rd, wr) = tokio::io::split(io);
+        let mut reader = Reader::new(rd);
+        let conn = Arc::new(ConnWriter {
+            io: tokio::sync::Mutex::new(Some(Box::pin(wr))),
+            failed: CancellationToken::new(),
+            error: Mutex::new(None),
+        });
+        let mut tasks = JoinSet::new();
+        let mut last_stream_id = 0u32;
+        let result = loop {
+            tokio::select! {
+                biased;
+                () = shutdown.cancelled() => break Ok(()),
+                () = conn.failed.cancelled() => break conn.take_error(),
+                Some(joined) = tasks.join_next(), if !tasks.is_empty() => {
+                    if let Err(e) = joined {
+                        tracing::error!(error = %e, "ttrpc server: request task failed");
+                    }
+                }
+                ev = reader.next() => match ev {
+                    Ok(ReadEvent::Frame(frame)) => {
+                        self.on_frame(frame, &mut last_stream_id, &conn, &mut tasks);
+                    }
+                    Ok(ReadEvent::Rejected(err)) => on_rejected(err, &conn, &mut tasks),
+                    Ok(ReadEvent::Eof) => break Ok(()),
+                    Err(Error::Io { source }) if is_peer_gone(&source) => break Ok(()),
+                    Err(e) => break Err(e),
+                },
+            }
+        };
+        tasks.abort_all();
+        if let Err(e) = &result {
+            tracing::debug!(error = %e, "ttrpc server: connection failed");
+        }
+        result
+    }
+
+    fn on_frame(
+        &self,
+        frame: Frame,
+        last_stream_id: &mut u32,
+        conn: &Arc<ConnWriter>,
+        tasks: &mut JoinSet<()>,
+    ) {
+        let id = frame.stream_id;
+        if frame.message_type == MessageType::Response {
+            tracing::debug!(stream_id = id, "ttrpc server: ignoring response message");
+            return;
+        }
+        let reject = |st: Status, tasks: &mut JoinSet<()>| {
+            let conn = conn.clone();
+            tasks.spawn(async move { conn.respond(id, st, Bytes::new()).await });
+        };
+        if id % 2 != 1 {
+            let err = Error::InvalidStreamId {
+                stream_id: id,
+                reason: "stream id must be odd for client-initiated streams",
+            };
+            return reject(Status::from(err), tasks);
+        }
+        if id <= *last_stream_id {
+            let err = Error::InvalidStreamId {
+                stream_id: id,
+                reason: "stream id must increase",
+            };
+            return reject(Status::from(err), tasks);
+        }
+        *last_stream_id = id;
+        let req: Request = match codec::decode_message("request envelope", frame.payload) {
+            Ok(r) => r,
+            Err(err) => {
+                tracing::debug!(stream_id = id, error = %err, "ttrpc server: bad request envelope");
+                return reject(Status::from(err), tasks);
+            }
+        };
+        let Some(service) = self.services.get(&req.service).cloned() else {
+            tracing::debug!(stream_id = id, service = %req.service, "ttrpc server: unknown service");
+            return reject(Status::unknown_service(&req.service), tasks);
+        };
+        let deadline = match req.timeout_nano {
+            0 => None,
+            t if t < 0 => Some(Instant::now()),
+            t => Instant::now().checked_add(Duration::from_nanos(t.unsigned_abs())),
+        };
+        let ctx = RequestContext {
+            service: req.service,
+            method: req.method,
+            stream_id: id,
+            deadline,
+            metadata: req.metadata,
+        };
+        let payload = req.payload;
+        let conn = conn.clone();
+        tasks.spawn(async move {
+            let result = run_handler(&*service, ctx, payload).await;
+            let (status, payload) = match result {
+                Ok(p) => (Status::ok(), p),
+                Err(st) if st.is_ok() => (
+                    Status::new(Code::Unknown, "handler failed with an OK status"),
+                    Bytes::new(),
+                ),
+                Err(st) => (st, Bytes::new()),
+            };
+            conn.respond(id, status, payload).await;
+        });
+    }
+}
+
+async fn run_handler(service: &dyn Service, ctx: RequestContext, payload: Bytes) -> HandlerResult {
+    let deadline = ctx.deadline;
+    let method = ctx.method.clone();
+    let fut =
+        match std::panic::catch_unwind(AssertUnwindSafe(|| service.call(ctx, &method, payload))) {
+            Ok(fut) => CatchUnwind {
+                fut,
+                method: method.clone(),
+            },
+            Err(_) => return Err(panicked(&method)),
+        };
+    match deadline {
+        None => fut.await,
+        Some(d) => tokio::time::timeout_at(d, fut).await.unwrap_or_else(|_| {
+            tracing::debug!(method = %method, "ttrpc server: handler deadline exceeded");
+            Err(Status::new(
+                Code::DeadlineExceeded,
+                format!("method {method}: deadline exceeded"),
+            ))
+        }),
+    }
+}
+
+fn panicked(method: &str) -> Status {
+    tracing::error!(method, "ttrpc server: handler panicked");
+    Status::new(Code::Internal, format!("method {method}: handler panicked"))
+}
+
+/// Turns a panic inside a handler future into an `INTERNAL` status.
+struct CatchUnwind {
+    fut: BoxFuture<'static, HandlerResult>,
+    method: String,
+}
+
+impl Future for CatchUnwind {
+    type Output = HandlerResult;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<HandlerResult> {
+        let fut = &mut self.fut;
+        match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(p) => p,
+            Err(_) => Poll::Ready(Err(panicked(&self.method))),
+        }
+    }
+}
+
+fn on_rejected(err: Error, conn: &Arc<ConnWriter>, tasks: &mut JoinSet<()>) {
+    let (id, answer) = match &err {
+        Error::FrameTooLarge {
+            stream_id,
+            message_type,
+            ..
+        } => (*stream_id, *message_type == MESSAGE_TYPE_REQUEST),
+        Error::UnsupportedMessageType { stream_id, .. } => (*stream_id, true),
+        _ => (0, false),
+    };
+    tracing::debug!(stream_id = id, error = %err, "ttrpc server: rejected message");
+    if answer {
+        let conn = conn.clone();
+        let st = Status::from(err);
+        tasks.spawn(async move { conn.respond(id, st, Bytes::new()).await });
+    }
+}
+
+fn is_peer_gone(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::BrokenPipe
+            | std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::ConnectionAborted
+    )
+}
+
+/// The write side of a served connection, shared by the request tasks.
+struct ConnWriter {
+    io: tokio::sync::Mutex<Option<Pin<Box<dyn AsyncWrite + Send>>>>,
+    failed: CancellationToken,
+    error: Mutex<Option<std::io::Error>>,
+}
+
+impl ConnWriter {
+    fn take_error(&self) -> Result<(), Error> {
+        let err = self
+            .error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        match err {
+            Some(e) if !is_peer_gone(&e) => Err(Error::Io { source: e }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Sends a response; a response too large to send becomes a
+    /// `RESOURCE_EXHAUSTED` status.
+    async fn respond(&self, stream_id: u32, status: Status, payload: Bytes) {
+        let mut buf = BytesMut::new();
+        let resp = Response {
+            status: Some(status),
+            payload,
+        };
+        if let Err(err) =
+            codec::encode_message(stream_id, MessageType::Response, 0, &resp, &mut buf)
+        {
+            tracing::warn!(stream_id, error = %err, "ttrpc server: response too large");
+            let resp = Response {
+                status: Some(Status::new(
+                    Code::ResourceExhausted,
+                    format!("response: {err}"),
+                )),
+                payload: Bytes::new(),
+            };
+            buf.clear();
+            if let Err(err) =
+                codec::encode_message(stream_id, MessageType::Response, 0, &resp, &mut buf)
+            {
+                tracing::error!(stream_id, error = %err, "ttrpc server: cannot encode status");
+                return;
+            }
+        }
+        let mut io = self.io.lock().await;
+        let Some(w) = io.as_mut() else { return };
+        if let Err(e) = write_message(w.as_mut(), &buf).await {
+            tracing::debug!(stream_id, error = %e, "ttrpc server: write failed");
+            *io = None;
+            *self.error.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
+            self.failed.cancel();
+        }
+    }
+}
