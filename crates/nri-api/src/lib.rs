@@ -25,9 +25,22 @@
 //! * Plugin name and index checks ([`check_plugin_name`],
 //!   [`check_plugin_index`], [`parse_plugin_file_name`]).
 //! * `From` conversions for the `Optional*` wrapper messages.
+//! * [`adjust`]: builder methods on [`api::ContainerAdjustment`],
+//!   [`api::ContainerUpdate`] and [`api::ContainerEviction`], and the `-key`
+//!   removal markers.
 //! * [`for_each_message!`]: the list of all message types.
 //!
 //! This crate has no I/O and no async runtime dependency.
+//!
+//! # Encoding compared with Go
+//!
+//! Messages encode field by field in number order and maps in key order, as
+//! Go's deterministic marshal does, with one difference: Go always writes
+//! both the key and the value of a map entry, while prost leaves out an
+//! empty key or value (e.g. the `""` value of a `"-key"` removal marker).
+//! Each side decodes the other's form to the same message, so this is
+//! wire-compatible, but byte-for-byte comparisons with Go hold only for maps
+//! whose keys and values are all non-empty.
 //!
 //! # Example
 //!
@@ -61,6 +74,7 @@ pub mod api {
     include!("generated/nri.pkg.api.v1alpha1.rs");
 }
 
+pub mod adjust;
 mod consts;
 mod error;
 mod event;
@@ -69,6 +83,7 @@ mod optional;
 mod plugin_name;
 mod version;
 
+pub use adjust::{clear_removal_marker, is_marked_for_removal, mark_for_removal};
 pub use consts::*;
 pub use error::Error;
 pub use event::EventMask;

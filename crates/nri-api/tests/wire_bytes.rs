@@ -91,3 +91,21 @@ fn int32_map_keys_and_negative_values() {
         ]
     );
 }
+
+/// Go always writes both key and value of a map entry, even when one is
+/// empty; prost leaves empty ones out. Both forms decode to the same message,
+/// but the bytes differ (see the crate docs).
+#[test]
+fn map_entries_with_empty_values_decode_either_way() {
+    let mut labels = BTreeMap::new();
+    labels.insert("a".to_string(), String::new());
+    let pod = PodSandbox {
+        labels,
+        ..Default::default()
+    };
+    let go_form = [0x2a, 5, 0x0a, 1, b'a', 0x12, 0];
+    let prost_form = [0x2a, 3, 0x0a, 1, b'a'];
+    assert_eq!(pod.encode_to_vec(), prost_form);
+    assert_eq!(PodSandbox::decode(&go_form[..]).unwrap(), pod);
+    assert_eq!(PodSandbox::decode(&prost_form[..]).unwrap(), pod);
+}
