@@ -56,37 +56,17 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
 fi
 command -v go >/dev/null || die "go is not installed"
 
-# ---------------------------------------------------------------- containerd
-# go_install_set DIR PKG@VERSION...: go install into DIR/bin atomically,
-# guarded by a stamp naming exactly what was built.
-go_install_set() {
-    local dir=$1; shift
-    local stamp="$dir/.stamp" want="$*"
-    if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
-        log "cached: $dir"
-        return 0
-    fi
-    local t0 tmp
-    t0=$(now)
-    tmp="$dir.tmp.$$"
-    rm -rf "$tmp"; mkdir -p "$tmp/bin"
-    log "go install $* -> $dir (this takes minutes the first time)"
-    # CGO off: no btrfs headers/libs needed; no_btrfs for good measure.
-    if ! (cd "$tmp" && GOBIN="$tmp/bin" CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -buildvcs=false" \
-            go install -tags no_btrfs "$@" >&2); then
-        rm -rf "$tmp"
-        die "go install failed: $*"
-    fi
-    printf '%s' "$want" >"$tmp/.stamp"
-    rm -rf "$dir"; mv "$tmp" "$dir"
-    log "built $dir in $(elapsed "$t0") s"
-}
-
-# containerd's go.mod has exclude directives (v2.1.x), which `go install
-# pkg@version` refuses; so build from the module source as the main module.
-containerd_set() {
-    local v=$1 m=github.com/containerd/containerd/v2
-    local dir="$CACHE/containerd-$v" want="containerd $v source-build"
+# ---------------------------------------------------------------- containerd, crictl
+# Build from the module source, as the main module. `go install pkg@version`
+# does not work here: containerd v2.1.x's go.mod has exclude directives
+# (rejected by go install), and for cri-tools go install asks the proxy for
+# the module's version list, which this proxy refuses (403).
+#
+# src_build DIR MODULE VERSION LDFLAGS PKG...: binaries into DIR/bin, atomically,
+# guarded by a stamp naming what was built.
+src_build() {
+    local dir=$1 mod=$2 v=$3 ldflags=$4; shift 4
+    local want="$mod@$v $* ($ldflags)"
     if [ -f "$dir/.stamp" ] && [ "$(cat "$dir/.stamp")" = "$want" ]; then
         log "cached: $dir"
         return 0
@@ -95,25 +75,33 @@ containerd_set() {
     t0=$(now)
     tmp="$dir.tmp.$$"
     rm -rf "$tmp"; mkdir -p "$tmp/bin"
-    log "building containerd $v -> $dir (this takes minutes the first time)"
-    src=$(cd "$tmp" && GOFLAGS=-mod=mod go mod download -json "$m@$v" | jq -r .Dir) \
-        || die "go mod download $m@$v failed"
+    log "building $mod@$v -> $dir (this takes minutes the first time)"
+    src=$(cd "$tmp" && GOFLAGS=-mod=mod go mod download -json "$mod@$v" | jq -r .Dir) \
+        && [ -d "$src" ] || { rm -rf "$tmp"; die "go mod download $mod@$v failed"; }
     cp -r "$src" "$tmp/src"
     chmod -R u+w "$tmp/src"
-    if ! (cd "$tmp/src" && CGO_ENABLED=0 GOFLAGS="-mod=mod -buildvcs=false" go build -tags no_btrfs \
-            -ldflags "-X $m/version.Version=$v -X $m/version.Revision=nri-rs-e2e" \
-            -o "$tmp/bin/" ./cmd/containerd ./cmd/ctr ./cmd/containerd-shim-runc-v2 >&2); then
+    # CGO off: no btrfs headers/libs needed; no_btrfs for good measure.
+    if ! (cd "$tmp/src" && CGO_ENABLED=0 GOFLAGS="-mod=mod -buildvcs=false" \
+            go build -tags no_btrfs -ldflags "$ldflags" -o "$tmp/bin/" "$@" >&2); then
         rm -rf "$tmp"
-        die "building containerd $v failed"
+        die "building $mod@$v failed"
     fi
     rm -rf "$tmp/src"
     printf '%s' "$want" >"$tmp/.stamp"
     rm -rf "$dir"; mv "$tmp" "$dir"
     log "built $dir in $(elapsed "$t0") s"
 }
+
+containerd_set() {
+    local v=$1 m=github.com/containerd/containerd/v2
+    src_build "$CACHE/containerd-$v" "$m" "$v" \
+        "-X $m/version.Version=$v -X $m/version.Revision=nri-rs-e2e" \
+        ./cmd/containerd ./cmd/ctr ./cmd/containerd-shim-runc-v2
+}
 containerd_set "$CD21_VERSION"
 containerd_set "$CD23_VERSION"
-go_install_set "$CACHE/crictl-$CRICTL_VERSION" "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION"
+src_build "$CACHE/crictl-$CRICTL_VERSION" sigs.k8s.io/cri-tools "$CRICTL_VERSION" \
+    "-X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" ./cmd/crictl
 
 # ---------------------------------------------------------------- images
 IMAGES="$CACHE/images"
