@@ -493,15 +493,18 @@ e2e_rmp() {
 
 # ------------------------------------------------------------------ stop
 
-# Pids of processes whose command line mentions WORK (shims, plugins).
+# Pids of this WORK's shims and pre-launched plugins, found by command line.
+# One grep over /proc for speed, then an exact check of each candidate (the
+# grep itself, which is gone by then, drops out).
 _e2e_pids_under() {
-    local work=$1 p cmd
-    for p in /proc/[0-9]*; do
-        case "${p#/proc/}" in "$$"|"$BASHPID"|"$PPID") continue ;; esac
-        cmd=$( { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null ) || continue
+    local work=$1 f p cmd
+    for f in $(grep -lsaF -e "$work/containerd.sock" -e "$work/nri/plugins/" /proc/[0-9]*/cmdline); do
+        p=${f#/proc/}; p=${p%/cmdline}
+        case "$p" in "$$"|"$BASHPID"|"$PPID") continue ;; esac
+        cmd=$( { tr '\0' ' ' <"$f"; } 2>/dev/null ) || continue
         case "$cmd" in
             *containerd-shim*"$work/containerd.sock"*|*"$work/nri/plugins/"*)
-                printf '%s\n' "${p#/proc/}" ;;
+                printf '%s\n' "$p" ;;
         esac
     done
 }
@@ -593,6 +596,21 @@ e2e_stop() {
     return $rc
 }
 
+# wait-log WORK ERE [TIMEOUT_S]: wait until containerd's log has a line
+# matching the extended regex (default timeout 10 s); print that line.
+e2e_wait_log() {
+    local work=${1:?usage: wait-log WORK ERE [TIMEOUT_S]} re=${2:?usage: wait-log WORK ERE [TIMEOUT_S]}
+    local t=${3:-10} deadline line
+    deadline=$(( $(date +%s%N) / 1000000 + t * 1000 ))
+    while :; do
+        line=$(grep -E -m1 -e "$re" "$work/containerd.log" 2>/dev/null) && { printf '%s\n' "$line"; return 0; }
+        if [ $(( $(date +%s%N) / 1000000 )) -ge "$deadline" ]; then
+            _e2e_fail "$work" "no containerd log line matching /$re/ within ${t}s"; return 1
+        fi
+        sleep 0.1
+    done
+}
+
 # status WORK: exit 0 if WORK's containerd is running.
 e2e_status() {
     local work=${1:?usage: status WORK}
@@ -634,6 +652,7 @@ usage: tests/e2e/harness.sh SUBCOMMAND ARGS...
   status WORK                       exit 0 if containerd is running
   env WORK                          print KEY=VALUE paths of a started WORK
   logs WORK [LINES]                 log locations and containerd log tail
+  wait-log WORK ERE [TIMEOUT_S]     wait for a containerd log line matching ERE
   pod WORK NAME [-a K=V] [-l K=V]   run a host-network pod, print id
   pod-json WORK NAME [...]          print the pod JSON pod would use
   runp WORK FILE                    run a pod from JSON, print id
