@@ -1,1 +1,148 @@
-//! nri-plugin (placeholder).
+//! Write NRI (Node Resource Interface) plugins for containerd and CRI-O in
+//! Rust. Wire-compatible with containerd/nri v0.12 and with older runtimes
+//! (containerd 2.0-2.2, which deliver most events through `StateChange` and
+//! accept fewer events); the Rust counterpart of the Go `pkg/stub`.
+//!
+//! # Writing a plugin
+//!
+//! Implement [`Plugin`]: declare the events you handle in
+//! [`Plugin::EVENTS`] and implement their methods (all optional). Build a
+//! [`Stub`] with [`Builder`] and [`run`](Stub::run) it.
+//!
+//! ```no_run
+//! use nri_plugin::api::{Container, ContainerAdjustment, CreateContainerResponse, Event, KeyValue, PodSandbox};
+//! use nri_plugin::{Builder, EventMask, HandlerResult, Plugin, ReconnectPolicy, SyncKind};
+//!
+//! struct AddEnv;
+//!
+//! impl Plugin for AddEnv {
+//!     const EVENTS: EventMask = EventMask::from_events(&[Event::CreateContainer, Event::StopContainer]);
+//!
+//!     async fn synchronize(
+//!         &self,
+//!         pods: Vec<PodSandbox>,
+//!         containers: Vec<Container>,
+//!         kind: SyncKind,
+//!     ) -> HandlerResult<Vec<nri_plugin::api::ContainerUpdate>> {
+//!         tracing::info!(pods = pods.len(), containers = containers.len(), ?kind, "synchronized");
+//!         Ok(Vec::new())
+//!     }
+//!
+//!     async fn create_container(
+//!         &self,
+//!         pod: PodSandbox,
+//!         container: Container,
+//!     ) -> HandlerResult<CreateContainerResponse> {
+//!         let mut adjust = ContainerAdjustment::default();
+//!         adjust.env.push(KeyValue { key: "HELLO".into(), value: pod.name });
+//!         adjust.annotations.insert("example.com/seen".into(), container.name);
+//!         Ok(CreateContainerResponse { adjust: Some(adjust), ..Default::default() })
+//!     }
+//!     // StopContainer is declared but not implemented: answered UNIMPLEMENTED,
+//!     // with a warning the first time the runtime sends it.
+//! }
+//!
+//! #[tokio::main(flavor = "current_thread")]
+//! async fn main() -> Result<(), nri_plugin::Error> {
+//!     let stub = Builder::new(AddEnv)
+//!         .name("add-env")
+//!         .index("10")
+//!         .reconnect(ReconnectPolicy::default())
+//!         .build()?;
+//!     match stub.run().await {
+//!         Ok(()) => Ok(()), // stopped through a PluginHandle
+//!         Err(e) if e.is_socket_missing() => {
+//!             eprintln!("NRI is not enabled or the runtime is down: {e}");
+//!             Err(e)
+//!         }
+//!         Err(e) => Err(e),
+//!     }
+//! }
+//! ```
+//!
+//! # Lifecycle
+//!
+//! 1. **Connect.** External plugins dial the runtime's socket (default
+//!    `/var/run/nri/nri.sock`). Pre-launched plugins (started by the runtime
+//!    from its plugin directory as `NN-name`) use the socket the runtime
+//!    passed in `NRI_PLUGIN_SOCKET` (fd 3) and take their name and index
+//!    from `NRI_PLUGIN_NAME` / `NRI_PLUGIN_IDX`. [`ConnectMode::Auto`]
+//!    (default) picks pre-launched when `NRI_PLUGIN_SOCKET` is set.
+//!    The one socket carries two multiplexed connections: the plugin serves
+//!    on connection 1, and calls the runtime on connection 2.
+//! 2. **Register.** `RegisterPlugin{name, index, NRI version}`. The
+//!    registration timeout ([`Builder::registration_timeout`], 5 s by
+//!    default) covers this call and the wait for `Configure`.
+//! 3. **Configure.** [`Plugin::configure`] gets the configuration text
+//!    (pre-launched plugins: the runtime's `NN-name.conf`), the runtime's
+//!    name, version and NRI version ([`RuntimeInfo`]), and may narrow the
+//!    subscription. Events the runtime's NRI version cannot deliver (NRI
+//!    before v0.10, i.e. containerd 2.0/2.1, takes only the first eleven
+//!    events, mask `0x7FF`) are dropped from the subscription with a
+//!    warning and reported by [`PluginHandle::dropped_events`], or fail the
+//!    registration with [`Error::UnsupportedEvents`] under
+//!    [`Builder::strict_events`]. The runtime's version is taken from
+//!    `ConfigureRequest.NRI_version`, or inferred from the runtime's name and
+//!    version when the runtime is too old to send it.
+//! 4. **Synchronize.** [`Plugin::synchronize`] gets all existing pods and
+//!    containers in one call, even when the runtime split them into several
+//!    messages, and returns updates.
+//! 5. **Events.** The runtime calls the event methods; NRI v0.12 runtimes
+//!    use one RPC per event, older ones `StateChange` for nine of them; both
+//!    end in the same method. A method that is not implemented answers
+//!    `UNIMPLEMENTED`. Unsolicited updates go through
+//!    [`PluginHandle::update_containers`] from any task.
+//! 6. **End.** [`Stub::run`] returns `Ok(())` after [`PluginHandle::stop`],
+//!    [`Error::ShutDownByRuntime`] after the runtime's `Shutdown`, or
+//!    [`Error::ConnectionLost`] when the runtime goes away.
+//! 7. **Reconnect** (opt-in, [`Builder::reconnect`], external plugins only):
+//!    instead of returning, the stub dials again with exponential backoff,
+//!    registers and synchronizes again; that synchronization comes with
+//!    [`SyncKind::Resync`] and replaces all state the plugin kept.
+//!    [`Plugin::disconnected`] is called on every loss. A pre-launched
+//!    plugin cannot reconnect (its socket was created by the runtime that
+//!    went away); the runtime launches it again instead.
+//!
+//! # Errors
+//!
+//! [`Stub::run`] returns one [`Error`] enum: build-time mistakes
+//! ([`Error::InvalidName`], [`Error::InvalidIndex`],
+//! [`Error::InvalidEvents`]), connection problems with the OS cause
+//! ([`Error::Connect`]: [`Error::is_socket_missing`],
+//! [`Error::is_connection_refused`], [`Error::is_permission_denied`]),
+//! registration outcomes ([`Error::RegistrationRefused`],
+//! [`Error::RegistrationTimeout`], [`Error::UnsupportedEvents`],
+//! [`Error::ConfigureFailed`], [`Error::SynchronizeFailed`]), and the end of
+//! a connection ([`Error::ConnectionLost`], [`Error::ShutDownByRuntime`],
+//! [`Error::ReconnectGaveUp`]). The SDK never exits the process and never
+//! panics on input.
+//!
+//! Errors returned by plugin methods ([`HandlerError`]) become the ttRPC
+//! status sent to the runtime (code `UNKNOWN` unless chosen, message = the
+//! error text).
+//!
+//! # Footprint
+//!
+//! The SDK works on a `current_thread` tokio runtime. While connected it
+//! runs the multiplexer's two tasks, the ttRPC client's reader task and one
+//! short-lived task per request, all owned and ended with the connection;
+//! nothing runs in the background between reconnect attempts.
+
+mod builder;
+mod error;
+mod handle;
+mod plugin;
+mod service;
+mod stub;
+
+pub use builder::{Builder, ConnectMode, ReconnectPolicy};
+pub use error::{BoxError, Error, Phase};
+pub use handle::PluginHandle;
+pub use plugin::{ConfigureInfo, HandlerError, HandlerResult, Plugin, RuntimeInfo, SyncKind};
+pub use stub::Stub;
+
+/// The protocol types (re-exported from `nri_api::api`).
+pub use nri_api::api;
+pub use nri_api::{EventMask, NriVersion, RuntimeNriVersion, VersionOrigin};
+/// ttRPC status codes, for [`HandlerError::with_code`].
+pub use nri_ttrpc::Code;

@@ -1,0 +1,326 @@
+//! [`Builder`]: identity, connection mode, timeouts, subscription and
+//! reconnect policy of a plugin.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nri_api::{
+    DEFAULT_REGISTRATION_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SOCKET_PATH, ENV_PLUGIN_IDX,
+    ENV_PLUGIN_NAME, ENV_PLUGIN_SOCKET, EventMask,
+};
+
+use crate::handle::Shared;
+use crate::{Error, Plugin, Stub};
+
+/// How the plugin reaches the runtime.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ConnectMode {
+    /// Pre-launched if `NRI_PLUGIN_SOCKET` is set in the environment (the
+    /// runtime started this process), else external. What the Go stub does.
+    #[default]
+    Auto,
+    /// Dial the socket path ([`Builder::socket_path`]).
+    External,
+    /// Use the socket the runtime passed (`NRI_PLUGIN_SOCKET`, normally fd 3).
+    PreLaunched,
+}
+
+/// Reconnect with exponential backoff after the runtime went away
+/// (external plugins only: a pre-launched plugin's socket cannot be
+/// re-established, the runtime launches it again).
+///
+/// The delay before attempt `n` (1-based, counted since the last successful
+/// synchronization) is `initial * 2^(n-1)`, capped at `max`. With
+/// `max_attempts = Some(k)`, [`Stub::run`] gives up after `k` failed
+/// attempts in a row with [`Error::ReconnectGaveUp`].
+///
+/// ```
+/// use std::time::Duration;
+/// use nri_plugin::ReconnectPolicy;
+///
+/// let p = ReconnectPolicy::new(Duration::from_millis(100), Duration::from_secs(1));
+/// assert_eq!(p.delay(1), Duration::from_millis(100));
+/// assert_eq!(p.delay(3), Duration::from_millis(400));
+/// assert_eq!(p.delay(10), Duration::from_secs(1));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReconnectPolicy {
+    /// Delay before the first attempt.
+    pub initial: Duration,
+    /// Largest delay.
+    pub max: Duration,
+    /// Give up after this many failed attempts in a row (`None`: never).
+    pub max_attempts: Option<u32>,
+}
+
+impl ReconnectPolicy {
+    /// Backoff from `initial` doubling up to `max`, retrying forever.
+    pub fn new(initial: Duration, max: Duration) -> Self {
+        ReconnectPolicy {
+            initial,
+            max: max.max(initial),
+            max_attempts: None,
+        }
+    }
+
+    /// Gives up after `attempts` failed attempts in a row.
+    #[must_use]
+    pub fn with_max_attempts(mut self, attempts: u32) -> Self {
+        self.max_attempts = Some(attempts);
+        self
+    }
+
+    /// The delay before attempt `attempt` (1-based).
+    pub fn delay(&self, attempt: u32) -> Duration {
+        let shift = attempt.saturating_sub(1).min(31);
+        self.initial
+            .checked_mul(1u32 << shift)
+            .map_or(self.max, |d| d.min(self.max))
+    }
+}
+
+impl Default for ReconnectPolicy {
+    /// 500 ms doubling up to 30 s, forever.
+    fn default() -> Self {
+        ReconnectPolicy::new(Duration::from_millis(500), Duration::from_secs(30))
+    }
+}
+
+/// Builds a [`Stub`] around a [`Plugin`].
+///
+/// ```
+/// use nri_plugin::{Builder, Plugin, EventMask, api::Event};
+///
+/// struct Nop;
+/// impl Plugin for Nop {
+///     const EVENTS: EventMask = EventMask::from_events(&[Event::StartContainer]);
+/// }
+///
+/// let stub = Builder::new(Nop).name("nop").index("10").build()?;
+/// assert_eq!(stub.plugin_name(), "10-nop");
+/// # Ok::<(), nri_plugin::Error>(())
+/// ```
+#[derive(Debug)]
+#[must_use]
+pub struct Builder<P> {
+    plugin: P,
+    name: Option<String>,
+    index: Option<String>,
+    socket_path: PathBuf,
+    mode: ConnectMode,
+    events: Option<EventMask>,
+    strict_events: bool,
+    registration_timeout: Duration,
+    request_timeout: Duration,
+    reconnect: Option<ReconnectPolicy>,
+}
+
+impl<P: Plugin> Builder<P> {
+    /// A builder with the defaults: auto-detected connection mode, socket
+    /// `/var/run/nri/nri.sock`, subscription [`Plugin::EVENTS`], unsupported
+    /// events dropped with a warning, registration timeout 5 s, request
+    /// timeout 2 s, no reconnect.
+    pub fn new(plugin: P) -> Self {
+        Builder {
+            plugin,
+            name: None,
+            index: None,
+            socket_path: PathBuf::from(DEFAULT_SOCKET_PATH),
+            mode: ConnectMode::Auto,
+            events: None,
+            strict_events: false,
+            registration_timeout: DEFAULT_REGISTRATION_TIMEOUT,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            reconnect: None,
+        }
+    }
+
+    /// The plugin's base name. Default: `NRI_PLUGIN_NAME`, else the name
+    /// part of the executable's file name (`NN-name`).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    /// The plugin's two-digit index (its place in the call order). Default:
+    /// `NRI_PLUGIN_IDX`, else the index part of the executable's file name.
+    pub fn index(mut self, index: impl Into<String>) -> Self {
+        self.index = Some(index.into());
+        self
+    }
+
+    /// The runtime's socket for external plugins.
+    pub fn socket_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.socket_path = path.into();
+        self
+    }
+
+    /// Overrides the connection mode detection.
+    pub fn mode(mut self, mode: ConnectMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Subscribes to these events instead of all of [`Plugin::EVENTS`]
+    /// (must be a non-empty subset of it; checked by [`Builder::build`]).
+    pub fn events(mut self, events: EventMask) -> Self {
+        self.events = Some(events);
+        self
+    }
+
+    /// Fail registration with [`Error::UnsupportedEvents`] instead of
+    /// dropping events the runtime's NRI version cannot deliver.
+    pub fn strict_events(mut self, strict: bool) -> Self {
+        self.strict_events = strict;
+        self
+    }
+
+    /// How long to wait for the runtime to accept the registration and
+    /// send `Configure` (upstream hard-codes 5 s).
+    pub fn registration_timeout(mut self, timeout: Duration) -> Self {
+        self.registration_timeout = timeout;
+        self
+    }
+
+    /// Deadline of the plugin's own calls to the runtime (`UpdateContainers`).
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// Reconnects after the connection ends (external mode only).
+    pub fn reconnect(mut self, policy: ReconnectPolicy) -> Self {
+        self.reconnect = Some(policy);
+        self
+    }
+
+    /// Checks the configuration and builds the stub.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidName`], [`Error::InvalidIndex`] (missing or invalid),
+    /// [`Error::InvalidEvents`] (empty subscription, unknown bits, or events
+    /// not in [`Plugin::EVENTS`]).
+    pub fn build(self) -> Result<Stub<P>, Error> {
+        let handled = P::EVENTS;
+        if handled.is_empty() {
+            return Err(Error::InvalidEvents {
+                events: handled,
+                reason: "Plugin::EVENTS is empty (an empty mask would subscribe to every event)",
+            });
+        }
+        if handled.unknown_bits() != 0 {
+            return Err(Error::InvalidEvents {
+                events: handled,
+                reason: "Plugin::EVENTS has bits of no known event",
+            });
+        }
+        let events = self.events.unwrap_or(handled);
+        if events.is_empty() {
+            return Err(Error::InvalidEvents {
+                events,
+                reason: "empty subscription",
+            });
+        }
+        if !handled.contains_all(events) {
+            return Err(Error::InvalidEvents {
+                events,
+                reason: "subscription includes events the plugin does not declare in Plugin::EVENTS",
+            });
+        }
+
+        let mode = match self.mode {
+            ConnectMode::Auto
+                if std::env::var_os(ENV_PLUGIN_SOCKET).is_some_and(|v| !v.is_empty()) =>
+            {
+                ConnectMode::PreLaunched
+            }
+            ConnectMode::Auto => ConnectMode::External,
+            m => m,
+        };
+        let (index, name) = resolve_identity(self.index, self.name)?;
+
+        let reconnect = match (mode.clone(), self.reconnect) {
+            (ConnectMode::PreLaunched, Some(_)) => {
+                tracing::warn!(
+                    "nri-plugin: reconnect policy ignored: a pre-launched plugin cannot reconnect"
+                );
+                None
+            }
+            (_, r) => r,
+        };
+
+        Ok(Stub {
+            plugin: Arc::new(self.plugin),
+            shared: Arc::new(Shared::new(self.request_timeout)),
+            config: Arc::new(Config {
+                name,
+                index,
+                socket_path: self.socket_path,
+                mode,
+                events,
+                strict_events: self.strict_events,
+                registration_timeout: self.registration_timeout,
+                reconnect,
+            }),
+        })
+    }
+}
+
+/// The checked configuration of a [`Stub`].
+#[derive(Debug)]
+pub(crate) struct Config {
+    pub(crate) name: String,
+    pub(crate) index: String,
+    pub(crate) socket_path: PathBuf,
+    pub(crate) mode: ConnectMode,
+    pub(crate) events: EventMask,
+    pub(crate) strict_events: bool,
+    pub(crate) registration_timeout: Duration,
+    pub(crate) reconnect: Option<ReconnectPolicy>,
+}
+
+/// Index and name: builder, else environment, else the executable's name.
+fn resolve_identity(
+    index: Option<String>,
+    name: Option<String>,
+) -> Result<(String, String), Error> {
+    let env = |var: &str| std::env::var(var).ok().filter(|v| !v.is_empty());
+    let mut index = index.or_else(|| env(ENV_PLUGIN_IDX));
+    let mut name = name.or_else(|| env(ENV_PLUGIN_NAME));
+    if index.is_none() || name.is_none() {
+        let exe = std::env::args_os()
+            .next()
+            .map(PathBuf::from)
+            .and_then(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()))
+            .unwrap_or_default();
+        match (&index, nri_api::parse_plugin_file_name(&exe)) {
+            (None, Ok((i, n))) => {
+                index = Some(i.to_owned());
+                if name.is_none() {
+                    name = Some(n.to_owned());
+                }
+            }
+            (Some(_), _) => {
+                if name.is_none() {
+                    name = Some(exe);
+                }
+            }
+            (None, Err(_)) => {}
+        }
+    }
+    let index = index.unwrap_or_default();
+    let name = name.unwrap_or_default();
+    nri_api::check_plugin_index(&index).map_err(|source| Error::InvalidIndex {
+        index: index.clone(),
+        source,
+    })?;
+    nri_api::check_plugin_name(&name).map_err(|source| Error::InvalidName {
+        name: name.clone(),
+        source,
+    })?;
+    Ok((index, name))
+}

@@ -1,0 +1,242 @@
+//! The crate's one error type.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use nri_api::{EventMask, NriVersion};
+
+/// Where in the connection lifecycle something happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Phase {
+    /// Dialling the socket or adopting the inherited one.
+    Connecting,
+    /// `RegisterPlugin` sent, waiting for the answer.
+    Registering,
+    /// Registered, waiting for (or handling) `Configure`.
+    Configuring,
+    /// Configured, waiting for the (possibly chunked) `Synchronize`.
+    Synchronizing,
+    /// Synchronized; events flow.
+    Running,
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Phase::Connecting => "connecting",
+            Phase::Registering => "registering",
+            Phase::Configuring => "configuring",
+            Phase::Synchronizing => "synchronizing",
+            Phase::Running => "running",
+        })
+    }
+}
+
+/// A boxed error cause.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Everything that can end or fail a plugin, and what
+/// [`PluginHandle`](crate::PluginHandle) calls return.
+///
+/// [`Stub::run`](crate::Stub::run) returns it; match on the variant to decide
+/// what to do. OS causes are kept as `#[source]`, so for example
+/// [`Error::Connect`] tells a missing socket from a refused connection from
+/// a permission problem ([`Error::io_kind`], [`Error::is_socket_missing`],
+/// [`Error::is_connection_refused`], [`Error::is_permission_denied`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The plugin name is missing or invalid (non-empty, `[A-Za-z0-9_.+-]`).
+    #[error("invalid plugin name {name:?}")]
+    InvalidName {
+        /// The name (empty when none was given or found).
+        name: String,
+        /// Why it was refused.
+        #[source]
+        source: nri_api::Error,
+    },
+
+    /// The plugin index is missing or not exactly two ASCII digits.
+    #[error("invalid plugin index {index:?}")]
+    InvalidIndex {
+        /// The index (empty when none was given or found).
+        index: String,
+        /// Why it was refused.
+        #[source]
+        source: nri_api::Error,
+    },
+
+    /// The event subscription is unusable: empty (an empty mask on the wire
+    /// would mean "all events"), with unknown bits, or with events the plugin
+    /// does not declare in [`Plugin::EVENTS`](crate::Plugin::EVENTS).
+    #[error("invalid event subscription {events}: {reason}")]
+    InvalidEvents {
+        /// The offending mask.
+        events: EventMask,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+
+    /// Dialling the runtime's socket failed. The OS error is the source:
+    /// `NotFound` (no socket: runtime down or NRI disabled),
+    /// `ConnectionRefused` (stale socket, nobody listening),
+    /// `PermissionDenied` (socket not accessible to this user).
+    #[error("cannot connect to the NRI socket {}", path.display())]
+    Connect {
+        /// The socket path.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// A pre-launched plugin could not take over the socket the runtime
+    /// passed (`NRI_PLUGIN_SOCKET`), or the multiplexer could not be set up.
+    #[error("cannot use the runtime connection")]
+    Transport {
+        /// The cause.
+        #[source]
+        source: nri_mux::Error,
+    },
+
+    /// The runtime answered `RegisterPlugin` with an error.
+    #[error("the runtime refused the registration: {reason}")]
+    RegistrationRefused {
+        /// The runtime's message.
+        reason: String,
+    },
+
+    /// The runtime did not accept and configure the plugin within the
+    /// registration timeout ([`Builder::registration_timeout`](crate::Builder::registration_timeout)).
+    #[error("registration timed out after {timeout:?} ({phase})")]
+    RegistrationTimeout {
+        /// The timeout.
+        timeout: Duration,
+        /// What was still missing: the `RegisterPlugin` answer
+        /// ([`Phase::Registering`]) or the runtime's `Configure`
+        /// ([`Phase::Configuring`]).
+        phase: Phase,
+    },
+
+    /// The runtime's NRI version cannot deliver some subscribed events, and
+    /// the plugin asked for strictness
+    /// ([`Builder::strict_events`](crate::Builder::strict_events)), or none
+    /// of the subscribed events is supported at all.
+    #[error("runtime (NRI {runtime_version}) cannot deliver events {dropped} of {requested}")]
+    UnsupportedEvents {
+        /// The subscription the plugin asked for.
+        requested: EventMask,
+        /// The events the runtime cannot take.
+        dropped: EventMask,
+        /// The runtime's NRI version (reported or inferred).
+        runtime_version: NriVersion,
+    },
+
+    /// The plugin's [`configure`](crate::Plugin::configure) failed or chose
+    /// events it does not handle; the runtime was told and drops the plugin.
+    #[error("configuration failed: {reason}")]
+    ConfigureFailed {
+        /// What went wrong.
+        reason: String,
+    },
+
+    /// The plugin's [`synchronize`](crate::Plugin::synchronize) failed; the
+    /// runtime drops a plugin whose initial synchronization fails.
+    #[error("synchronization failed: {reason}")]
+    SynchronizeFailed {
+        /// What went wrong.
+        reason: String,
+    },
+
+    /// The connection to the runtime ended (runtime restarted or stopped,
+    /// or a transport error).
+    #[error("connection to the runtime lost while {phase}")]
+    ConnectionLost {
+        /// What the plugin was doing.
+        phase: Phase,
+        /// The transport error, if the connection did not just close.
+        #[source]
+        source: Option<BoxError>,
+    },
+
+    /// The runtime sent `Shutdown`.
+    #[error("shut down by the runtime")]
+    ShutDownByRuntime,
+
+    /// [`Stub::run`](crate::Stub::run) was called while it was already
+    /// running.
+    #[error("the plugin is already running")]
+    AlreadyStarted,
+
+    /// A [`PluginHandle`](crate::PluginHandle) call needs a connection and
+    /// there is none (not yet registered, or between reconnects).
+    #[error("not connected to a runtime")]
+    NotConnected,
+
+    /// A call to the runtime failed.
+    #[error("{method} call to the runtime failed")]
+    Rpc {
+        /// The method (`RegisterPlugin`, `UpdateContainers`).
+        method: &'static str,
+        /// The ttRPC error (deadline, status, closed connection).
+        #[source]
+        source: nri_ttrpc::Error,
+    },
+
+    /// Reconnecting gave up after the policy's maximum number of attempts.
+    #[error("gave up reconnecting after {attempts} attempts")]
+    ReconnectGaveUp {
+        /// Attempts made since the last successful synchronization.
+        attempts: u32,
+        /// The error of the last attempt.
+        #[source]
+        last: Box<Error>,
+    },
+}
+
+impl Error {
+    /// The OS error kind behind a [`Error::Connect`] (also looking through
+    /// [`Error::ReconnectGaveUp`]); `None` for other errors.
+    pub fn io_kind(&self) -> Option<io::ErrorKind> {
+        match self {
+            Error::Connect { source, .. } => Some(source.kind()),
+            Error::ReconnectGaveUp { last, .. } => last.io_kind(),
+            _ => None,
+        }
+    }
+
+    /// The socket does not exist (runtime not running, or NRI disabled).
+    pub fn is_socket_missing(&self) -> bool {
+        self.io_kind() == Some(io::ErrorKind::NotFound)
+    }
+
+    /// The socket exists but nobody accepts connections on it.
+    pub fn is_connection_refused(&self) -> bool {
+        self.io_kind() == Some(io::ErrorKind::ConnectionRefused)
+    }
+
+    /// The socket is not accessible to this user.
+    pub fn is_permission_denied(&self) -> bool {
+        self.io_kind() == Some(io::ErrorKind::PermissionDenied)
+    }
+
+    /// Whether a reconnect policy retries after this error: transport
+    /// problems, refusals and timeouts yes; configuration mistakes
+    /// (names, events, a failing `configure`) and an explicit stop no.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Error::Connect { .. }
+                | Error::Transport { .. }
+                | Error::RegistrationRefused { .. }
+                | Error::RegistrationTimeout { .. }
+                | Error::SynchronizeFailed { .. }
+                | Error::ConnectionLost { .. }
+                | Error::ShutDownByRuntime
+                | Error::Rpc { .. }
+        )
+    }
+}

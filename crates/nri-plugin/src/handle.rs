@@ -1,0 +1,141 @@
+//! [`PluginHandle`]: what a plugin can do from any task while it runs.
+
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use nri_api::api::{
+    ContainerEviction, ContainerUpdate, UpdateContainersRequest, UpdateContainersResponse,
+};
+use nri_api::{EventMask, RUNTIME_SERVICE, method};
+use nri_ttrpc::{CallOptions, Client};
+use tokio_util::sync::CancellationToken;
+
+use crate::{Error, RuntimeInfo};
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// State shared by the stub, the service and every handle.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    /// Client of the runtime service of the current connection.
+    pub(crate) client: Mutex<Option<Client>>,
+    pub(crate) runtime: Mutex<Option<RuntimeInfo>>,
+    pub(crate) subscribed: AtomicI32,
+    pub(crate) dropped: AtomicI32,
+    /// Subscribed events already reported as declared but not implemented.
+    pub(crate) warned_unimplemented: AtomicI32,
+    pub(crate) running: AtomicBool,
+    pub(crate) stop: CancellationToken,
+    pub(crate) request_timeout: Duration,
+}
+
+impl Shared {
+    pub(crate) fn new(request_timeout: Duration) -> Self {
+        Shared {
+            client: Mutex::new(None),
+            runtime: Mutex::new(None),
+            subscribed: AtomicI32::new(0),
+            dropped: AtomicI32::new(0),
+            warned_unimplemented: AtomicI32::new(0),
+            running: AtomicBool::new(false),
+            stop: CancellationToken::new(),
+            request_timeout,
+        }
+    }
+
+    pub(crate) fn disconnected(&self) {
+        if let Some(c) = lock(&self.client).take() {
+            c.close();
+        }
+        self.subscribed.store(0, Ordering::Relaxed);
+    }
+}
+
+/// A cheap, cloneable handle to a running plugin, usable from any task:
+/// unsolicited container updates, the runtime's identity, the negotiated
+/// subscription, and stopping the plugin.
+///
+/// Get it from [`Stub::handle`](crate::Stub::handle) (before or while
+/// running) or from [`ConfigureInfo::handle`](crate::ConfigureInfo::handle).
+#[derive(Debug, Clone)]
+pub struct PluginHandle {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl PluginHandle {
+    /// Asks the runtime to update containers and evict others, outside of
+    /// any event (the runtime's `UpdateContainers`). Returns the updates the
+    /// runtime could not apply. The call has the builder's request timeout
+    /// as deadline.
+    ///
+    /// Note: Go runtimes up to v0.12.2 ignore evictions.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotConnected`] when not registered; [`Error::Rpc`] when the
+    /// call fails (deadline, error status, connection closed).
+    pub async fn update_containers(
+        &self,
+        updates: Vec<ContainerUpdate>,
+        evictions: Vec<ContainerEviction>,
+    ) -> Result<Vec<ContainerUpdate>, Error> {
+        let client = lock(&self.shared.client)
+            .clone()
+            .ok_or(Error::NotConnected)?;
+        let req = UpdateContainersRequest {
+            update: updates,
+            evict: evictions,
+        };
+        let resp: UpdateContainersResponse = client
+            .call_message(
+                RUNTIME_SERVICE,
+                method::UPDATE_CONTAINERS,
+                &req,
+                CallOptions::new(self.shared.request_timeout),
+            )
+            .await
+            .map_err(|source| Error::Rpc {
+                method: method::UPDATE_CONTAINERS,
+                source,
+            })?;
+        Ok(resp.failed)
+    }
+
+    /// Stops the plugin: [`Stub::run`](crate::Stub::run) closes the
+    /// connection and returns `Ok(())`. A stopped stub stays stopped.
+    pub fn stop(&self) {
+        self.shared.stop.cancel();
+    }
+
+    /// Whether [`stop`](Self::stop) was called.
+    pub fn is_stopped(&self) -> bool {
+        self.shared.stop.is_cancelled()
+    }
+
+    /// Whether the plugin is registered with a runtime right now.
+    pub fn is_connected(&self) -> bool {
+        lock(&self.shared.client)
+            .as_ref()
+            .is_some_and(|c| !c.is_closed())
+    }
+
+    /// The runtime of the current (or last) connection, once configured.
+    pub fn runtime(&self) -> Option<RuntimeInfo> {
+        lock(&self.shared.runtime).clone()
+    }
+
+    /// The events sent to the runtime in the current connection's
+    /// subscription (empty when not configured).
+    pub fn subscribed_events(&self) -> EventMask {
+        EventMask::from_i32(self.shared.subscribed.load(Ordering::Relaxed))
+    }
+
+    /// Events the plugin wanted but the runtime of the current (or last)
+    /// connection cannot deliver, so they were left out of the subscription.
+    pub fn dropped_events(&self) -> EventMask {
+        EventMask::from_i32(self.shared.dropped.load(Ordering::Relaxed))
+    }
+}

@@ -1,0 +1,358 @@
+//! The [`Plugin`] trait and the values its methods receive and return.
+
+use std::fmt;
+use std::future::{Future, Ready, ready};
+use std::time::Duration;
+
+use nri_api::api::{
+    Container, ContainerUpdate, CreateContainerResponse, LinuxResources, PodSandbox,
+    StopContainerResponse, UpdateContainerResponse, ValidateContainerAdjustmentRequest,
+};
+use nri_api::{EventMask, RuntimeNriVersion};
+use nri_ttrpc::{Code, Status};
+
+use crate::{Error, PluginHandle};
+
+/// What a handler returns.
+pub type HandlerResult<T> = Result<T, HandlerError>;
+
+/// An error returned by a [`Plugin`] method; it becomes the ttRPC status of
+/// the answer (code `UNKNOWN` unless chosen with [`HandlerError::with_code`],
+/// message = the error's text with its causes).
+///
+/// Any `std::error::Error` converts with `?`; use [`HandlerError::msg`] for
+/// plain text. [`HandlerError::unimplemented`] (what the default methods
+/// return) answers `UNIMPLEMENTED`, the code a v0.12 runtime takes as "use
+/// `StateChange` instead".
+pub struct HandlerError {
+    code: Code,
+    message: String,
+}
+
+impl HandlerError {
+    /// An error with this message (code `UNKNOWN`, as the Go stub sends).
+    pub fn msg(message: impl fmt::Display) -> Self {
+        HandlerError {
+            code: Code::Unknown,
+            message: message.to_string(),
+        }
+    }
+
+    /// "This plugin does not handle this request": answered as
+    /// `UNIMPLEMENTED` (code 12). The default of every event method.
+    pub fn unimplemented() -> Self {
+        HandlerError {
+            code: Code::Unimplemented,
+            message: String::new(),
+        }
+    }
+
+    /// The same error with another status code.
+    #[must_use]
+    pub fn with_code(mut self, code: Code) -> Self {
+        self.code = code;
+        self
+    }
+
+    /// The status code sent to the runtime.
+    pub fn code(&self) -> Code {
+        self.code
+    }
+
+    /// The message sent to the runtime.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// True for [`HandlerError::unimplemented`].
+    pub fn is_unimplemented(&self) -> bool {
+        self.code == Code::Unimplemented
+    }
+
+    pub(crate) fn into_status(self, method: &str) -> Status {
+        if self.code == Code::Unimplemented && self.message.is_empty() {
+            return Status::unknown_method(method);
+        }
+        let code = if self.code == Code::Ok {
+            Code::Unknown
+        } else {
+            self.code
+        };
+        Status::new(code, self.message)
+    }
+}
+
+impl fmt::Debug for HandlerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HandlerError")
+            .field("code", &self.code)
+            .field("message", &self.message)
+            .finish()
+    }
+}
+
+impl fmt::Display for HandlerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.message.is_empty() {
+            write!(f, "{}", self.code)
+        } else {
+            f.write_str(&self.message)
+        }
+    }
+}
+
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for HandlerError {
+    fn from(err: E) -> Self {
+        let mut message = err.to_string();
+        let mut source = err.source();
+        while let Some(s) = source {
+            message.push_str(": ");
+            message.push_str(&s.to_string());
+            source = s.source();
+        }
+        HandlerError::msg(message)
+    }
+}
+
+/// The runtime a plugin is connected to, from its `Configure` request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RuntimeInfo {
+    /// Runtime name, e.g. `containerd`.
+    pub name: String,
+    /// Runtime version, e.g. `v2.1.4`.
+    pub version: String,
+    /// The runtime's NRI version, reported in `ConfigureRequest.NRI_version`
+    /// or inferred from name and version (see [`nri_api::runtime_nri_version`]).
+    pub nri_version: RuntimeNriVersion,
+    /// The runtime's registration timeout.
+    pub registration_timeout: Duration,
+    /// The runtime's per-request timeout: every handler must answer within it.
+    pub request_timeout: Duration,
+}
+
+impl RuntimeInfo {
+    /// The events this runtime accepts in a subscription.
+    pub fn valid_events(&self) -> EventMask {
+        self.nri_version.version.valid_events()
+    }
+}
+
+/// What [`Plugin::configure`] receives.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ConfigureInfo {
+    /// The configuration text. Pre-launched plugins get the runtime's
+    /// `NN-name.conf` / `name.conf`; external plugins get an empty string.
+    pub config: String,
+    /// The runtime.
+    pub runtime: RuntimeInfo,
+    /// The subscription the plugin will send if `configure` returns `None`
+    /// (the builder's events, or [`Plugin::EVENTS`]).
+    pub subscription: EventMask,
+    /// Events of [`ConfigureInfo::subscription`] the runtime cannot deliver;
+    /// they are dropped from the subscription (or fail it, in strict mode).
+    pub unsupported: EventMask,
+    /// A handle to the running plugin (unsolicited updates, stop).
+    pub handle: PluginHandle,
+}
+
+/// Why [`Plugin::synchronize`] is called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SyncKind {
+    /// The first synchronization of this [`Stub::run`](crate::Stub::run).
+    Initial,
+    /// After a reconnect: the pods and containers given **replace** all
+    /// state the plugin kept from the previous connection (events may have
+    /// been missed while disconnected).
+    Resync {
+        /// Number of this connection (1 for the first reconnect).
+        reconnect: u32,
+    },
+}
+
+/// An NRI plugin: one method per request of the protocol, each optional.
+///
+/// Declare the events the plugin handles in [`Plugin::EVENTS`] and implement
+/// the matching methods (with `async fn`). Methods that are not implemented
+/// answer `UNIMPLEMENTED` (event methods) or do nothing (`configure`,
+/// `synchronize`, `shutdown`). The SDK answers the dedicated per-event RPCs
+/// of NRI v0.12 and the `StateChange` RPC of older runtimes with the same
+/// methods.
+///
+/// Every handler must answer within the runtime's request timeout (2 s by
+/// default; see [`RuntimeInfo::request_timeout`]). Handlers run concurrently
+/// (one task per request), hence `Send + Sync`.
+///
+/// Owned request parts are handed over (no copy: they were decoded for this
+/// call); a missing pod or container in a request is passed as the default
+/// (empty) value.
+pub trait Plugin: Send + Sync + 'static {
+    /// The events this plugin handles. It is the default subscription; the
+    /// builder and [`Plugin::configure`] may narrow it, never widen it. Must
+    /// not be empty.
+    const EVENTS: EventMask;
+
+    /// The runtime configures the plugin. Return `Some(mask)` to change the
+    /// subscription for this connection (a subset of [`Plugin::EVENTS`]),
+    /// `None` to keep [`ConfigureInfo::subscription`]. An error fails the
+    /// registration; [`Stub::run`](crate::Stub::run) returns
+    /// [`Error::ConfigureFailed`].
+    fn configure(
+        &self,
+        info: &ConfigureInfo,
+    ) -> impl Future<Output = HandlerResult<Option<EventMask>>> + Send {
+        let _ = info;
+        ready(Ok(None))
+    }
+
+    /// The runtime's current pods and containers (all chunks of a split
+    /// synchronization reassembled). Return updates for existing containers.
+    fn synchronize(
+        &self,
+        pods: Vec<PodSandbox>,
+        containers: Vec<Container>,
+        kind: SyncKind,
+    ) -> impl Future<Output = HandlerResult<Vec<ContainerUpdate>>> + Send {
+        let _ = (pods, containers, kind);
+        ready(Ok(Vec::new()))
+    }
+
+    /// The runtime is shutting down.
+    fn shutdown(&self) -> impl Future<Output = ()> + Send {
+        ready(())
+    }
+
+    /// The connection to the runtime ended with `cause`. Called before a
+    /// reconnect attempt and before [`Stub::run`](crate::Stub::run) returns
+    /// an error. Not called when the plugin stopped itself.
+    fn disconnected(&self, cause: &Error) {
+        let _ = cause;
+    }
+
+    /// A pod sandbox is being started.
+    fn run_pod_sandbox(&self, pod: PodSandbox) -> impl Future<Output = HandlerResult<()>> + Send {
+        unhandled(pod)
+    }
+
+    /// A pod sandbox's resources are being updated (NRI v0.10+).
+    fn update_pod_sandbox(
+        &self,
+        pod: PodSandbox,
+        overhead: Option<LinuxResources>,
+        resources: Option<LinuxResources>,
+    ) -> impl Future<Output = HandlerResult<()>> + Send {
+        unhandled((pod, overhead, resources))
+    }
+
+    /// A pod sandbox's resources were updated (NRI v0.10+).
+    fn post_update_pod_sandbox(
+        &self,
+        pod: PodSandbox,
+    ) -> impl Future<Output = HandlerResult<()>> + Send {
+        unhandled(pod)
+    }
+
+    /// A pod sandbox is being stopped.
+    fn stop_pod_sandbox(&self, pod: PodSandbox) -> impl Future<Output = HandlerResult<()>> + Send {
+        unhandled(pod)
+    }
+
+    /// A pod sandbox was removed.
+    fn remove_pod_sandbox(
+        &self,
+        pod: PodSandbox,
+    ) -> impl Future<Output = HandlerResult<()>> + Send {
+        unhandled(pod)
+    }
+
+    /// A container is being created: return the adjustment for it, updates
+    /// for other containers and evictions.
+    fn create_container(
+        &self,
+        pod: PodSandbox,
+        container: Container,
+    ) -> impl Future<Output = HandlerResult<CreateContainerResponse>> + Send {
+        unhandled((pod, container))
+    }
+
+    /// A container was created.
+    fn post_create_container(
+        &self,
+        pod: PodSandbox,
+        container: Container,
+    ) -> impl Future<Output = HandlerResult<()>> + Send {
+        unhandled((pod, container))
+    }
+
+    /// A container is being started.
+    fn start_container(
+        &self,
+        pod: PodSandbox,
+        container: Container,
+    ) -> impl Future<Output = HandlerResult<()>> + Send {
+        unhandled((pod, container))
+    }
+
+    /// A container was started.
+    fn post_start_container(
+        &self,
+        pod: PodSandbox,
+        container: Container,
+    ) -> impl Future<Output = HandlerResult<()>> + Send {
+        unhandled((pod, container))
+    }
+
+    /// A container's resources are being updated: return updates (the
+    /// target container's own last) and evictions.
+    fn update_container(
+        &self,
+        pod: PodSandbox,
+        container: Container,
+        resources: Option<LinuxResources>,
+    ) -> impl Future<Output = HandlerResult<UpdateContainerResponse>> + Send {
+        unhandled((pod, container, resources))
+    }
+
+    /// A container's resources were updated.
+    fn post_update_container(
+        &self,
+        pod: PodSandbox,
+        container: Container,
+    ) -> impl Future<Output = HandlerResult<()>> + Send {
+        unhandled((pod, container))
+    }
+
+    /// A container is being stopped: return updates for other containers.
+    fn stop_container(
+        &self,
+        pod: PodSandbox,
+        container: Container,
+    ) -> impl Future<Output = HandlerResult<StopContainerResponse>> + Send {
+        unhandled((pod, container))
+    }
+
+    /// A container was removed.
+    fn remove_container(
+        &self,
+        pod: PodSandbox,
+        container: Container,
+    ) -> impl Future<Output = HandlerResult<()>> + Send {
+        unhandled((pod, container))
+    }
+
+    /// Validator plugins (NRI v0.10+): accept (`Ok`) or reject (`Err`, its
+    /// message is the reason) the merged adjustment of a container.
+    fn validate_container_adjustment(
+        &self,
+        request: ValidateContainerAdjustmentRequest,
+    ) -> impl Future<Output = HandlerResult<()>> + Send {
+        unhandled(request)
+    }
+}
+
+fn unhandled<T, A>(args: A) -> Ready<HandlerResult<T>> {
+    drop(args);
+    ready(Err(HandlerError::unimplemented()))
+}

@@ -1,0 +1,527 @@
+//! The `Plugin` ttRPC service: decodes each request, calls the [`Plugin`]
+//! method and encodes the answer. Both event dialects end in the same
+//! methods.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use nri_api::api::{
+    ConfigureRequest, ConfigureResponse, Container, CreateContainerRequest, Event, PodSandbox,
+    PostCreateContainerRequest, PostStartContainerRequest, PostUpdateContainerRequest,
+    PostUpdatePodSandboxRequest, RemoveContainerRequest, RemovePodSandboxRequest,
+    RunPodSandboxRequest, StartContainerRequest, StateChangeEvent, StopContainerRequest,
+    StopPodSandboxRequest, SynchronizeRequest, SynchronizeResponse, UpdateContainerRequest,
+    UpdatePodSandboxRequest, ValidateContainerAdjustmentRequest,
+    ValidateContainerAdjustmentResponse,
+};
+use nri_api::{method, runtime_nri_version};
+use nri_ttrpc::{BoxFuture, Code, RequestContext, Service, Status};
+use prost::Message;
+use tokio::sync::Notify;
+
+use crate::builder::Config;
+use crate::handle::{Shared, lock};
+use crate::{
+    ConfigureInfo, Error, HandlerError, HandlerResult, Phase, Plugin, PluginHandle, RuntimeInfo,
+    SyncKind,
+};
+
+/// Per-connection state shared by the service and the connection driver.
+#[derive(Debug)]
+pub(crate) struct ConnState {
+    pub(crate) phase: Mutex<Phase>,
+    pub(crate) configured: Notify,
+    pub(crate) synced: Notify,
+    pub(crate) shutdown: Notify,
+    pub(crate) fatal_notify: Notify,
+    pub(crate) fatal: Mutex<Option<Error>>,
+    sync_acc: Mutex<Option<(Vec<PodSandbox>, Vec<Container>)>>,
+    sync_kind: SyncKind,
+}
+
+impl ConnState {
+    pub(crate) fn new(sync_kind: SyncKind) -> Self {
+        ConnState {
+            phase: Mutex::new(Phase::Connecting),
+            configured: Notify::new(),
+            synced: Notify::new(),
+            shutdown: Notify::new(),
+            fatal_notify: Notify::new(),
+            fatal: Mutex::new(None),
+            sync_acc: Mutex::new(None),
+            sync_kind,
+        }
+    }
+
+    pub(crate) fn phase(&self) -> Phase {
+        *lock(&self.phase)
+    }
+
+    pub(crate) fn set_phase(&self, p: Phase) {
+        *lock(&self.phase) = p;
+    }
+
+    pub(crate) fn take_fatal(&self) -> Option<Error> {
+        lock(&self.fatal).take()
+    }
+
+    /// Records an error that ends this connection and turns it into the
+    /// status sent to the runtime.
+    fn fail(&self, err: Error) -> Status {
+        tracing::error!(error = %err, "nri-plugin: {err}");
+        let status = Status::new(Code::Unknown, err.to_string());
+        *lock(&self.fatal) = Some(err);
+        self.fatal_notify.notify_one();
+        status
+    }
+}
+
+/// The `nri.pkg.api.v1alpha1.Plugin` service of one connection.
+pub(crate) struct PluginService<P> {
+    pub(crate) plugin: Arc<P>,
+    pub(crate) conn: Arc<ConnState>,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) config: Arc<Config>,
+}
+
+impl<P> Clone for PluginService<P> {
+    fn clone(&self) -> Self {
+        PluginService {
+            plugin: Arc::clone(&self.plugin),
+            conn: Arc::clone(&self.conn),
+            shared: Arc::clone(&self.shared),
+            config: Arc::clone(&self.config),
+        }
+    }
+}
+
+fn decode<M: Message + Default>(payload: Bytes) -> Result<M, Status> {
+    M::decode(payload).map_err(|e| {
+        Status::new(
+            Code::InvalidArgument,
+            format!("cannot decode {}: {e}", std::any::type_name::<M>()),
+        )
+    })
+}
+
+fn encode<M: Message>(m: &M) -> Bytes {
+    Bytes::from(m.encode_to_vec())
+}
+
+impl<P: Plugin> PluginService<P> {
+    /// Answers a handler result; `T` is encoded with `enc`.
+    fn answer<T>(
+        &self,
+        event: Event,
+        method: &'static str,
+        res: HandlerResult<T>,
+        enc: impl FnOnce(T) -> Bytes,
+    ) -> nri_ttrpc::HandlerResult {
+        match res {
+            Ok(v) => Ok(enc(v)),
+            Err(e) => Err(self.handler_error(event, method, e)),
+        }
+    }
+
+    fn handler_error(&self, event: Event, method: &str, e: HandlerError) -> Status {
+        if e.is_unimplemented() {
+            self.note_unimplemented(event);
+        } else {
+            tracing::debug!(method, error = %e, "nri-plugin: handler failed");
+        }
+        e.into_status(method)
+    }
+
+    /// Warns once per event when the runtime sends an event the plugin
+    /// subscribed to but whose method is not implemented.
+    fn note_unimplemented(&self, event: Event) {
+        let Some(bit) = event.mask_bit() else { return };
+        let subscribed = self.shared.subscribed.load(Ordering::Relaxed);
+        if subscribed & bit == 0 {
+            return;
+        }
+        let before = self
+            .shared
+            .warned_unimplemented
+            .fetch_or(bit, Ordering::Relaxed);
+        if before & bit == 0 {
+            tracing::warn!(
+                event = event.pretty_name(),
+                "nri-plugin: subscribed to {event} (declared in Plugin::EVENTS) but the method is \
+                 not implemented; answering UNIMPLEMENTED"
+            );
+        }
+    }
+
+    async fn configure(self, payload: Bytes) -> nri_ttrpc::HandlerResult {
+        let req: ConfigureRequest = decode(payload)?;
+        self.conn.set_phase(Phase::Configuring);
+        let nri_version =
+            runtime_nri_version(&req.nri_version, &req.runtime_name, &req.runtime_version);
+        let ms = |v: i64| Duration::from_millis(u64::try_from(v).unwrap_or(0));
+        let runtime = RuntimeInfo {
+            name: req.runtime_name,
+            version: req.runtime_version,
+            nri_version,
+            registration_timeout: ms(req.registration_timeout),
+            request_timeout: ms(req.request_timeout),
+        };
+        let valid = runtime.valid_events();
+        let default_events = self.config.events;
+        let info = ConfigureInfo {
+            config: req.config,
+            runtime: runtime.clone(),
+            subscription: default_events,
+            unsupported: default_events.difference(valid),
+            handle: PluginHandle {
+                shared: Arc::clone(&self.shared),
+            },
+        };
+        tracing::info!(
+            plugin = %self.config.plugin_name(),
+            runtime = %runtime.name,
+            runtime_version = %runtime.version,
+            nri_version = %nri_version.version,
+            nri_version_origin = ?nri_version.origin,
+            "nri-plugin: configuring"
+        );
+        *lock(&self.shared.runtime) = Some(runtime);
+
+        let requested = match self.plugin.configure(&info).await {
+            Ok(Some(m)) => m,
+            Ok(None) => default_events,
+            Err(e) => {
+                return Err(self.conn.fail(Error::ConfigureFailed {
+                    reason: e.to_string(),
+                }));
+            }
+        };
+        if requested.is_empty() || !P::EVENTS.contains_all(requested) {
+            return Err(self.conn.fail(Error::ConfigureFailed {
+                reason: format!(
+                    "configure chose events {requested}, not a non-empty subset of the handled events {}",
+                    P::EVENTS
+                ),
+            }));
+        }
+        let dropped = requested.difference(valid);
+        let sent = requested.intersection(valid);
+        self.shared
+            .dropped
+            .store(dropped.as_i32(), Ordering::Relaxed);
+        if !dropped.is_empty() {
+            if self.config.strict_events || sent.is_empty() {
+                return Err(self.conn.fail(Error::UnsupportedEvents {
+                    requested,
+                    dropped,
+                    runtime_version: nri_version.version,
+                }));
+            }
+            tracing::warn!(
+                requested = %requested,
+                dropped = %dropped,
+                dropped_mask = format_args!("{:#x}", dropped.as_i32()),
+                runtime_nri_version = %nri_version.version,
+                nri_version_origin = ?nri_version.origin,
+                "nri-plugin: the runtime cannot deliver some events; they are left out of the subscription"
+            );
+        }
+        self.shared
+            .subscribed
+            .store(sent.as_i32(), Ordering::Relaxed);
+        self.conn.set_phase(Phase::Synchronizing);
+        self.conn.configured.notify_one();
+        Ok(encode(&ConfigureResponse {
+            events: sent.as_i32(),
+        }))
+    }
+
+    async fn synchronize(self, payload: Bytes) -> nri_ttrpc::HandlerResult {
+        let req: SynchronizeRequest = decode(payload)?;
+        if req.more {
+            let mut acc = lock(&self.conn.sync_acc);
+            let (pods, ctrs) = acc.get_or_insert_with(Default::default);
+            tracing::debug!(
+                pods = req.pods.len(),
+                containers = req.containers.len(),
+                "nri-plugin: collecting a sync chunk"
+            );
+            pods.extend(req.pods);
+            ctrs.extend(req.containers);
+            return Ok(encode(&SynchronizeResponse {
+                update: Vec::new(),
+                more: true,
+            }));
+        }
+        let (pods, containers) = match lock(&self.conn.sync_acc).take() {
+            None => (req.pods, req.containers),
+            Some((mut pods, mut ctrs)) => {
+                pods.extend(req.pods);
+                ctrs.extend(req.containers);
+                (pods, ctrs)
+            }
+        };
+        tracing::debug!(
+            pods = pods.len(),
+            containers = containers.len(),
+            kind = ?self.conn.sync_kind,
+            "nri-plugin: synchronizing"
+        );
+        match self
+            .plugin
+            .synchronize(pods, containers, self.conn.sync_kind)
+            .await
+        {
+            Ok(update) => {
+                self.conn.set_phase(Phase::Running);
+                self.conn.synced.notify_one();
+                Ok(encode(&SynchronizeResponse {
+                    update,
+                    more: false,
+                }))
+            }
+            Err(e) => Err(self.conn.fail(Error::SynchronizeFailed {
+                reason: e.to_string(),
+            })),
+        }
+    }
+
+    async fn state_change(self, payload: Bytes) -> nri_ttrpc::HandlerResult {
+        let ev: StateChangeEvent = decode(payload)?;
+        let pod = ev.pod.unwrap_or_default();
+        let ctr = ev.container.unwrap_or_default();
+        let event = Event::try_from(ev.event).unwrap_or(Event::Unknown);
+        let p = &*self.plugin;
+        let res = match event {
+            Event::RunPodSandbox => p.run_pod_sandbox(pod).await,
+            Event::StopPodSandbox => p.stop_pod_sandbox(pod).await,
+            Event::RemovePodSandbox => p.remove_pod_sandbox(pod).await,
+            Event::PostUpdatePodSandbox => p.post_update_pod_sandbox(pod).await,
+            Event::PostCreateContainer => p.post_create_container(pod, ctr).await,
+            Event::StartContainer => p.start_container(pod, ctr).await,
+            Event::PostStartContainer => p.post_start_container(pod, ctr).await,
+            Event::PostUpdateContainer => p.post_update_container(pod, ctr).await,
+            Event::RemoveContainer => p.remove_container(pod, ctr).await,
+            _ => {
+                return Err(Status::new(
+                    Code::InvalidArgument,
+                    format!(
+                        "StateChange: event {} is not a state change event",
+                        ev.event
+                    ),
+                ));
+            }
+        };
+        match res {
+            Ok(()) => Ok(Bytes::new()),
+            // Like the Go stub: an event without handler is acknowledged.
+            Err(e) if e.is_unimplemented() => {
+                self.note_unimplemented(event);
+                Ok(Bytes::new())
+            }
+            Err(e) => Err(self.handler_error(event, method::STATE_CHANGE, e)),
+        }
+    }
+}
+
+/// Response of the events that return nothing (an empty message).
+fn empty(_: ()) -> Bytes {
+    Bytes::new()
+}
+
+impl<P: Plugin> Service for PluginService<P> {
+    fn call(
+        &self,
+        _ctx: RequestContext,
+        m: &str,
+        payload: Bytes,
+    ) -> BoxFuture<'static, nri_ttrpc::HandlerResult> {
+        let s = self.clone();
+        match m {
+            method::CONFIGURE => Box::pin(s.configure(payload)),
+            method::SYNCHRONIZE => Box::pin(s.synchronize(payload)),
+            method::STATE_CHANGE => Box::pin(s.state_change(payload)),
+            method::SHUTDOWN => Box::pin(async move {
+                tracing::info!("nri-plugin: the runtime asked to shut down");
+                s.plugin.shutdown().await;
+                s.conn.shutdown.notify_one();
+                Ok(Bytes::new())
+            }),
+            method::RUN_POD_SANDBOX => Box::pin(async move {
+                let r: RunPodSandboxRequest = decode(payload)?;
+                let res = s.plugin.run_pod_sandbox(r.pod.unwrap_or_default()).await;
+                s.answer(Event::RunPodSandbox, method::RUN_POD_SANDBOX, res, empty)
+            }),
+            method::UPDATE_POD_SANDBOX => Box::pin(async move {
+                let r: UpdatePodSandboxRequest = decode(payload)?;
+                let res = s
+                    .plugin
+                    .update_pod_sandbox(
+                        r.pod.unwrap_or_default(),
+                        r.overhead_linux_resources,
+                        r.linux_resources,
+                    )
+                    .await;
+                s.answer(
+                    Event::UpdatePodSandbox,
+                    method::UPDATE_POD_SANDBOX,
+                    res,
+                    empty,
+                )
+            }),
+            method::POST_UPDATE_POD_SANDBOX => Box::pin(async move {
+                let r: PostUpdatePodSandboxRequest = decode(payload)?;
+                let res = s
+                    .plugin
+                    .post_update_pod_sandbox(r.pod.unwrap_or_default())
+                    .await;
+                s.answer(
+                    Event::PostUpdatePodSandbox,
+                    method::POST_UPDATE_POD_SANDBOX,
+                    res,
+                    empty,
+                )
+            }),
+            method::STOP_POD_SANDBOX => Box::pin(async move {
+                let r: StopPodSandboxRequest = decode(payload)?;
+                let res = s.plugin.stop_pod_sandbox(r.pod.unwrap_or_default()).await;
+                s.answer(Event::StopPodSandbox, method::STOP_POD_SANDBOX, res, empty)
+            }),
+            method::REMOVE_POD_SANDBOX => Box::pin(async move {
+                let r: RemovePodSandboxRequest = decode(payload)?;
+                let res = s.plugin.remove_pod_sandbox(r.pod.unwrap_or_default()).await;
+                s.answer(
+                    Event::RemovePodSandbox,
+                    method::REMOVE_POD_SANDBOX,
+                    res,
+                    empty,
+                )
+            }),
+            method::CREATE_CONTAINER => Box::pin(async move {
+                let r: CreateContainerRequest = decode(payload)?;
+                let res = s
+                    .plugin
+                    .create_container(r.pod.unwrap_or_default(), r.container.unwrap_or_default())
+                    .await;
+                s.answer(Event::CreateContainer, method::CREATE_CONTAINER, res, |v| {
+                    encode(&v)
+                })
+            }),
+            method::POST_CREATE_CONTAINER => Box::pin(async move {
+                let r: PostCreateContainerRequest = decode(payload)?;
+                let res = s
+                    .plugin
+                    .post_create_container(
+                        r.pod.unwrap_or_default(),
+                        r.container.unwrap_or_default(),
+                    )
+                    .await;
+                s.answer(
+                    Event::PostCreateContainer,
+                    method::POST_CREATE_CONTAINER,
+                    res,
+                    empty,
+                )
+            }),
+            method::START_CONTAINER => Box::pin(async move {
+                let r: StartContainerRequest = decode(payload)?;
+                let res = s
+                    .plugin
+                    .start_container(r.pod.unwrap_or_default(), r.container.unwrap_or_default())
+                    .await;
+                s.answer(Event::StartContainer, method::START_CONTAINER, res, empty)
+            }),
+            method::POST_START_CONTAINER => Box::pin(async move {
+                let r: PostStartContainerRequest = decode(payload)?;
+                let res = s
+                    .plugin
+                    .post_start_container(
+                        r.pod.unwrap_or_default(),
+                        r.container.unwrap_or_default(),
+                    )
+                    .await;
+                s.answer(
+                    Event::PostStartContainer,
+                    method::POST_START_CONTAINER,
+                    res,
+                    empty,
+                )
+            }),
+            method::UPDATE_CONTAINER => Box::pin(async move {
+                let r: UpdateContainerRequest = decode(payload)?;
+                let res = s
+                    .plugin
+                    .update_container(
+                        r.pod.unwrap_or_default(),
+                        r.container.unwrap_or_default(),
+                        r.linux_resources,
+                    )
+                    .await;
+                s.answer(Event::UpdateContainer, method::UPDATE_CONTAINER, res, |v| {
+                    encode(&v)
+                })
+            }),
+            method::POST_UPDATE_CONTAINER => Box::pin(async move {
+                let r: PostUpdateContainerRequest = decode(payload)?;
+                let res = s
+                    .plugin
+                    .post_update_container(
+                        r.pod.unwrap_or_default(),
+                        r.container.unwrap_or_default(),
+                    )
+                    .await;
+                s.answer(
+                    Event::PostUpdateContainer,
+                    method::POST_UPDATE_CONTAINER,
+                    res,
+                    empty,
+                )
+            }),
+            method::STOP_CONTAINER => Box::pin(async move {
+                let r: StopContainerRequest = decode(payload)?;
+                let res = s
+                    .plugin
+                    .stop_container(r.pod.unwrap_or_default(), r.container.unwrap_or_default())
+                    .await;
+                s.answer(Event::StopContainer, method::STOP_CONTAINER, res, |v| {
+                    encode(&v)
+                })
+            }),
+            method::REMOVE_CONTAINER => Box::pin(async move {
+                let r: RemoveContainerRequest = decode(payload)?;
+                let res = s
+                    .plugin
+                    .remove_container(r.pod.unwrap_or_default(), r.container.unwrap_or_default())
+                    .await;
+                s.answer(Event::RemoveContainer, method::REMOVE_CONTAINER, res, empty)
+            }),
+            method::VALIDATE_CONTAINER_ADJUSTMENT => Box::pin(async move {
+                let r: ValidateContainerAdjustmentRequest = decode(payload)?;
+                match s.plugin.validate_container_adjustment(r).await {
+                    Ok(()) => Ok(encode(&ValidateContainerAdjustmentResponse::default())),
+                    Err(e) if e.is_unimplemented() => Err(s.handler_error(
+                        Event::ValidateContainerAdjustment,
+                        method::VALIDATE_CONTAINER_ADJUSTMENT,
+                        e,
+                    )),
+                    Err(e) => Ok(encode(&ValidateContainerAdjustmentResponse {
+                        reject: true,
+                        reason: e.to_string(),
+                    })),
+                }
+            }),
+            other => {
+                let st = Status::unknown_method(other);
+                Box::pin(async move { Err(st) })
+            }
+        }
+    }
+}
+
+impl Config {
+    pub(crate) fn plugin_name(&self) -> String {
+        format!("{}-{}", self.index, self.name)
+    }
+}
