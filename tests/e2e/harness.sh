@@ -87,7 +87,9 @@ e2e_available() {
              "$NRI_E2E_CRICTL" "$NRI_E2E_PAUSE_TAR" "$NRI_E2E_BUSYBOX_TAR"; do
         [ -e "$p" ] || { _e2e_err "missing $p; run scripts/setup-e2e.sh"; return 1; }
     done
-    command -v runc >/dev/null || { _e2e_err "runc not on PATH"; return 1; }
+    for p in runc jq findmnt setsid; do
+        command -v "$p" >/dev/null || { _e2e_err "$p not on PATH; run scripts/setup-e2e.sh"; return 1; }
+    done
 }
 
 # bindir VERSION: print the bin dir for 2.1 / 2.3 / an explicit dir.
@@ -477,17 +479,18 @@ e2e_inspect() {
 # rm WORK CONTAINER_ID: stop (timeout 0 s unless NRI_E2E_STOP_TIMEOUT) and remove.
 e2e_rm() {
     local work=${1:?usage: rm WORK ID} id=${2:?usage: rm WORK ID}
-    e2e_crictl "$work" stop -t "${NRI_E2E_STOP_TIMEOUT:-0}" "$id" >/dev/null \
-        && e2e_crictl "$work" rm "$id" >/dev/null \
-        || { _e2e_fail "$work" "stop/rm container $id failed"; return 1; }
+    if ! { e2e_crictl "$work" stop -t "${NRI_E2E_STOP_TIMEOUT:-0}" "$id" >/dev/null \
+            && e2e_crictl "$work" rm "$id" >/dev/null; }; then
+        _e2e_fail "$work" "stop/rm container $id failed"; return 1
+    fi
 }
 
 # rmp WORK POD_ID: stop and remove a pod (and its containers).
 e2e_rmp() {
     local work=${1:?usage: rmp WORK ID} id=${2:?usage: rmp WORK ID}
-    e2e_crictl "$work" stopp "$id" >/dev/null \
-        && e2e_crictl "$work" rmp "$id" >/dev/null \
-        || { _e2e_fail "$work" "stopp/rmp pod $id failed"; return 1; }
+    if ! { e2e_crictl "$work" stopp "$id" >/dev/null && e2e_crictl "$work" rmp "$id" >/dev/null; }; then
+        _e2e_fail "$work" "stopp/rmp pod $id failed"; return 1
+    fi
     rm -f "$work/specs/pod-$id.json"
 }
 
@@ -498,6 +501,7 @@ e2e_rmp() {
 # grep itself, which is gone by then, drops out).
 _e2e_pids_under() {
     local work=$1 f p cmd
+    # shellcheck disable=SC2013  # /proc paths have no spaces
     for f in $(grep -lsaF -e "$work/containerd.sock" -e "$work/nri/plugins/" /proc/[0-9]*/cmdline); do
         p=${f#/proc/}; p=${p%/cmdline}
         case "$p" in "$$"|"$BASHPID"|"$PPID") continue ;; esac
@@ -522,7 +526,7 @@ e2e_stop() {
     local work=${1:?usage: stop WORK}
     [ -d "$work" ] || return 0
     work=$(cd "$work" && pwd -P)
-    local E2E_WID="" E2E_CGROUP_PARENT="" E2E_CRICTL="" rc=0
+    local E2E_CGROUP_PARENT="" E2E_CRICTL="" rc=0
     [ -f "$work/harness.env" ] && _e2e_work_env "$work"
     local pid=""
     [ -f "$work/containerd.pid" ] && pid=$(cat "$work/containerd.pid")
@@ -551,7 +555,7 @@ e2e_stop() {
     rm -f "$work/containerd.pid"
 
     # 3. runc state: kill and delete whatever is left.
-    local ns root c
+    local root c
     if [ -d "$work/runc" ] && command -v runc >/dev/null; then
         for root in "$work"/runc/*/; do
             [ -d "$root" ] || continue

@@ -69,8 +69,7 @@ EOF
         "$WORK/containerd.log" || fail "containerd log does not say NRI registered k8s.io"
 
     # The probe runs at NRI start-up; give it a moment.
-    local i
-    for i in $(seq 50); do [ -f "$WORK/probe.marker" ] && break; sleep 0.1; done
+    for _ in $(seq 50); do [ -f "$WORK/probe.marker" ] && break; sleep 0.1; done
     [ -f "$WORK/probe.marker" ] || fail "pre-launched plugin 05-probe was not started"
     grep -qx 'NRI_PLUGIN_SOCKET=3' "$WORK/probe.marker" || fail "probe: NRI_PLUGIN_SOCKET != 3: $(cat "$WORK/probe.marker")"
     grep -qx 'NRI_PLUGIN_NAME=probe' "$WORK/probe.marker" || fail "probe: bad NRI_PLUGIN_NAME: $(cat "$WORK/probe.marker")"
@@ -93,7 +92,7 @@ EOF
     [ "$rc" = 3 ] || fail "exec exit status not propagated (got $rc, want 3)"
 
     local logf="$WORK/logs/pods/smoke/hello.log"
-    for i in $(seq 50); do grep -q 'hello' "$logf" 2>/dev/null && break; sleep 0.1; done
+    for _ in $(seq 50); do grep -q 'hello' "$logf" 2>/dev/null && break; sleep 0.1; done
     grep -q ' stdout F hello$' "$logf" || fail "container log $logf lacks hello"
 
     local insp
