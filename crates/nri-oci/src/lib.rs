@@ -50,6 +50,29 @@
 //! | `linux.rdt` | `linux.intelRdt` | `remove` drops it first |
 //! | `linux.memory_policy` | `linux.memoryPolicy` | replaced whole |
 //!
+//! # Differences from upstream's generator
+//!
+//! * Removals before additions (above); rlimits replace by type instead of
+//!   appending duplicates; hugepage limits replace by page size.
+//! * All memory fields are applied (upstream applies only limit and swap).
+//!   As upstream, a memory limit without a swap value sets swap = limit.
+//! * Device allow rules: "rw" (+"m" for block devices), as upstream
+//!   effectively produces; a "u" device gets a "c" rule, a FIFO none (the
+//!   cgroup device controller knows only "a", "b", "c"); identical rules are
+//!   not duplicated; removing or renumbering a device drops the exact allow
+//!   rule granted for it unless another device node still needs it.
+//! * The seccomp default errno is carried over (upstream drops it).
+//! * Propagation: `rshared`/`rslave` mount options set the rootfs
+//!   propagation as upstream does, but the host-side check of the mount
+//!   source is left to the runtime (this crate does no I/O).
+//! * Missing CDI injector or block I/O class resolver is an error by
+//!   default (upstream ignores silently); see [`Unresolved`]. Without an
+//!   RDT class resolver the class becomes `linux.intelRdt.closID`.
+//! * Limits of `oci-spec` 0.10: a pids limit cannot be absent, so
+//!   "unlimited" (any negative NRI limit) is written as -1; scheduler flags
+//!   `SCHED_FLAG_RESET_ON_FORK` and `SCHED_FLAG_DL_OVERRUN` are refused with
+//!   [`Error::Unsupported`] because oci-spec would write misspelled names.
+//!
 //! # Example
 //!
 //! ```

@@ -62,7 +62,10 @@ fn add_devices_with_allow_rules() {
 
 #[test]
 fn remove_device_drops_node_and_its_rule() {
-    let spec = adjusted(&devices(vec![remove_device("/dev/fuse"), remove_device("/dev/absent")]));
+    let spec = adjusted(&devices(vec![
+        remove_device("/dev/fuse"),
+        remove_device("/dev/absent"),
+    ]));
     let j = json(&spec);
     assert_eq!(j["linux"]["devices"], json!([]));
     assert_eq!(
@@ -85,7 +88,10 @@ fn remove_then_add_same_path_is_present() {
     );
     // The original rwm rule is kept (the node still exists) and the new rw
     // rule is added.
-    assert_eq!(j["linux"]["resources"]["devices"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        j["linux"]["resources"]["devices"].as_array().unwrap().len(),
+        3
+    );
 }
 
 #[test]
@@ -104,8 +110,17 @@ fn replace_device_with_other_numbers_drops_stale_rule() {
 fn adding_same_device_twice_adds_one_rule() {
     let adj = devices(vec![device("/dev/dri/card0", "c", 226, 0)]);
     let mut spec = adjusted(&adj);
-    Applier::builder().build().apply_adjustment(&mut spec, &adj).unwrap();
-    assert_eq!(json(&spec)["linux"]["resources"]["devices"].as_array().unwrap().len(), 3);
+    Applier::builder()
+        .build()
+        .apply_adjustment(&mut spec, &adj)
+        .unwrap();
+    assert_eq!(
+        json(&spec)["linux"]["resources"]["devices"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
     assert_eq!(json(&spec)["linux"]["devices"].as_array().unwrap().len(), 2);
 }
 
@@ -113,7 +128,9 @@ fn cdi(names: &[&str]) -> api::ContainerAdjustment {
     api::ContainerAdjustment {
         cdi_devices: names
             .iter()
-            .map(|n| api::CdiDevice { name: n.to_string() })
+            .map(|n| api::CdiDevice {
+                name: n.to_string(),
+            })
             .collect(),
         ..Default::default()
     }
@@ -124,27 +141,41 @@ fn cdi_injector_gets_deduplicated_names_and_edits_spec() {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let seen2 = seen.clone();
     let applier = Applier::builder()
-        .cdi_injector(move |spec: &mut Spec, names: &[String]| -> Result<(), BoxError> {
-            seen2.lock().unwrap().extend_from_slice(names);
-            spec.annotations_mut()
-                .get_or_insert_with(Default::default)
-                .insert("injected".into(), names.join(";"));
-            Ok(())
-        })
+        .cdi_injector(
+            move |spec: &mut Spec, names: &[String]| -> Result<(), BoxError> {
+                seen2.lock().unwrap().extend_from_slice(names);
+                spec.annotations_mut()
+                    .get_or_insert_with(Default::default)
+                    .insert("injected".into(), names.join(";"));
+                Ok(())
+            },
+        )
         .build();
     let mut spec = base_spec();
     applier
-        .apply_adjustment(&mut spec, &cdi(&["vendor.com/gpu=0", "vendor.com/gpu=1", "vendor.com/gpu=0"]))
+        .apply_adjustment(
+            &mut spec,
+            &cdi(&["vendor.com/gpu=0", "vendor.com/gpu=1", "vendor.com/gpu=0"]),
+        )
         .unwrap();
-    assert_eq!(*seen.lock().unwrap(), ["vendor.com/gpu=0", "vendor.com/gpu=1"]);
-    assert_eq!(json(&spec)["annotations"]["injected"], "vendor.com/gpu=0;vendor.com/gpu=1");
+    assert_eq!(
+        *seen.lock().unwrap(),
+        ["vendor.com/gpu=0", "vendor.com/gpu=1"]
+    );
+    assert_eq!(
+        json(&spec)["annotations"]["injected"],
+        "vendor.com/gpu=0;vendor.com/gpu=1"
+    );
 }
 
 #[test]
 fn cdi_without_injector_by_policy() {
     let adj = cdi(&["vendor.com/gpu=0"]);
     let mut spec = base_spec();
-    let err = Applier::builder().build().apply_adjustment(&mut spec, &adj).unwrap_err();
+    let err = Applier::builder()
+        .build()
+        .apply_adjustment(&mut spec, &adj)
+        .unwrap_err();
     assert!(matches!(&err, Error::CdiUnresolved { devices } if devices == &["vendor.com/gpu=0"]));
     assert_eq!(spec, base_spec());
 
@@ -155,7 +186,9 @@ fn cdi_without_injector_by_policy() {
         .unwrap();
     assert_eq!(spec, base_spec());
 
-    let annotate = Applier::builder().unresolved_cdi(Unresolved::Annotate).build();
+    let annotate = Applier::builder()
+        .unresolved_cdi(Unresolved::Annotate)
+        .build();
     annotate.apply_adjustment(&mut spec, &adj).unwrap();
     annotate
         .apply_adjustment(&mut spec, &cdi(&["vendor.com/gpu=0", "vendor.com/nic=1"]))
@@ -179,6 +212,9 @@ fn cdi_injector_failure_is_typed_and_atomic() {
         .apply_adjustment(&mut spec, &cdi(&["vendor.com/gpu=9"]))
         .unwrap_err();
     assert!(matches!(err, Error::CdiInjection { .. }));
-    assert_eq!(std::error::Error::source(&err).unwrap().to_string(), "no such device");
+    assert_eq!(
+        std::error::Error::source(&err).unwrap().to_string(),
+        "no such device"
+    );
     assert_eq!(spec, base_spec());
 }

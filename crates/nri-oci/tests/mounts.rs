@@ -50,7 +50,11 @@ fn add_mounts_sorted_like_upstream() {
 
 #[test]
 fn addition_replaces_same_destination() {
-    let spec = adjusted(&mounts(vec![mount("/etc/hosts", "/elsewhere/hosts", &["rbind"])]));
+    let spec = adjusted(&mounts(vec![mount(
+        "/etc/hosts",
+        "/elsewhere/hosts",
+        &["rbind"],
+    )]));
     let m: Vec<Value> = json(&spec)["mounts"]
         .as_array()
         .unwrap()
@@ -60,13 +64,18 @@ fn addition_replaces_same_destination() {
         .collect();
     assert_eq!(
         m,
-        [json!({"destination": "/etc/hosts", "type": "bind", "source": "/elsewhere/hosts", "options": ["rbind"]})]
+        [
+            json!({"destination": "/etc/hosts", "type": "bind", "source": "/elsewhere/hosts", "options": ["rbind"]})
+        ]
     );
 }
 
 #[test]
 fn removal_by_destination_and_absent_removal_is_noop() {
-    let spec = adjusted(&mounts(vec![remove_mount("/dev/mqueue"), remove_mount("/not/mounted")]));
+    let spec = adjusted(&mounts(vec![
+        remove_mount("/dev/mqueue"),
+        remove_mount("/not/mounted"),
+    ]));
     let d = destinations(&spec);
     assert!(!d.contains(&"/dev/mqueue".to_owned()));
     assert_eq!(d.len(), base_spec().mounts().as_ref().unwrap().len() - 1);
@@ -104,12 +113,19 @@ fn later_addition_for_same_destination_wins() {
         .filter(|m| m["destination"] == "/data")
         .cloned()
         .collect();
-    assert_eq!(data, [json!({"destination": "/data", "type": "bind", "source": "/second"})]);
+    assert_eq!(
+        data,
+        [json!({"destination": "/data", "type": "bind", "source": "/second"})]
+    );
 }
 
 #[test]
 fn rshared_and_rslave_set_rootfs_propagation() {
-    let spec = adjusted(&mounts(vec![mount("/shared", "/host/shared", &["rbind", "rslave"])]));
+    let spec = adjusted(&mounts(vec![mount(
+        "/shared",
+        "/host/shared",
+        &["rbind", "rslave"],
+    )]));
     assert_eq!(json(&spec)["linux"]["rootfsPropagation"], "rslave");
 
     let spec = adjusted(&mounts(vec![
@@ -125,7 +141,10 @@ fn rshared_and_rslave_set_rootfs_propagation() {
         .unwrap()
         .set_rootfs_propagation(Some("rshared".into()));
     applier()
-        .apply_adjustment(&mut spec, &mounts(vec![mount("/s", "/host/s", &["rslave"])]))
+        .apply_adjustment(
+            &mut spec,
+            &mounts(vec![mount("/s", "/host/s", &["rslave"])]),
+        )
         .unwrap();
     assert_eq!(json(&spec)["linux"]["rootfsPropagation"], "rshared");
 
@@ -139,7 +158,10 @@ fn mounts_created_when_missing() {
     let mut spec = base_spec();
     spec.set_mounts(None);
     applier()
-        .apply_adjustment(&mut spec, &mounts(vec![remove_mount("/x"), mount("/y", "/h", &[])]))
+        .apply_adjustment(
+            &mut spec,
+            &mounts(vec![remove_mount("/x"), mount("/y", "/h", &[])]),
+        )
         .unwrap();
     assert_eq!(destinations(&spec), ["/y"]);
 }

@@ -52,7 +52,10 @@ fn replace_with_empty_path_makes_a_new_namespace() {
     applier()
         .apply_adjustment(&mut spec, &adj(vec![ns("network", "")]))
         .unwrap();
-    assert_eq!(json(&spec)["linux"]["namespaces"][1], json!({"type": "network"}));
+    assert_eq!(
+        json(&spec)["linux"]["namespaces"][1],
+        json!({"type": "network"})
+    );
 }
 
 #[test]
@@ -66,7 +69,10 @@ fn unknown_or_abbreviated_type_is_rejected() {
     for bad in ["net", "mnt", "-net", "bogus", "NETWORK"] {
         let mut spec = base_spec();
         let err = applier()
-            .apply_adjustment(&mut spec, &adj(vec![ns("pid", "/proc/1/ns/pid"), ns(bad, "")]))
+            .apply_adjustment(
+                &mut spec,
+                &adj(vec![ns("pid", "/proc/1/ns/pid"), ns(bad, "")]),
+            )
             .unwrap_err();
         assert!(
             matches!(&err, Error::UnknownValue { field: "linux.namespaces.type", value } if value == bad),
@@ -77,5 +83,11 @@ fn unknown_or_abbreviated_type_is_rejected() {
     let err = applier()
         .apply_adjustment(&mut base_spec(), &adj(vec![ns("-", "")]))
         .unwrap_err();
-    assert!(matches!(err, Error::InvalidKey { field: "linux.namespaces.type", .. }));
+    assert!(matches!(
+        err,
+        Error::InvalidKey {
+            field: "linux.namespaces.type",
+            ..
+        }
+    ));
 }

@@ -114,7 +114,10 @@ fn update_merges_unset_fields_keep_values() {
         r["hugepageLimits"],
         json!([{"pageSize": "2MB", "limit": 2i64 << 30}, {"pageSize": "1GB", "limit": 0}])
     );
-    assert_eq!(r["unified"], json!({"memory.high": "400000000", "io.weight": "50"}));
+    assert_eq!(
+        r["unified"],
+        json!({"memory.high": "400000000", "io.weight": "50"})
+    );
     assert_eq!(r["pids"], json!({"limit": 1024}));
     snap!("update_merges_unset_fields_keep_values", spec);
 }
@@ -156,7 +159,10 @@ fn memory_limit_without_swap_sets_swap_to_limit() {
         )
         .unwrap();
     let m = &json(&spec)["linux"]["resources"]["memory"];
-    assert_eq!((m["limit"].as_i64(), m["swap"].as_i64()), (Some(1 << 30), Some(1 << 30)));
+    assert_eq!(
+        (m["limit"].as_i64(), m["swap"].as_i64()),
+        (Some(1 << 30), Some(1 << 30))
+    );
 }
 
 #[test]
@@ -171,7 +177,10 @@ fn negative_pids_limit_is_unlimited() {
             },
         )
         .unwrap();
-    assert_eq!(json(&spec)["linux"]["resources"]["pids"], json!({"limit": -1}));
+    assert_eq!(
+        json(&spec)["linux"]["resources"]["pids"],
+        json!({"limit": -1})
+    );
 }
 
 #[test]
@@ -192,7 +201,10 @@ fn device_rules_are_appended_once() {
     applier().apply_update(&mut spec, &update).unwrap();
     let rules = json(&spec)["linux"]["resources"]["devices"].clone();
     assert_eq!(rules.as_array().unwrap().len(), 3);
-    assert_eq!(rules[2], json!({"allow": true, "type": "b", "major": 8, "access": "r"}));
+    assert_eq!(
+        rules[2],
+        json!({"allow": true, "type": "b", "major": 8, "access": "r"})
+    );
 }
 
 fn blockio(class: &str) -> api::LinuxResources {
@@ -218,16 +230,23 @@ fn blockio_class_resolver_policy_and_clear() {
         .build();
     let mut spec = base_spec();
     resolving.apply_update(&mut spec, &blockio("slow")).unwrap();
-    assert_eq!(json(&spec)["linux"]["resources"]["blockIO"], json!({"weight": 10}));
+    assert_eq!(
+        json(&spec)["linux"]["resources"]["blockIO"],
+        json!({"weight": 10})
+    );
 
-    let err = resolving.apply_update(&mut spec, &blockio("fast")).unwrap_err();
+    let err = resolving
+        .apply_update(&mut spec, &blockio("fast"))
+        .unwrap_err();
     assert!(matches!(&err, Error::BlockIoClass { class, .. } if class == "fast"));
 
     // "" clears, with or without a resolver.
     applier().apply_update(&mut spec, &blockio("")).unwrap();
     assert_eq!(json(&spec)["linux"]["resources"].get("blockIO"), None);
 
-    let err = applier().apply_update(&mut spec, &blockio("slow")).unwrap_err();
+    let err = applier()
+        .apply_update(&mut spec, &blockio("slow"))
+        .unwrap_err();
     assert!(matches!(&err, Error::BlockIoClassUnresolved { class } if class == "slow"));
 
     let before = spec.clone();
@@ -256,7 +275,9 @@ fn rdt_class(class: &str) -> api::LinuxResources {
 #[test]
 fn rdt_class_maps_to_clos_id_or_resolver() {
     let mut spec = base_spec();
-    applier().apply_update(&mut spec, &rdt_class("gold")).unwrap();
+    applier()
+        .apply_update(&mut spec, &rdt_class("gold"))
+        .unwrap();
     assert_eq!(json(&spec)["linux"]["intelRdt"], json!({"closID": "gold"}));
 
     let resolving = Applier::builder()
@@ -267,7 +288,9 @@ fn rdt_class_maps_to_clos_id_or_resolver() {
             Ok(rdt)
         })
         .build();
-    resolving.apply_update(&mut spec, &rdt_class("silver")).unwrap();
+    resolving
+        .apply_update(&mut spec, &rdt_class("silver"))
+        .unwrap();
     assert_eq!(
         json(&spec)["linux"]["intelRdt"],
         json!({"closID": "silver-group", "schemata": ["L3:0=ff"]})

@@ -18,7 +18,10 @@ fn policy() -> api::LinuxSeccomp {
             "SCMP_ARCH_X32".into(),
             "SCMP_ARCH_AARCH64".into(),
         ],
-        flags: vec!["SECCOMP_FILTER_FLAG_LOG".into(), "SECCOMP_FILTER_FLAG_SPEC_ALLOW".into()],
+        flags: vec![
+            "SECCOMP_FILTER_FLAG_LOG".into(),
+            "SECCOMP_FILTER_FLAG_SPEC_ALLOW".into(),
+        ],
         listener_path: "/run/seccomp-agent.sock".into(),
         listener_metadata: "pod=web".into(),
         syscalls: vec![
@@ -74,7 +77,10 @@ fn full_policy_conversion() {
     assert_eq!(s["defaultAction"], "SCMP_ACT_ERRNO");
     assert_eq!(s["defaultErrnoRet"], 1);
     assert_eq!(s["architectures"][0], "SCMP_ARCH_X86_64");
-    assert_eq!(s["flags"], json!(["SECCOMP_FILTER_FLAG_LOG", "SECCOMP_FILTER_FLAG_SPEC_ALLOW"]));
+    assert_eq!(
+        s["flags"],
+        json!(["SECCOMP_FILTER_FLAG_LOG", "SECCOMP_FILTER_FLAG_SPEC_ALLOW"])
+    );
     assert_eq!(s["listenerPath"], "/run/seccomp-agent.sock");
     assert_eq!(
         s["syscalls"][2],
@@ -94,8 +100,13 @@ fn policy_replaces_previous_one() {
         default_action: "SCMP_ACT_ALLOW".into(),
         ..Default::default()
     };
-    applier().apply_adjustment(&mut spec, &adj(minimal)).unwrap();
-    assert_eq!(json(&spec)["linux"]["seccomp"], json!({"defaultAction": "SCMP_ACT_ALLOW"}));
+    applier()
+        .apply_adjustment(&mut spec, &adj(minimal))
+        .unwrap();
+    assert_eq!(
+        json(&spec)["linux"]["seccomp"],
+        json!({"defaultAction": "SCMP_ACT_ALLOW"})
+    );
 }
 
 #[test]
@@ -118,32 +129,61 @@ fn every_oci_action_and_arch_round_trips() {
         assert_eq!(json(&spec)["linux"]["seccomp"]["defaultAction"], action);
     }
     let arches = [
-        "SCMP_ARCH_X86", "SCMP_ARCH_X86_64", "SCMP_ARCH_X32", "SCMP_ARCH_ARM",
-        "SCMP_ARCH_AARCH64", "SCMP_ARCH_MIPS", "SCMP_ARCH_MIPS64", "SCMP_ARCH_MIPS64N32",
-        "SCMP_ARCH_MIPSEL", "SCMP_ARCH_MIPSEL64", "SCMP_ARCH_MIPSEL64N32", "SCMP_ARCH_PPC",
-        "SCMP_ARCH_PPC64", "SCMP_ARCH_PPC64LE", "SCMP_ARCH_S390", "SCMP_ARCH_S390X",
-        "SCMP_ARCH_PARISC", "SCMP_ARCH_PARISC64", "SCMP_ARCH_RISCV64", "SCMP_ARCH_LOONGARCH64",
-        "SCMP_ARCH_M68K", "SCMP_ARCH_SH", "SCMP_ARCH_SHEB",
+        "SCMP_ARCH_X86",
+        "SCMP_ARCH_X86_64",
+        "SCMP_ARCH_X32",
+        "SCMP_ARCH_ARM",
+        "SCMP_ARCH_AARCH64",
+        "SCMP_ARCH_MIPS",
+        "SCMP_ARCH_MIPS64",
+        "SCMP_ARCH_MIPS64N32",
+        "SCMP_ARCH_MIPSEL",
+        "SCMP_ARCH_MIPSEL64",
+        "SCMP_ARCH_MIPSEL64N32",
+        "SCMP_ARCH_PPC",
+        "SCMP_ARCH_PPC64",
+        "SCMP_ARCH_PPC64LE",
+        "SCMP_ARCH_S390",
+        "SCMP_ARCH_S390X",
+        "SCMP_ARCH_PARISC",
+        "SCMP_ARCH_PARISC64",
+        "SCMP_ARCH_RISCV64",
+        "SCMP_ARCH_LOONGARCH64",
+        "SCMP_ARCH_M68K",
+        "SCMP_ARCH_SH",
+        "SCMP_ARCH_SHEB",
     ];
     let spec = adjusted(&adj(api::LinuxSeccomp {
         default_action: "SCMP_ACT_ALLOW".into(),
         architectures: arches.iter().map(|a| a.to_string()).collect(),
-        flags: vec!["SECCOMP_FILTER_FLAG_TSYNC".into(), "SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV".into()],
+        flags: vec![
+            "SECCOMP_FILTER_FLAG_TSYNC".into(),
+            "SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV".into(),
+        ],
         ..Default::default()
     }));
-    assert_eq!(json(&spec)["linux"]["seccomp"]["architectures"], json!(arches));
+    assert_eq!(
+        json(&spec)["linux"]["seccomp"]["architectures"],
+        json!(arches)
+    );
 }
 
 #[test]
 fn unknown_strings_are_typed_errors() {
     let cases: Vec<(api::LinuxSeccomp, &str, &str)> = vec![
         (
-            api::LinuxSeccomp { default_action: "allow".into(), ..Default::default() },
+            api::LinuxSeccomp {
+                default_action: "allow".into(),
+                ..Default::default()
+            },
             "linux.seccomp_policy.default_action",
             "allow",
         ),
         (
-            api::LinuxSeccomp { default_action: "".into(), ..Default::default() },
+            api::LinuxSeccomp {
+                default_action: "".into(),
+                ..Default::default()
+            },
             "linux.seccomp_policy.default_action",
             "",
         ),
@@ -156,7 +196,10 @@ fn unknown_strings_are_typed_errors() {
             "x86_64",
         ),
         (
-            api::LinuxSeccomp { flags: vec!["SECCOMP_FILTER_FLAG_NOPE".into()], ..policy() },
+            api::LinuxSeccomp {
+                flags: vec!["SECCOMP_FILTER_FLAG_NOPE".into()],
+                ..policy()
+            },
             "linux.seccomp_policy.flags",
             "SECCOMP_FILTER_FLAG_NOPE",
         ),
@@ -177,7 +220,10 @@ fn unknown_strings_are_typed_errors() {
                 syscalls: vec![api::LinuxSyscall {
                     names: vec!["read".into()],
                     action: "SCMP_ACT_ALLOW".into(),
-                    args: vec![api::LinuxSeccompArg { op: "==".into(), ..Default::default() }],
+                    args: vec![api::LinuxSeccompArg {
+                        op: "==".into(),
+                        ..Default::default()
+                    }],
                     ..Default::default()
                 }],
                 ..policy()
@@ -208,6 +254,14 @@ fn syscall_without_names_is_rejected() {
         }],
         ..policy()
     };
-    let err = applier().apply_adjustment(&mut base_spec(), &adj(p)).unwrap_err();
-    assert!(matches!(err, Error::MissingField { field: "linux.seccomp_policy.syscalls", .. }));
+    let err = applier()
+        .apply_adjustment(&mut base_spec(), &adj(p))
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        Error::MissingField {
+            field: "linux.seccomp_policy.syscalls",
+            ..
+        }
+    ));
 }

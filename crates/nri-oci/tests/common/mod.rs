@@ -52,9 +52,7 @@ pub fn base_spec() -> Spec {
     linux.set_devices(Some(vec![fuse]));
 
     let mut deny_all = LinuxDeviceCgroup::default();
-    deny_all
-        .set_allow(false)
-        .set_access(Some("rwm".into()));
+    deny_all.set_allow(false).set_access(Some("rwm".into()));
     let mut fuse_rule = LinuxDeviceCgroup::default();
     fuse_rule
         .set_allow(true)
@@ -65,7 +63,9 @@ pub fn base_spec() -> Spec {
     let mut memory = LinuxMemory::default();
     memory.set_limit(Some(256 << 20)).set_swap(Some(256 << 20));
     let mut cpu = LinuxCpu::default();
-    cpu.set_shares(Some(1024)).set_quota(Some(100_000)).set_period(Some(100_000));
+    cpu.set_shares(Some(1024))
+        .set_quota(Some(100_000))
+        .set_period(Some(100_000));
     let mut res = LinuxResources::default();
     res.set_devices(Some(vec![deny_all, fuse_rule]))
         .set_memory(Some(memory))
