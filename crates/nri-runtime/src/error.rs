@@ -71,6 +71,74 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+
+    // ---- I/O half: connections, fan-out, failure policy ----
+    /// A plugin failed an event and its failure policy makes the request
+    /// fail (`fail` or `required`).
+    #[error("plugin {plugin} failed {event}: {cause}")]
+    PluginFailed {
+        /// The plugin (`NN-name`).
+        plugin: String,
+        /// The event (pretty name, e.g. `CreateContainer`).
+        event: String,
+        /// What went wrong.
+        #[source]
+        cause: crate::failure::PluginFailure,
+    },
+    /// A plugin whose failure policy is `required` is not connected (absent,
+    /// disconnected, or dropped after timeouts) when the request needs it.
+    #[error("required plugin {plugin} is not connected ({event} refused)")]
+    RequiredPluginMissing {
+        /// The configured plugin name (`name` or `NN-name`).
+        plugin: String,
+        /// The event that was refused.
+        event: String,
+    },
+    /// A plugin's registration was refused or failed.
+    #[error("registration of plugin {plugin} failed: {reason}")]
+    Registration {
+        /// The plugin as far as known (`NN-name`, or a description of the
+        /// connection when it never said its name).
+        plugin: String,
+        /// Why.
+        reason: String,
+    },
+    /// A runtime callback (list, update, evict) failed.
+    #[error("runtime callback {callback} failed: {message}")]
+    Callback {
+        /// Which callback.
+        callback: &'static str,
+        /// The callback's error, as text.
+        message: String,
+    },
+    /// An operating-system operation failed (socket, directory, spawn).
+    #[error("{context}: {message}")]
+    Io {
+        /// What was being done, with the path involved.
+        context: String,
+        /// The OS error kind.
+        kind: std::io::ErrorKind,
+        /// The OS error, as text.
+        message: String,
+    },
+    /// `start` was called twice, or an event was sent before `start` or
+    /// after `stop`.
+    #[error("adaptation is {state}")]
+    InvalidState {
+        /// `"already started"`, `"not started"` or `"stopped"`.
+        state: &'static str,
+    },
+}
+
+impl Error {
+    /// An [`Error::Io`] from an `std::io::Error` and a context.
+    pub(crate) fn io(context: impl Into<String>, err: &std::io::Error) -> Self {
+        Error::Io {
+            context: context.into(),
+            kind: err.kind(),
+            message: err.to_string(),
+        }
+    }
 }
 
 fn key_suffix(key: &Option<String>) -> String {

@@ -12,6 +12,21 @@
 //!
 //! Nothing in these modules does I/O; the plugin connection management and
 //! event fan-out call into them.
+//!
+//! The I/O half:
+//!
+//! - [`Adaptation`] (built with [`Adaptation::builder`]): launches plugins
+//!   from the plugin directory, listens for external plugins, registers,
+//!   configures and synchronizes them, and fans every lifecycle event out
+//!   to them in a deterministic order (index, then name), with a
+//!   per-plugin [`FailurePolicy`], timeout strikes, teardown events that
+//!   never fail, and no lost events around Synchronize.
+//! - [`RuntimeCallbacks`]: what the runtime provides (list, update, evict).
+//! - [`Metrics`] (no-op by default; `PrometheusMetrics` with the
+//!   `prometheus` feature) and the audit trail on target `nri::audit`.
+//!
+//! The promises and the tests that show them are documented in
+//! `docs/runtime/` of the repository.
 
 pub mod error;
 pub mod merge;
@@ -19,3 +34,30 @@ pub mod validate;
 
 pub use error::Error;
 pub use merge::PluginId;
+
+// ---- I/O half ----
+mod adaptation;
+mod config;
+mod connect;
+pub mod failure;
+pub mod launch;
+mod listener;
+pub mod metrics;
+mod plugin;
+mod registry;
+
+pub use adaptation::{
+    Adaptation, CreateContainerOutcome, EventReport, RunPodSandboxOutcome, StopContainerOutcome,
+    UpdateContainerOutcome,
+};
+pub use config::{
+    BoxFuture, Builder, CallbackError, Config, DEFAULT_STOP_GRACE, DEFAULT_STRIKE_LIMIT,
+    DEFAULT_VALIDATOR_NAME, LAUNCHED_PLUGIN_PATH, RuntimeCallbacks, Snapshot,
+};
+pub use connect::split_sync;
+pub use failure::{ErrorClass, FailurePolicy, PluginError, PluginFailure, PluginPolicy};
+#[cfg(feature = "prometheus")]
+pub use metrics::PrometheusMetrics;
+pub use metrics::{AUDIT_TARGET, Metrics, NoopMetrics};
+pub use plugin::{PluginInfo, PluginOrigin};
+pub use registry::CreationGuard;

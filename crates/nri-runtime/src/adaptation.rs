@@ -1,0 +1,854 @@
+//! The embeddable runtime side of NRI: [`Adaptation`].
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use nri_api::api::{
+    Container, ContainerAdjustment, ContainerEviction, ContainerUpdate, CreateContainerResponse,
+    Empty, Event, LinuxResources, OwningPlugins, PodSandbox, StopContainerRequest,
+    StopContainerResponse, UpdateContainerResponse, UpdatePodSandboxRequest,
+    UpdatePodSandboxResponse, ValidateContainerAdjustmentResponse,
+};
+use nri_api::method;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Builder, Config, DEFAULT_VALIDATOR_NAME, RuntimeCallbacks};
+use crate::connect::Pending;
+use crate::error::Error;
+use crate::failure::{ErrorClass, FailurePolicy, PluginError, PluginFailure, is_teardown_event};
+use crate::merge::{CreateResult, PluginId, StopResult, UpdateResult};
+use crate::metrics::{Metrics, audit_owners};
+use crate::plugin::{Plugin, PluginInfo, PluginList, PluginOrigin};
+use crate::registry::{CreationGuard, Registry};
+use crate::validate::{self, DefaultValidator, Validator};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Life {
+    New,
+    Started,
+    Stopped,
+}
+
+pub(crate) struct Shared {
+    pub(crate) config: Config,
+    pub(crate) callbacks: Arc<dyn RuntimeCallbacks>,
+    pub(crate) metrics: Arc<dyn Metrics>,
+    pub(crate) registry: Arc<Registry>,
+    validators: Vec<(PluginId, Arc<dyn Validator>)>,
+    tasks: Mutex<JoinSet<()>>,
+    pub(crate) stopping: CancellationToken,
+    life: Mutex<Life>,
+    socket_installed: Mutex<bool>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Shared {
+    /// Spawns an owned background task (aborted by `stop`).
+    pub(crate) fn spawn<F: Future<Output = ()> + Send + 'static>(&self, fut: F) {
+        let mut tasks = lock(&self.tasks);
+        while tasks.try_join_next().is_some() {}
+        tasks.spawn(fut);
+    }
+}
+
+/// Results of RunPodSandbox.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct RunPodSandboxOutcome {
+    /// Failures of plugins whose policy is `ignore`.
+    pub errors: Vec<PluginError>,
+    /// Keep until the pod is stored by the runtime (visible to
+    /// [`RuntimeCallbacks::list_pods_and_containers`]), then drop or
+    /// [`release`](CreationGuard::release) it. See `docs/runtime/sync.md`.
+    pub guard: CreationGuard,
+}
+
+/// Results of CreateContainer.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct CreateContainerOutcome {
+    /// The merged adjustment to apply to the new container.
+    pub adjustment: ContainerAdjustment,
+    /// Merged updates of other containers.
+    pub updates: Vec<ContainerUpdate>,
+    /// Containers plugins asked to evict.
+    pub evictions: Vec<ContainerEviction>,
+    /// Which plugin owns which field (as sent to validators).
+    pub owners: OwningPlugins,
+    /// Failures of plugins whose policy is `ignore`.
+    pub errors: Vec<PluginError>,
+    /// Keep until the container is stored (see [`RunPodSandboxOutcome::guard`]).
+    pub guard: CreationGuard,
+}
+
+impl CreateContainerOutcome {
+    /// The merged result as the wire response (adjustment, updates, evictions).
+    pub fn to_response(&self) -> CreateContainerResponse {
+        CreateContainerResponse {
+            adjust: Some(self.adjustment.clone()),
+            update: self.updates.clone(),
+            evict: self.evictions.clone(),
+        }
+    }
+}
+
+/// Results of UpdateContainer.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct UpdateContainerOutcome {
+    /// Updates of other containers, then **last** the target container's
+    /// update with the full resources to apply.
+    pub updates: Vec<ContainerUpdate>,
+    /// Containers plugins asked to evict.
+    pub evictions: Vec<ContainerEviction>,
+    /// Failures of plugins whose policy is `ignore`.
+    pub errors: Vec<PluginError>,
+}
+
+/// Results of StopContainer (a teardown event: never fails).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct StopContainerOutcome {
+    /// Updates of other containers.
+    pub updates: Vec<ContainerUpdate>,
+    /// Every plugin failure (reported, never a request failure).
+    pub errors: Vec<PluginError>,
+}
+
+/// Results of an event that returns nothing but errors.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct EventReport {
+    /// Plugin failures that did not fail the request (teardown events, or
+    /// policy `ignore`).
+    pub errors: Vec<PluginError>,
+}
+
+/// The runtime side of NRI, to embed in a container runtime.
+///
+/// Cheap to clone (shared state). Create it with [`Adaptation::builder`],
+/// call [`start`](Self::start), then one method per lifecycle event, and
+/// [`stop`](Self::stop) at the end.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use nri_api::api::{Container, ContainerUpdate, PodSandbox};
+/// use nri_runtime::{Adaptation, BoxFuture, CallbackError, RuntimeCallbacks};
+///
+/// struct MyRuntime;
+/// impl RuntimeCallbacks for MyRuntime {
+///     fn list_pods_and_containers(&self)
+///         -> BoxFuture<'_, Result<(Vec<PodSandbox>, Vec<Container>), CallbackError>> {
+///         Box::pin(async { Ok((Vec::new(), Vec::new())) })
+///     }
+///     fn update_containers(&self, _u: Vec<ContainerUpdate>)
+///         -> BoxFuture<'_, Result<Vec<ContainerUpdate>, CallbackError>> {
+///         Box::pin(async { Ok(Vec::new()) })
+///     }
+/// }
+///
+/// # async fn run() -> Result<(), nri_runtime::Error> {
+/// let nri = Adaptation::builder("my-runtime", "1.0")
+///     .socket_path("/run/my-runtime/nri.sock")
+///     .build(Arc::new(MyRuntime))?;
+/// nri.start().await?;
+/// let pod = PodSandbox { id: "pod0".into(), ..Default::default() };
+/// let run = nri.run_pod_sandbox(&pod).await?;
+/// // ... store the pod, then:
+/// drop(run.guard);
+/// nri.stop().await;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Adaptation {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Adaptation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Adaptation")
+            .field("config", &self.shared.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Builder {
+    /// Builds the adaptation (nothing runs until [`Adaptation::start`]).
+    pub fn build(self, callbacks: Arc<dyn RuntimeCallbacks>) -> Result<Adaptation, Error> {
+        let mut validators = Vec::new();
+        if let Some(cfg) = self.config.default_validator.clone() {
+            let id = PluginId::new("00", DEFAULT_VALIDATOR_NAME)?;
+            validators.push((
+                id,
+                Arc::new(DefaultValidator::new(cfg)?) as Arc<dyn Validator>,
+            ));
+        }
+        validators.extend(self.validators);
+        if self.config.request_timeout.is_zero() || self.config.registration_timeout.is_zero() {
+            return Err(Error::InvalidConfig {
+                reason: "timeouts must be positive".into(),
+            });
+        }
+        let registry = Arc::new(Registry::new(self.metrics.clone()));
+        Ok(Adaptation {
+            shared: Arc::new(Shared {
+                config: self.config,
+                callbacks,
+                metrics: self.metrics,
+                registry,
+                validators,
+                tasks: Mutex::new(JoinSet::new()),
+                stopping: CancellationToken::new(),
+                life: Mutex::new(Life::New),
+                socket_installed: Mutex::new(false),
+            }),
+        })
+    }
+}
+
+impl Adaptation {
+    /// A builder with the defaults and the runtime's name and version.
+    pub fn builder(runtime_name: impl Into<String>, runtime_version: impl Into<String>) -> Builder {
+        Builder::new(Config::new(runtime_name, runtime_version))
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.shared.config
+    }
+
+    /// The active plugins, in call order.
+    pub fn plugins(&self) -> Vec<PluginInfo> {
+        self.shared
+            .registry
+            .snapshot()
+            .iter()
+            .map(|p| p.info())
+            .collect()
+    }
+
+    /// Launches the plugins of the plugin directory (each registered,
+    /// configured and synchronized before this returns; failures are logged
+    /// and the plugin skipped), then listens for external plugins.
+    pub async fn start(&self) -> Result<(), Error> {
+        {
+            let mut life = lock(&self.shared.life);
+            match *life {
+                Life::New => *life = Life::Started,
+                Life::Started => {
+                    return Err(Error::InvalidState {
+                        state: "already started",
+                    });
+                }
+                Life::Stopped => return Err(Error::InvalidState { state: "stopped" }),
+            }
+        }
+        let cfg = &self.shared.config;
+        if !cfg.disable_launch {
+            let found = crate::launch::discover(&cfg.plugin_dir, &cfg.config_dir)?;
+            let mut starting = JoinSet::new();
+            for d in found {
+                let (mut child, stream) = match crate::launch::spawn(&d) {
+                    Ok(x) => x,
+                    Err(e) => {
+                        tracing::warn!(plugin = %d.id, error = %e, "cannot launch NRI plugin");
+                        continue;
+                    }
+                };
+                let name = d.id.to_string();
+                if let Some(out) = child.stdout.take() {
+                    self.shared
+                        .spawn(crate::launch::forward_lines(name.clone(), "stdout", out));
+                }
+                if let Some(err) = child.stderr.take() {
+                    self.shared
+                        .spawn(crate::launch::forward_lines(name.clone(), "stderr", err));
+                }
+                let pending = Pending {
+                    origin: PluginOrigin::Launched { pid: child.id() },
+                    launched_id: Some(d.id.clone()),
+                    config: d.config.clone(),
+                    child: Some(child),
+                    peer: format!("launched:{name}"),
+                };
+                let shared = self.shared.clone();
+                starting.spawn(async move { (name, shared.establish(stream, pending).await) });
+            }
+            while let Some(joined) = starting.join_next().await {
+                match joined {
+                    Ok((_, Ok(plugin))) => {
+                        let shared = self.shared.clone();
+                        self.shared
+                            .spawn(async move { shared.supervise(plugin).await });
+                    }
+                    Ok((name, Err(e))) => {
+                        tracing::warn!(plugin = %name, error = %e, "NRI plugin failed to start; skipped");
+                    }
+                    Err(e) => tracing::error!(error = %e, "NRI plugin start task failed"),
+                }
+            }
+        }
+        if !cfg.disable_connections {
+            let listener = crate::listener::bind(&cfg.socket_path)?;
+            *lock(&self.shared.socket_installed) = true;
+            tracing::info!(path = %cfg.socket_path.display(), "NRI listening for external plugins");
+            let shared = self.shared.clone();
+            self.shared
+                .spawn(async move { shared.accept_loop(listener).await });
+        }
+        Ok(())
+    }
+
+    /// Sends `Shutdown` to every plugin (each with its request timeout, all
+    /// at once), closes the connections, stops launched plugins (SIGTERM,
+    /// grace, SIGKILL), stops background tasks and removes the socket.
+    pub async fn stop(&self) {
+        *lock(&self.shared.life) = Life::Stopped;
+        self.shared.stopping.cancel();
+        let plugins = self.shared.registry.clear();
+        let mut set = JoinSet::new();
+        for p in plugins {
+            let metrics = self.shared.metrics.clone();
+            let grace = self.shared.config.stop_grace;
+            let child = lock(&p.child).take();
+            set.spawn(async move {
+                if !p.is_closed() {
+                    let r: Result<Empty, _> = p
+                        .call(
+                            &*metrics,
+                            "Shutdown",
+                            method::SHUTDOWN,
+                            &Empty {},
+                            p.timeout,
+                        )
+                        .await;
+                    if let Err(e) = r {
+                        tracing::debug!(plugin = %p.id, error = %e, "Shutdown not acknowledged");
+                    }
+                }
+                p.close("runtime shutting down");
+                if let Some(c) = child {
+                    crate::launch::terminate(c, grace, &p.id.to_string()).await;
+                }
+            });
+        }
+        while set.join_next().await.is_some() {}
+        let mut tasks = std::mem::take(&mut *lock(&self.shared.tasks));
+        tasks.shutdown().await;
+        if std::mem::take(&mut *lock(&self.shared.socket_installed)) {
+            let _ = std::fs::remove_file(&self.shared.config.socket_path);
+        }
+    }
+
+    fn check_started(&self) -> Result<(), Error> {
+        match *lock(&self.shared.life) {
+            Life::Started => Ok(()),
+            Life::New => Err(Error::InvalidState {
+                state: "not started",
+            }),
+            Life::Stopped => Err(Error::InvalidState { state: "stopped" }),
+        }
+    }
+
+    /// RunPodSandbox. Fails when a `required` plugin is missing or a plugin
+    /// with policy `fail`/`required` fails.
+    pub async fn run_pod_sandbox(&self, pod: &PodSandbox) -> Result<RunPodSandboxOutcome, Error> {
+        self.check_started()?;
+        let ev = Event::RunPodSandbox;
+        let (plugins, guard) = self.shared.registry.begin_creation(ev, pod, None);
+        self.shared.check_required(ev, &plugins)?;
+        let mut errors = Vec::new();
+        for p in plugins.iter().filter(|p| p.subscribed(ev)) {
+            if let Err(f) = p.notify(&*self.shared.metrics, ev, pod, None).await {
+                self.shared.on_failure(p, ev, f, &mut errors)?;
+            }
+        }
+        guard.set_outcome(true);
+        Ok(RunPodSandboxOutcome { errors, guard })
+    }
+
+    /// UpdatePodSandbox (policy applies).
+    pub async fn update_pod_sandbox(
+        &self,
+        pod: &PodSandbox,
+        overhead: Option<LinuxResources>,
+        resources: Option<LinuxResources>,
+    ) -> Result<EventReport, Error> {
+        self.check_started()?;
+        let ev = Event::UpdatePodSandbox;
+        let plugins = self.shared.registry.begin_event(ev, pod, None);
+        let req = UpdatePodSandboxRequest {
+            pod: Some(pod.clone()),
+            overhead_linux_resources: overhead,
+            linux_resources: resources,
+        };
+        let mut errors = Vec::new();
+        for p in plugins.iter().filter(|p| p.subscribed(ev)) {
+            let r: Result<UpdatePodSandboxResponse, _> = p
+                .call(
+                    &*self.shared.metrics,
+                    ev.pretty_name(),
+                    method::UPDATE_POD_SANDBOX,
+                    &req,
+                    p.timeout,
+                )
+                .await;
+            if let Err(f) = r {
+                self.shared.on_failure(p, ev, f, &mut errors)?;
+            }
+        }
+        Ok(EventReport { errors })
+    }
+
+    /// PostUpdatePodSandbox (teardown-class: never fails).
+    pub async fn post_update_pod_sandbox(&self, pod: &PodSandbox) -> Result<EventReport, Error> {
+        self.notify_event(Event::PostUpdatePodSandbox, pod, None)
+            .await
+    }
+
+    /// StopPodSandbox (teardown: delivered to every subscribed plugin, never fails).
+    pub async fn stop_pod_sandbox(&self, pod: &PodSandbox) -> Result<EventReport, Error> {
+        self.notify_event(Event::StopPodSandbox, pod, None).await
+    }
+
+    /// RemovePodSandbox (teardown).
+    pub async fn remove_pod_sandbox(&self, pod: &PodSandbox) -> Result<EventReport, Error> {
+        self.notify_event(Event::RemovePodSandbox, pod, None).await
+    }
+
+    /// CreateContainer: the merged adjustment, updates of other containers
+    /// and evictions, after validation.
+    pub async fn create_container(
+        &self,
+        pod: &PodSandbox,
+        container: &Container,
+    ) -> Result<CreateContainerOutcome, Error> {
+        self.check_started()?;
+        let ev = Event::CreateContainer;
+        let op = ev.pretty_name();
+        let sh = &self.shared;
+        let (plugins, guard) = sh.registry.begin_creation(ev, pod, Some(container));
+        sh.check_required(ev, &plugins)?;
+        let mut result = CreateResult::new(pod.clone(), container.clone());
+        let mut errors = Vec::new();
+        for p in plugins.iter() {
+            if !p.subscribed(ev) {
+                result.note_plugin(&p.id);
+                continue;
+            }
+            let req = result.request();
+            let r: Result<CreateContainerResponse, _> = p
+                .call(&*sh.metrics, op, method::CREATE_CONTAINER, &req, p.timeout)
+                .await;
+            let resp = match r {
+                Ok(resp) => resp,
+                Err(f) => {
+                    sh.on_failure(p, ev, f, &mut errors)?;
+                    continue;
+                }
+            };
+            let (nu, ne) = (resp.update.len(), resp.evict.len());
+            match result.apply_response(&p.id, resp) {
+                Ok(()) => sh
+                    .metrics
+                    .plugin_adjustments(&p.id.to_string(), op, 0, nu, ne),
+                Err(e) => {
+                    let f = sh.merge_failure(p, op, e);
+                    sh.on_failure(p, ev, f, &mut errors)?;
+                }
+            }
+        }
+        sh.validate(&plugins, &result, &mut errors).await?;
+        let owners = result.owners().to_wire();
+        for (plugin, n) in audit_owners(op, &owners) {
+            sh.metrics.plugin_adjustments(&plugin, op, n, 0, 0);
+        }
+        let resp = result.into_response();
+        guard.set_outcome(true);
+        Ok(CreateContainerOutcome {
+            adjustment: resp.adjust.unwrap_or_default(),
+            updates: resp.update,
+            evictions: resp.evict,
+            owners,
+            errors,
+            guard,
+        })
+    }
+
+    /// PostCreateContainer (teardown-class: never fails).
+    pub async fn post_create_container(
+        &self,
+        pod: &PodSandbox,
+        container: &Container,
+    ) -> Result<EventReport, Error> {
+        self.notify_event(Event::PostCreateContainer, pod, Some(container))
+            .await
+    }
+
+    /// StartContainer (policy applies).
+    pub async fn start_container(
+        &self,
+        pod: &PodSandbox,
+        container: &Container,
+    ) -> Result<EventReport, Error> {
+        self.notify_event(Event::StartContainer, pod, Some(container))
+            .await
+    }
+
+    /// PostStartContainer (teardown-class: never fails).
+    pub async fn post_start_container(
+        &self,
+        pod: &PodSandbox,
+        container: &Container,
+    ) -> Result<EventReport, Error> {
+        self.notify_event(Event::PostStartContainer, pod, Some(container))
+            .await
+    }
+
+    /// UpdateContainer: updates (the target's last) and evictions.
+    pub async fn update_container(
+        &self,
+        pod: &PodSandbox,
+        container: &Container,
+        resources: Option<LinuxResources>,
+    ) -> Result<UpdateContainerOutcome, Error> {
+        self.check_started()?;
+        let ev = Event::UpdateContainer;
+        let op = ev.pretty_name();
+        let sh = &self.shared;
+        let plugins = sh.registry.begin_event(ev, pod, Some(container));
+        let mut result = UpdateResult::new(pod.clone(), container.clone(), resources);
+        let mut errors = Vec::new();
+        for p in plugins.iter().filter(|p| p.subscribed(ev)) {
+            let req = result.request();
+            let r: Result<UpdateContainerResponse, _> = p
+                .call(&*sh.metrics, op, method::UPDATE_CONTAINER, &req, p.timeout)
+                .await;
+            let resp = match r {
+                Ok(resp) => resp,
+                Err(f) => {
+                    sh.on_failure(p, ev, f, &mut errors)?;
+                    continue;
+                }
+            };
+            let (nu, ne) = (resp.update.len(), resp.evict.len());
+            match result.apply_response(&p.id, resp) {
+                Ok(()) => sh
+                    .metrics
+                    .plugin_adjustments(&p.id.to_string(), op, 0, nu, ne),
+                Err(e) => {
+                    let f = sh.merge_failure(p, op, e);
+                    sh.on_failure(p, ev, f, &mut errors)?;
+                }
+            }
+        }
+        audit_owners(op, &result.owners().to_wire());
+        let resp = result.into_response();
+        Ok(UpdateContainerOutcome {
+            updates: resp.update,
+            evictions: resp.evict,
+            errors,
+        })
+    }
+
+    /// PostUpdateContainer (teardown-class: never fails).
+    pub async fn post_update_container(
+        &self,
+        pod: &PodSandbox,
+        container: &Container,
+    ) -> Result<EventReport, Error> {
+        self.notify_event(Event::PostUpdateContainer, pod, Some(container))
+            .await
+    }
+
+    /// StopContainer (teardown: every subscribed plugin, never fails);
+    /// returns the plugins' updates of other containers.
+    pub async fn stop_container(
+        &self,
+        pod: &PodSandbox,
+        container: &Container,
+    ) -> Result<StopContainerOutcome, Error> {
+        self.check_started()?;
+        let ev = Event::StopContainer;
+        let op = ev.pretty_name();
+        let sh = &self.shared;
+        let plugins = sh.registry.begin_event(ev, pod, Some(container));
+        let req = StopContainerRequest {
+            pod: Some(pod.clone()),
+            container: Some(container.clone()),
+        };
+        let mut result = StopResult::new();
+        let mut errors = Vec::new();
+        for p in plugins.iter().filter(|p| p.subscribed(ev)) {
+            let r: Result<StopContainerResponse, _> = p
+                .call(&*sh.metrics, op, method::STOP_CONTAINER, &req, p.timeout)
+                .await;
+            match r {
+                Ok(resp) => {
+                    let nu = resp.update.len();
+                    match result.apply_response(&p.id, resp) {
+                        Ok(()) => sh
+                            .metrics
+                            .plugin_adjustments(&p.id.to_string(), op, 0, nu, 0),
+                        Err(e) => {
+                            let f = sh.merge_failure(p, op, e);
+                            sh.on_failure(p, ev, f, &mut errors)?;
+                        }
+                    }
+                }
+                Err(f) => sh.on_failure(p, ev, f, &mut errors)?,
+            }
+        }
+        audit_owners(op, &result.owners().to_wire());
+        Ok(StopContainerOutcome {
+            updates: result.into_response().update,
+            errors,
+        })
+    }
+
+    /// RemoveContainer (teardown).
+    pub async fn remove_container(
+        &self,
+        pod: &PodSandbox,
+        container: &Container,
+    ) -> Result<EventReport, Error> {
+        self.notify_event(Event::RemoveContainer, pod, Some(container))
+            .await
+    }
+
+    async fn notify_event(
+        &self,
+        ev: Event,
+        pod: &PodSandbox,
+        container: Option<&Container>,
+    ) -> Result<EventReport, Error> {
+        if is_teardown_event(ev) {
+            // Teardown is delivered even when not started yet is an API misuse;
+            // report it but never fail a teardown.
+            if let Err(e) = self.check_started() {
+                tracing::debug!(event = ev.pretty_name(), error = %e, "teardown event ignored");
+                return Ok(EventReport::default());
+            }
+        } else {
+            self.check_started()?;
+        }
+        let sh = &self.shared;
+        let plugins = sh.registry.begin_event(ev, pod, container);
+        let mut errors = Vec::new();
+        for p in plugins.iter().filter(|p| p.subscribed(ev)) {
+            if let Err(f) = p.notify(&*sh.metrics, ev, pod, container).await {
+                sh.on_failure(p, ev, f, &mut errors)?;
+            }
+        }
+        Ok(EventReport { errors })
+    }
+}
+
+impl Shared {
+    /// Applies the failure policy to one plugin's failure of one event.
+    fn on_failure(
+        &self,
+        p: &Plugin,
+        event: Event,
+        failure: PluginFailure,
+        errors: &mut Vec<PluginError>,
+    ) -> Result<(), Error> {
+        let plugin = p.id.to_string();
+        let ev = event.pretty_name();
+        if is_teardown_event(event) {
+            tracing::warn!(plugin = %plugin, event = ev, error = %failure, class = %failure.class(), "NRI plugin failed a teardown event (reported, not fatal)");
+            errors.push(PluginError::new(plugin, event, failure));
+            return Ok(());
+        }
+        match self.config.failure_policy(&p.id, event) {
+            FailurePolicy::Ignore => {
+                tracing::warn!(plugin = %plugin, event = ev, error = %failure, class = %failure.class(), "NRI plugin failed; ignored per failure policy");
+                errors.push(PluginError::new(plugin, event, failure));
+                Ok(())
+            }
+            FailurePolicy::Fail | FailurePolicy::Required => {
+                tracing::warn!(plugin = %plugin, event = ev, error = %failure, class = %failure.class(), "NRI plugin failed; failing the request");
+                Err(Error::PluginFailed {
+                    plugin,
+                    event: ev.to_owned(),
+                    cause: failure,
+                })
+            }
+        }
+    }
+
+    fn merge_failure(&self, p: &Plugin, op: &str, e: Error) -> PluginFailure {
+        let name = p.id.to_string();
+        match e {
+            Error::Conflict { .. } => {
+                self.metrics.plugin_conflict(&name, op);
+                self.metrics
+                    .plugin_invocation(&name, op, Err(ErrorClass::Conflict));
+                PluginFailure::Conflict {
+                    message: e.to_string(),
+                }
+            }
+            other => {
+                self.metrics
+                    .plugin_invocation(&name, op, Err(ErrorClass::InvalidResponse));
+                PluginFailure::InvalidResponse {
+                    message: other.to_string(),
+                }
+            }
+        }
+    }
+
+    /// Fails when a plugin with policy `required` for `event` is not active.
+    fn check_required(&self, event: Event, plugins: &PluginList) -> Result<(), Error> {
+        for name in self.config.required_plugins(event) {
+            let present = plugins
+                .iter()
+                .any(|p| !p.is_closed() && (p.id.to_string() == name || p.id.name() == name));
+            if !present {
+                self.metrics.plugin_invocation(
+                    name,
+                    event.pretty_name(),
+                    Err(ErrorClass::RequiredMissing),
+                );
+                tracing::warn!(
+                    plugin = name,
+                    event = event.pretty_name(),
+                    "required NRI plugin is not connected; failing the request"
+                );
+                return Err(Error::RequiredPluginMissing {
+                    plugin: name.to_owned(),
+                    event: event.pretty_name().to_owned(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs in-process validators and validator plugins on the merged result.
+    async fn validate(
+        &self,
+        plugins: &PluginList,
+        result: &CreateResult,
+        errors: &mut Vec<PluginError>,
+    ) -> Result<(), Error> {
+        let ev = Event::ValidateContainerAdjustment;
+        let op = ev.pretty_name();
+        let vplugins: Vec<_> = plugins
+            .iter()
+            .filter(|p| p.subscribed(ev))
+            .cloned()
+            .collect();
+        if vplugins.is_empty() && self.validators.is_empty() {
+            return Ok(());
+        }
+        let req = validate::build_request(result);
+        for (id, v) in &self.validators {
+            if let Err(rej) = v.validate(&req) {
+                self.metrics
+                    .plugin_invocation(&id.to_string(), op, Err(ErrorClass::Rejected));
+                tracing::warn!(validator = %id, reason = %rej.reason, "container adjustment rejected");
+                return Err(rej.into_error(id));
+            }
+            self.metrics.plugin_invocation(&id.to_string(), op, Ok(()));
+        }
+        let mut set = JoinSet::new();
+        for (i, p) in vplugins.into_iter().enumerate() {
+            let req = req.clone();
+            let metrics = self.metrics.clone();
+            set.spawn(async move {
+                let r: Result<ValidateContainerAdjustmentResponse, _> = p
+                    .call(
+                        &*metrics,
+                        op,
+                        method::VALIDATE_CONTAINER_ADJUSTMENT,
+                        &req,
+                        p.timeout,
+                    )
+                    .await;
+                (i, p, r)
+            });
+        }
+        let mut answers = Vec::new();
+        while let Some(j) = set.join_next().await {
+            match j {
+                Ok(a) => answers.push(a),
+                Err(e) => tracing::error!(error = %e, "validator task failed"),
+            }
+        }
+        answers.sort_by_key(|(i, _, _)| *i);
+        for (_, p, r) in answers {
+            match r {
+                Ok(resp) => {
+                    if let Err(e) = validate::check_response(&p.id, &resp) {
+                        tracing::warn!(validator = %p.id, error = %e, "container adjustment rejected");
+                        return Err(e);
+                    }
+                }
+                Err(f) => self.on_failure(&p, ev, f, errors)?,
+            }
+        }
+        Ok(())
+    }
+
+    async fn accept_loop(self: Arc<Self>, listener: tokio::net::UnixListener) {
+        loop {
+            let accepted = tokio::select! {
+                () = self.stopping.cancelled() => return,
+                a = listener.accept() => a,
+            };
+            let stream = match accepted {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accepting NRI connection failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let creds = match nri_mux::peer_credentials(&stream) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read NRI peer credentials; rejecting connection");
+                    continue;
+                }
+            };
+            let cfg = &self.config;
+            if !crate::listener::peer_allowed(
+                creds.uid,
+                creds.gid,
+                &cfg.allowed_uids,
+                &cfg.allowed_gids,
+            ) {
+                tracing::warn!(uid = creds.uid, gid = creds.gid, pid = ?creds.pid, "rejecting NRI connection from uid {} (gid {}): not in the allowed peer list", creds.uid, creds.gid);
+                continue;
+            }
+            let pending = Pending {
+                origin: PluginOrigin::External {
+                    uid: creds.uid,
+                    gid: creds.gid,
+                    pid: creds.pid,
+                },
+                launched_id: None,
+                config: String::new(),
+                child: None,
+                peer: format!("uid={} pid={:?}", creds.uid, creds.pid),
+            };
+            let shared = self.clone();
+            self.spawn(async move { shared.run_connection(stream, pending).await });
+        }
+    }
+
+    /// Waits until a launched plugin's connection closes, then forgets it.
+    async fn supervise(self: Arc<Self>, plugin: Arc<Plugin>) {
+        plugin.wait_closed().await;
+        self.registry.remove(&plugin);
+        plugin.close("connection closed");
+        if !self.stopping.is_cancelled() {
+            tracing::warn!(plugin = %plugin.id, "NRI plugin disconnected");
+        }
+        crate::connect::reap(&plugin).await;
+    }
+}

@@ -1,0 +1,357 @@
+//! Runtime configuration, the builder, and the runtime callbacks.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use nri_api::api::{Container, ContainerEviction, ContainerUpdate, Event, PodSandbox};
+
+use crate::failure::{FailurePolicy, PluginPolicy};
+use crate::merge::PluginId;
+use crate::metrics::{Metrics, NoopMetrics};
+use crate::validate::{DefaultValidatorConfig, Validator};
+
+/// A boxed, sendable future (used by [`RuntimeCallbacks`]).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Pods and containers listed by [`RuntimeCallbacks::list_pods_and_containers`].
+pub type Snapshot = (Vec<PodSandbox>, Vec<Container>);
+
+/// Error type of the runtime callbacks.
+pub type CallbackError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Default number of consecutive request timeouts after which a plugin is
+/// disconnected.
+pub const DEFAULT_STRIKE_LIMIT: u32 = 3;
+
+/// Default grace between SIGTERM and SIGKILL for launched plugins on stop.
+pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// `PATH` given to launched plugins.
+pub const LAUNCHED_PLUGIN_PATH: &str =
+    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Name under which the built-in default validator is listed (index `00`,
+/// as upstream).
+pub const DEFAULT_VALIDATOR_NAME: &str = "default-validator";
+
+/// What the runtime provides to the library.
+///
+/// All methods may be called concurrently, from any task.
+pub trait RuntimeCallbacks: Send + Sync + 'static {
+    /// Every pod and container the runtime knows, for a plugin's
+    /// `Synchronize`.
+    ///
+    /// Contract (see `docs/runtime/sync.md`): an object must not be listed
+    /// before its creation event (`run_pod_sandbox` / `create_container`)
+    /// has been called, and must be listed once the creation guard returned
+    /// by that event has been released (after the runtime stored it).
+    fn list_pods_and_containers(&self) -> BoxFuture<'_, Result<Snapshot, CallbackError>>;
+
+    /// Applies container updates a plugin asked for outside of an event
+    /// (its `Synchronize` answer, or an unsolicited `UpdateContainers`);
+    /// returns the updates that failed.
+    fn update_containers(
+        &self,
+        updates: Vec<ContainerUpdate>,
+    ) -> BoxFuture<'_, Result<Vec<ContainerUpdate>, CallbackError>>;
+
+    /// Evicts (stops) containers a plugin asked to evict in an unsolicited
+    /// `UpdateContainers`. The default does nothing but log.
+    fn evict_containers(
+        &self,
+        evictions: Vec<ContainerEviction>,
+    ) -> BoxFuture<'_, Result<(), CallbackError>> {
+        Box::pin(async move {
+            for e in evictions {
+                tracing::warn!(container = %e.container_id, reason = %e.reason, "eviction requested but the runtime has no evict callback");
+            }
+            Ok(())
+        })
+    }
+}
+
+/// The configuration of an [`Adaptation`](crate::Adaptation).
+///
+/// Build it with [`Adaptation::builder`](crate::Adaptation::builder); the
+/// struct is `#[non_exhaustive]` so new settings can be added.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct Config {
+    /// Runtime name sent in `Configure` (e.g. `containerd`).
+    pub runtime_name: String,
+    /// Runtime version sent in `Configure`.
+    pub runtime_version: String,
+    /// Socket for external plugins (default `/var/run/nri/nri.sock`).
+    pub socket_path: PathBuf,
+    /// Directory of plugins to launch (default `/opt/nri/plugins`).
+    pub plugin_dir: PathBuf,
+    /// Directory of launched plugins' configuration (default `/etc/nri/conf.d`).
+    pub config_dir: PathBuf,
+    /// Time a plugin has to register (default 5 s).
+    pub registration_timeout: Duration,
+    /// Time a plugin has to answer one request (default 2 s).
+    pub request_timeout: Duration,
+    /// Do not listen for external plugins.
+    pub disable_connections: bool,
+    /// Do not launch plugins from the plugin directory.
+    pub disable_launch: bool,
+    /// Per-plugin policies keyed by `name` or `NN-name`.
+    pub plugin_policies: BTreeMap<String, PluginPolicy>,
+    /// Policy for plugins without an entry (default: `fail`, per event).
+    pub default_policy: PluginPolicy,
+    /// Consecutive timeouts after which a plugin is disconnected (default 3;
+    /// 0 means never).
+    pub strike_limit: u32,
+    /// If non-empty (or `allowed_gids` is), only peers with one of these
+    /// uids (or gids) may connect to the socket.
+    pub allowed_uids: Vec<u32>,
+    /// See `allowed_uids`.
+    pub allowed_gids: Vec<u32>,
+    /// Grace between SIGTERM and SIGKILL for launched plugins on stop.
+    pub stop_grace: Duration,
+    /// The built-in default validator, if enabled.
+    pub default_validator: Option<DefaultValidatorConfig>,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("runtime_name", &self.runtime_name)
+            .field("runtime_version", &self.runtime_version)
+            .field("socket_path", &self.socket_path)
+            .field("plugin_dir", &self.plugin_dir)
+            .field("config_dir", &self.config_dir)
+            .field("registration_timeout", &self.registration_timeout)
+            .field("request_timeout", &self.request_timeout)
+            .field("disable_connections", &self.disable_connections)
+            .field("disable_launch", &self.disable_launch)
+            .field("plugin_policies", &self.plugin_policies)
+            .field("default_policy", &self.default_policy)
+            .field("strike_limit", &self.strike_limit)
+            .field("allowed_uids", &self.allowed_uids)
+            .field("allowed_gids", &self.allowed_gids)
+            .field("stop_grace", &self.stop_grace)
+            .field("default_validator", &self.default_validator.is_some())
+            .finish()
+    }
+}
+
+impl Config {
+    /// The defaults, with the runtime's name and version.
+    pub fn new(runtime_name: impl Into<String>, runtime_version: impl Into<String>) -> Self {
+        Self {
+            runtime_name: runtime_name.into(),
+            runtime_version: runtime_version.into(),
+            socket_path: PathBuf::from(nri_api::DEFAULT_SOCKET_PATH),
+            plugin_dir: PathBuf::from(nri_api::DEFAULT_PLUGIN_PATH),
+            config_dir: PathBuf::from(nri_api::DEFAULT_PLUGIN_CONFIG_PATH),
+            registration_timeout: nri_api::DEFAULT_REGISTRATION_TIMEOUT,
+            request_timeout: nri_api::DEFAULT_REQUEST_TIMEOUT,
+            disable_connections: false,
+            disable_launch: false,
+            plugin_policies: BTreeMap::new(),
+            default_policy: PluginPolicy::default(),
+            strike_limit: DEFAULT_STRIKE_LIMIT,
+            allowed_uids: Vec::new(),
+            allowed_gids: Vec::new(),
+            stop_grace: DEFAULT_STOP_GRACE,
+            default_validator: None,
+        }
+    }
+
+    /// The policy entry for a plugin: by `NN-name`, else by base name, else
+    /// the default.
+    pub fn policy_for(&self, id: &PluginId) -> &PluginPolicy {
+        self.plugin_policies
+            .get(&id.to_string())
+            .or_else(|| self.plugin_policies.get(id.name()))
+            .unwrap_or(&self.default_policy)
+    }
+
+    /// The failure policy of plugin `id` for `event`.
+    pub fn failure_policy(&self, id: &PluginId, event: Event) -> FailurePolicy {
+        self.policy_for(id).for_event(event)
+    }
+
+    /// The request timeout for plugin `id`.
+    pub fn request_timeout_for(&self, id: &PluginId) -> Duration {
+        self.policy_for(id)
+            .request_timeout
+            .unwrap_or(self.request_timeout)
+    }
+
+    /// Configured plugin names whose policy for `event` is `required`.
+    pub fn required_plugins(&self, event: Event) -> impl Iterator<Item = &str> {
+        self.plugin_policies
+            .iter()
+            .filter(move |(_, p)| p.is_required_for(event))
+            .map(|(k, _)| k.as_str())
+    }
+}
+
+/// Builder of an [`Adaptation`](crate::Adaptation).
+pub struct Builder {
+    pub(crate) config: Config,
+    pub(crate) validators: Vec<(PluginId, Arc<dyn Validator>)>,
+    pub(crate) metrics: Arc<dyn Metrics>,
+}
+
+impl std::fmt::Debug for Builder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Builder")
+            .field("config", &self.config)
+            .field(
+                "validators",
+                &self
+                    .validators
+                    .iter()
+                    .map(|(id, _)| id.to_string())
+                    .collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+impl Builder {
+    pub(crate) fn new(config: Config) -> Self {
+        Self {
+            config,
+            validators: Vec::new(),
+            metrics: Arc::new(NoopMetrics),
+        }
+    }
+
+    /// Socket path for external plugins.
+    #[must_use]
+    pub fn socket_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.config.socket_path = path.into();
+        self
+    }
+
+    /// Directory of plugins to launch.
+    #[must_use]
+    pub fn plugin_dir(mut self, path: impl Into<PathBuf>) -> Self {
+        self.config.plugin_dir = path.into();
+        self
+    }
+
+    /// Directory of launched plugins' configuration files.
+    #[must_use]
+    pub fn config_dir(mut self, path: impl Into<PathBuf>) -> Self {
+        self.config.config_dir = path.into();
+        self
+    }
+
+    /// Registration timeout.
+    #[must_use]
+    pub fn registration_timeout(mut self, t: Duration) -> Self {
+        self.config.registration_timeout = t;
+        self
+    }
+
+    /// Request timeout.
+    #[must_use]
+    pub fn request_timeout(mut self, t: Duration) -> Self {
+        self.config.request_timeout = t;
+        self
+    }
+
+    /// Disables (or enables) the socket for external plugins.
+    #[must_use]
+    pub fn disable_connections(mut self, disable: bool) -> Self {
+        self.config.disable_connections = disable;
+        self
+    }
+
+    /// Disables (or enables) launching plugins from the plugin directory.
+    #[must_use]
+    pub fn disable_launch(mut self, disable: bool) -> Self {
+        self.config.disable_launch = disable;
+        self
+    }
+
+    /// Sets the policy of plugin `name` (`name` or `NN-name`).
+    #[must_use]
+    pub fn plugin_policy(mut self, name: impl Into<String>, policy: PluginPolicy) -> Self {
+        self.config.plugin_policies.insert(name.into(), policy);
+        self
+    }
+
+    /// Shorthand: the failure policy of plugin `name` for every event.
+    #[must_use]
+    pub fn failure_policy(self, name: impl Into<String>, policy: FailurePolicy) -> Self {
+        self.plugin_policy(name, PluginPolicy::new(policy))
+    }
+
+    /// Policy for plugins without an entry.
+    #[must_use]
+    pub fn default_policy(mut self, policy: PluginPolicy) -> Self {
+        self.config.default_policy = policy;
+        self
+    }
+
+    /// Consecutive timeouts after which a plugin is disconnected (0: never).
+    #[must_use]
+    pub fn strike_limit(mut self, n: u32) -> Self {
+        self.config.strike_limit = n;
+        self
+    }
+
+    /// Allows peers with these uids on the socket.
+    #[must_use]
+    pub fn allowed_uids(mut self, uids: impl IntoIterator<Item = u32>) -> Self {
+        self.config.allowed_uids = uids.into_iter().collect();
+        self
+    }
+
+    /// Allows peers with these gids on the socket.
+    #[must_use]
+    pub fn allowed_gids(mut self, gids: impl IntoIterator<Item = u32>) -> Self {
+        self.config.allowed_gids = gids.into_iter().collect();
+        self
+    }
+
+    /// Grace between SIGTERM and SIGKILL for launched plugins on stop.
+    #[must_use]
+    pub fn stop_grace(mut self, t: Duration) -> Self {
+        self.config.stop_grace = t;
+        self
+    }
+
+    /// Enables the built-in default validator (listed as `00-default-validator`).
+    #[must_use]
+    pub fn default_validator(mut self, config: DefaultValidatorConfig) -> Self {
+        self.config.default_validator = Some(config);
+        self
+    }
+
+    /// Adds an in-process validator, listed as `id`.
+    #[must_use]
+    pub fn validator(mut self, id: PluginId, validator: Arc<dyn Validator>) -> Self {
+        self.validators.push((id, validator));
+        self
+    }
+
+    /// The metrics sink.
+    #[must_use]
+    pub fn metrics(mut self, metrics: Arc<dyn Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Replaces the whole configuration.
+    #[must_use]
+    pub fn config(mut self, config: Config) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// The configuration so far.
+    pub fn current_config(&self) -> &Config {
+        &self.config
+    }
+}

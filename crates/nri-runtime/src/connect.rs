@@ -1,0 +1,532 @@
+//! Plugin connections: multiplexer and ttRPC setup, registration,
+//! configuration, chunked Synchronize, activation.
+
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+use nri_api::api::{
+    ConfigureRequest, ConfigureResponse, Container, CreateContainerRequest,
+    CreateContainerResponse, Empty, Event, PodSandbox, RegisterPluginRequest, SynchronizeRequest,
+    SynchronizeResponse, UpdateContainersRequest, UpdateContainersResponse,
+};
+use nri_api::{EventMask, RUNTIME_SERVICE, method};
+use nri_mux::{PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN};
+use nri_ttrpc::{Client, Code, Methods, Server, Status};
+use prost::Message;
+use tokio::net::UnixStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::adaptation::Shared;
+use crate::error::Error;
+use crate::merge::PluginId;
+use crate::plugin::{Plugin, PluginOrigin, PluginParts};
+use crate::registry::Deferred;
+
+/// Largest Synchronize message we send: ttRPC's 4 MiB cap minus room for
+/// the ttRPC request envelope.
+pub(crate) const SYNC_MESSAGE_LIMIT: usize = 4 * 1024 * 1024 - 64 * 1024;
+
+type RegisterReply = oneshot::Sender<Result<(), Status>>;
+
+/// How the connection was made, and for launched plugins who it is.
+pub(crate) struct Pending {
+    pub(crate) origin: PluginOrigin,
+    /// Identity from the file name (launched plugins).
+    pub(crate) launched_id: Option<PluginId>,
+    /// Configuration text (launched plugins).
+    pub(crate) config: String,
+    pub(crate) child: Option<tokio::process::Child>,
+    /// Description for logs before the plugin named itself.
+    pub(crate) peer: String,
+}
+
+impl Shared {
+    /// Runs the whole life of one connection: registration, configure,
+    /// sync, then waits until it closes and forgets it.
+    pub(crate) async fn run_connection(self: Arc<Self>, stream: UnixStream, pending: Pending) {
+        let peer = pending.peer.clone();
+        match self.clone().establish(stream, pending).await {
+            Ok(plugin) => {
+                plugin.wait_closed().await;
+                let stopping = self.stopping.is_cancelled();
+                self.registry.remove(&plugin);
+                plugin.close("connection closed");
+                if !stopping {
+                    tracing::warn!(plugin = %plugin.id, "NRI plugin disconnected");
+                }
+                reap(&plugin).await;
+            }
+            Err(e) => {
+                tracing::warn!(peer = %peer, error = %e, "NRI plugin connection failed");
+            }
+        }
+    }
+
+    /// Registration, configuration, synchronization and activation.
+    pub(crate) async fn establish(
+        self: Arc<Self>,
+        stream: UnixStream,
+        mut pending: Pending,
+    ) -> Result<Arc<Plugin>, Error> {
+        let peer = pending.peer.clone();
+        let reg_err = |reason: String| Error::Registration {
+            plugin: peer.clone(),
+            reason,
+        };
+        let mux = nri_mux::Mux::new_paused(stream);
+        let conn1 = mux
+            .open(PLUGIN_SERVICE_CONN)
+            .map_err(|e| reg_err(format!("mux: {e}")))?;
+        let conn2 = mux
+            .open(RUNTIME_SERVICE_CONN)
+            .map_err(|e| reg_err(format!("mux: {e}")))?;
+        let client = Client::new(conn1);
+        let closed = CancellationToken::new();
+        let identity: Arc<Mutex<Option<PluginId>>> = Arc::new(Mutex::new(None));
+        let (reg_tx, mut reg_rx) = mpsc::channel::<(RegisterPluginRequest, RegisterReply)>(1);
+        let server = self.runtime_service(reg_tx, identity.clone())?;
+        {
+            let closed = closed.clone();
+            let peer = peer.clone();
+            self.spawn(async move {
+                if let Err(e) = server.serve(conn2, closed).await {
+                    tracing::debug!(peer = %peer, error = %e, "NRI runtime service connection ended");
+                }
+            });
+        }
+        mux.start();
+
+        let cleanup = |mux: &nri_mux::Mux, client: &Client, closed: &CancellationToken| {
+            closed.cancel();
+            client.close();
+            mux.close();
+        };
+
+        // 1. Registration.
+        let reg = tokio::select! {
+            r = reg_rx.recv() => r,
+            () = tokio::time::sleep(self.config.registration_timeout) => {
+                cleanup(&mux, &client, &closed);
+                kill_child(&mut pending.child).await;
+                return Err(reg_err(format!("no registration within {:?}", self.config.registration_timeout)));
+            }
+            _ = mux.closed() => None,
+        };
+        let Some((req, reply)) = reg else {
+            cleanup(&mux, &client, &closed);
+            kill_child(&mut pending.child).await;
+            return Err(reg_err("connection closed before registration".into()));
+        };
+        let id = match self.check_registration(&req, pending.launched_id.take()) {
+            Ok(id) => id,
+            Err(reason) => {
+                let _ = reply.send(Err(Status::new(Code::InvalidArgument, reason.clone())));
+                tracing::warn!(peer = %peer, name = %req.plugin_name, index = %req.plugin_idx, reason = %reason, "refusing NRI plugin registration");
+                // Let the answer reach the plugin before closing.
+                tokio::task::yield_now().await;
+                cleanup(&mux, &client, &closed);
+                kill_child(&mut pending.child).await;
+                return Err(reg_err(reason));
+            }
+        };
+        let _ = reply.send(Ok(()));
+        tracing::info!(plugin = %id, peer = %peer, nri_version = %req.nri_version, "NRI plugin registered");
+        let full = id.to_string();
+        let fail = |reason: String| Error::Registration {
+            plugin: full.clone(),
+            reason,
+        };
+
+        // 2. Configure.
+        let timeout = self.config.request_timeout_for(&id);
+        let creq = ConfigureRequest {
+            config: std::mem::take(&mut pending.config),
+            runtime_name: self.config.runtime_name.clone(),
+            runtime_version: self.config.runtime_version.clone(),
+            registration_timeout: millis(self.config.registration_timeout),
+            request_timeout: millis(self.config.request_timeout),
+            nri_version: nri_api::NRI_VERSION.to_owned(),
+        };
+        let configured = client
+            .call_message::<_, ConfigureResponse>(
+                nri_api::PLUGIN_SERVICE,
+                method::CONFIGURE,
+                &creq,
+                nri_ttrpc::CallOptions::new(timeout),
+            )
+            .await;
+        let mask = match configured {
+            Ok(resp) => check_mask(resp.events),
+            Err(e) => Err(format!("Configure failed: {e}")),
+        };
+        let mask = match mask {
+            Ok(m) => m,
+            Err(reason) => {
+                self.registry.release(&full);
+                cleanup(&mux, &client, &closed);
+                kill_child(&mut pending.child).await;
+                return Err(fail(reason));
+            }
+        };
+        let plugin = Arc::new(Plugin::new(PluginParts {
+            id: id.clone(),
+            origin: pending.origin,
+            mask,
+            timeout,
+            client,
+            mux,
+            strike_limit: self.config.strike_limit,
+            closed,
+            child: pending.child.take(),
+        }));
+        *identity.lock().unwrap_or_else(PoisonError::into_inner) = Some(id.clone());
+        tracing::info!(plugin = %id, events = %mask, "NRI plugin configured");
+
+        // 3. Synchronize (behind the barrier), deferred deliveries, activation.
+        if let Err(e) = self.synchronize(&plugin).await {
+            self.registry.remove(&plugin);
+            plugin.close("synchronization failed");
+            reap(&plugin).await;
+            return Err(fail(e));
+        }
+        tracing::info!(plugin = %id, "NRI plugin synchronized and active");
+        Ok(plugin)
+    }
+
+    fn check_registration(
+        &self,
+        req: &RegisterPluginRequest,
+        launched: Option<PluginId>,
+    ) -> Result<PluginId, String> {
+        let id = match launched {
+            Some(id) => id,
+            None => {
+                nri_api::check_plugin_index(&req.plugin_idx).map_err(|e| e.to_string())?;
+                nri_api::check_plugin_name(&req.plugin_name).map_err(|e| e.to_string())?;
+                PluginId::new(req.plugin_idx.clone(), req.plugin_name.clone())
+                    .map_err(|e| e.to_string())?
+            }
+        };
+        if !self.registry.reserve(&id.to_string()) {
+            return Err(format!("a plugin named {id} is already connected"));
+        }
+        Ok(id)
+    }
+
+    /// The `Runtime` service served to one plugin on mux connection 2.
+    fn runtime_service(
+        self: &Arc<Self>,
+        reg_tx: mpsc::Sender<(RegisterPluginRequest, RegisterReply)>,
+        identity: Arc<Mutex<Option<PluginId>>>,
+    ) -> Result<Server, Error> {
+        let weak: Weak<Shared> = Arc::downgrade(self);
+        let methods = Methods::new()
+            .add_message(
+                method::REGISTER_PLUGIN,
+                move |_ctx, req: RegisterPluginRequest| {
+                    let reg_tx = reg_tx.clone();
+                    async move {
+                        let (tx, rx) = oneshot::channel();
+                        reg_tx.try_send((req, tx)).map_err(|_| {
+                            Status::new(Code::FailedPrecondition, "plugin already registered")
+                        })?;
+                        match rx.await {
+                            Ok(Ok(())) => Ok(Empty {}),
+                            Ok(Err(st)) => Err(st),
+                            Err(_) => Err(Status::new(Code::Unavailable, "registration aborted")),
+                        }
+                    }
+                },
+            )
+            .add_message(
+                method::UPDATE_CONTAINERS,
+                move |_ctx, req: UpdateContainersRequest| {
+                    let weak = weak.clone();
+                    let identity = identity.clone();
+                    async move {
+                        let id = identity
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .clone();
+                        let (Some(shared), Some(id)) = (weak.upgrade(), id) else {
+                            return Err(Status::new(
+                                Code::FailedPrecondition,
+                                "plugin is not registered",
+                            ));
+                        };
+                        shared.unsolicited_update(&id, req).await
+                    }
+                },
+            );
+        let mut server = Server::new();
+        server
+            .register(RUNTIME_SERVICE, methods)
+            .map_err(|e| Error::Registration {
+                plugin: "?".into(),
+                reason: e.to_string(),
+            })?;
+        Ok(server)
+    }
+
+    async fn unsolicited_update(
+        &self,
+        id: &PluginId,
+        req: UpdateContainersRequest,
+    ) -> Result<UpdateContainersResponse, Status> {
+        let plugin = id.to_string();
+        let updates = crate::merge::merge_unsolicited(req.update);
+        for u in &updates {
+            tracing::info!(target: crate::metrics::AUDIT_TARGET, operation = "UpdateContainers", plugin = %plugin, container = %u.container_id, field = "LinuxResources", key = "", removed = false, "plugin requested unsolicited update");
+        }
+        self.metrics.plugin_adjustments(
+            &plugin,
+            "UpdateContainers",
+            0,
+            updates.len(),
+            req.evict.len(),
+        );
+        if !req.evict.is_empty() {
+            for e in &req.evict {
+                tracing::info!(target: crate::metrics::AUDIT_TARGET, operation = "UpdateContainers", plugin = %plugin, container = %e.container_id, reason = %e.reason, "plugin requested eviction");
+            }
+            if let Err(e) = self.callbacks.evict_containers(req.evict).await {
+                tracing::warn!(plugin = %plugin, error = %e, "evicting containers failed");
+                return Err(Status::new(Code::Unknown, format!("eviction failed: {e}")));
+            }
+        }
+        if updates.is_empty() {
+            return Ok(UpdateContainersResponse { failed: Vec::new() });
+        }
+        match self.callbacks.update_containers(updates).await {
+            Ok(failed) => Ok(UpdateContainersResponse { failed }),
+            Err(e) => {
+                tracing::warn!(plugin = %plugin, error = %e, "unsolicited container update failed");
+                Err(Status::new(Code::Unknown, format!("update failed: {e}")))
+            }
+        }
+    }
+
+    /// Synchronize behind the barrier, then the deferred deliveries, then
+    /// activation. See `registry.rs` and `docs/runtime/sync.md`.
+    async fn synchronize(&self, plugin: &Arc<Plugin>) -> Result<(), String> {
+        self.registry.begin_sync(plugin);
+        let (mut pods, mut containers) = self
+            .callbacks
+            .list_pods_and_containers()
+            .await
+            .map_err(|e| format!("listing pods and containers failed: {e}"))?;
+        self.registry
+            .filter_snapshot(plugin, &mut pods, &mut containers);
+        let updates = self.send_sync(plugin, pods, containers).await?;
+        if !updates.is_empty() {
+            self.metrics.plugin_adjustments(
+                &plugin.id.to_string(),
+                "Synchronize",
+                0,
+                updates.len(),
+                0,
+            );
+            match self.callbacks.update_containers(updates).await {
+                Ok(failed) if !failed.is_empty() => {
+                    tracing::warn!(plugin = %plugin.id, failed = failed.len(), "some container updates from Synchronize failed");
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(plugin = %plugin.id, error = %e, "container updates from Synchronize failed");
+                }
+            }
+        }
+        while let Some(batch) = self.registry.drain_or_activate(plugin) {
+            for d in batch {
+                if plugin.is_closed() {
+                    return Err("connection lost during synchronization".into());
+                }
+                self.deliver_deferred(plugin, d).await;
+            }
+        }
+        if plugin.is_closed() {
+            return Err("connection lost during synchronization".into());
+        }
+        Ok(())
+    }
+
+    async fn deliver_deferred(&self, plugin: &Arc<Plugin>, d: Deferred) {
+        let metrics = &*self.metrics;
+        let res = match d {
+            Deferred::Creation(i) => {
+                if !i.succeeded().await {
+                    return;
+                }
+                match (&i.container, i.event) {
+                    (Some(c), Event::CreateContainer) => {
+                        let req = CreateContainerRequest {
+                            pod: Some(i.pod.clone()),
+                            container: Some(c.clone()),
+                        };
+                        plugin
+                            .call::<_, CreateContainerResponse>(
+                                metrics,
+                                "CreateContainer",
+                                method::CREATE_CONTAINER,
+                                &req,
+                                plugin.timeout,
+                            )
+                            .await
+                            .map(|resp| {
+                                if resp.adjust.is_some() || !resp.update.is_empty() || !resp.evict.is_empty() {
+                                    tracing::warn!(plugin = %plugin.id, container = %c.id, "ignoring changes to a container created while the plugin was synchronizing");
+                                }
+                            })
+                    }
+                    _ => {
+                        plugin
+                            .notify(metrics, i.event, &i.pod, i.container.as_ref())
+                            .await
+                    }
+                }
+            }
+            Deferred::Event(d) => {
+                let crate::registry::DeferredEvent {
+                    event,
+                    pod,
+                    container,
+                } = *d;
+                if event == Event::StopContainer {
+                    let req = nri_api::api::StopContainerRequest {
+                        pod: Some(pod),
+                        container,
+                    };
+                    plugin
+                        .call::<_, nri_api::api::StopContainerResponse>(
+                            metrics,
+                            "StopContainer",
+                            method::STOP_CONTAINER,
+                            &req,
+                            plugin.timeout,
+                        )
+                        .await
+                        .map(|_| ())
+                } else {
+                    plugin
+                        .notify(metrics, event, &pod, container.as_ref())
+                        .await
+                }
+            }
+        };
+        if let Err(e) = res {
+            tracing::warn!(plugin = %plugin.id, error = %e, "delivering an event deferred by synchronization failed");
+        }
+    }
+
+    /// Sends the snapshot in as few messages as fit under the size cap.
+    async fn send_sync(
+        &self,
+        plugin: &Arc<Plugin>,
+        pods: Vec<PodSandbox>,
+        containers: Vec<Container>,
+    ) -> Result<Vec<nri_api::api::ContainerUpdate>, String> {
+        let chunks = split_sync(pods, containers, SYNC_MESSAGE_LIMIT);
+        let last = chunks.len().saturating_sub(1);
+        for (i, mut req) in chunks.into_iter().enumerate() {
+            req.more = i != last;
+            let resp: SynchronizeResponse = plugin
+                .call(
+                    &*self.metrics,
+                    "Synchronize",
+                    method::SYNCHRONIZE,
+                    &req,
+                    plugin.timeout,
+                )
+                .await
+                .map_err(|e| format!("Synchronize failed: {e}"))?;
+            if req.more {
+                if !resp.more || !resp.update.is_empty() {
+                    return Err("plugin does not handle split Synchronize requests".into());
+                }
+            } else {
+                return Ok(resp.update);
+            }
+        }
+        Ok(Vec::new())
+    }
+}
+
+/// Splits a snapshot into `SynchronizeRequest`s each encoding to at most
+/// `limit` bytes (one message when everything fits; a single object larger
+/// than the limit goes alone in its message). `more` is left false.
+pub fn split_sync(
+    pods: Vec<PodSandbox>,
+    containers: Vec<Container>,
+    limit: usize,
+) -> Vec<SynchronizeRequest> {
+    let mut out = Vec::new();
+    let mut cur = SynchronizeRequest::default();
+    let mut size = 2; // room for the `more` field
+    let item = |len: usize| 1 + prost::length_delimiter_len(len) + len;
+    for p in pods {
+        let n = item(p.encoded_len());
+        if size + n > limit && !(cur.pods.is_empty() && cur.containers.is_empty()) {
+            out.push(std::mem::take(&mut cur));
+            size = 2;
+        }
+        size += n;
+        cur.pods.push(p);
+    }
+    for c in containers {
+        let n = item(c.encoded_len());
+        if size + n > limit && !(cur.pods.is_empty() && cur.containers.is_empty()) {
+            out.push(std::mem::take(&mut cur));
+            size = 2;
+        }
+        size += n;
+        cur.containers.push(c);
+    }
+    out.push(cur);
+    out
+}
+
+fn check_mask(events: i32) -> Result<EventMask, String> {
+    let mask = EventMask::from_i32(events);
+    if mask.is_empty() {
+        return Ok(EventMask::ALL);
+    }
+    if mask.unknown_bits() != 0 {
+        return Err(format!(
+            "plugin subscribed to unknown events {:#x} (this runtime knows {:#x}: {})",
+            mask.unknown_bits(),
+            EventMask::ALL.as_i32(),
+            EventMask::ALL
+        ));
+    }
+    Ok(mask)
+}
+
+fn millis(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+async fn kill_child(child: &mut Option<tokio::process::Child>) {
+    if let Some(c) = child.as_mut() {
+        let _ = c.start_kill();
+        let _ = c.wait().await;
+    }
+}
+
+/// Reaps a launched plugin's process after its connection closed: it
+/// usually exits by itself; if not within a second, it is killed.
+pub(crate) async fn reap(plugin: &Plugin) {
+    let child = plugin
+        .child
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take();
+    if let Some(mut c) = child {
+        if tokio::time::timeout(std::time::Duration::from_secs(1), c.wait())
+            .await
+            .is_err()
+        {
+            let _ = c.start_kill();
+            let _ = c.wait().await;
+        }
+    }
+}

@@ -1,0 +1,289 @@
+//! Metrics sink and the audit trail.
+//!
+//! [`Metrics`] receives one call per plugin invocation (with its latency and
+//! error class), per merged result, per conflict, and whenever the number of
+//! active plugins changes. Every method has a no-op default; [`NoopMetrics`]
+//! is the default sink. With the cargo feature `prometheus`,
+//! [`PrometheusMetrics`](crate::PrometheusMetrics) exports them.
+//!
+//! The audit trail is a `tracing` event on target [`AUDIT_TARGET`] for every
+//! field a plugin changed (see [`audit_owners`]).
+
+use std::time::Duration;
+
+use nri_api::api::OwningPlugins;
+
+use crate::failure::ErrorClass;
+
+/// Target of the audit-trail tracing events.
+pub const AUDIT_TARGET: &str = "nri::audit";
+
+/// A sink for runtime metrics. Implementations must be cheap and must not
+/// block: they are called on the event path.
+pub trait Metrics: Send + Sync + 'static {
+    /// One call of `operation` (event pretty name, `Synchronize`,
+    /// `Configure`, `Shutdown`) on `plugin` (`NN-name`): `Ok` or the class of
+    /// its failure.
+    fn plugin_invocation(&self, plugin: &str, operation: &str, result: Result<(), ErrorClass>) {
+        let _ = (plugin, operation, result);
+    }
+
+    /// Latency of one call.
+    fn plugin_latency(&self, plugin: &str, operation: &str, latency: Duration) {
+        let _ = (plugin, operation, latency);
+    }
+
+    /// What one plugin's answer changed: fields of the adjustment (count of
+    /// owners recorded), container updates and evictions.
+    fn plugin_adjustments(
+        &self,
+        plugin: &str,
+        operation: &str,
+        adjustments: usize,
+        updates: usize,
+        evictions: usize,
+    ) {
+        let _ = (plugin, operation, adjustments, updates, evictions);
+    }
+
+    /// A merge conflict caused by `plugin`.
+    fn plugin_conflict(&self, plugin: &str, operation: &str) {
+        let _ = (plugin, operation);
+    }
+
+    /// The number of active (registered and synchronized) plugins.
+    fn active_plugins(&self, count: usize) {
+        let _ = count;
+    }
+}
+
+/// A [`Metrics`] sink that drops everything (the default).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoopMetrics;
+
+impl Metrics for NoopMetrics {}
+
+/// Emits one audit event (target [`AUDIT_TARGET`], level INFO) per field
+/// owner in `owners`: fields `plugin`, `container`, `field`, `key` (empty for
+/// simple fields), `removed` (the plugin removed the field or key) and
+/// `operation`. Returns the number of owner entries per plugin, for
+/// [`Metrics::plugin_adjustments`].
+pub fn audit_owners(operation: &str, owners: &OwningPlugins) -> Vec<(String, usize)> {
+    let mut per_plugin: Vec<(String, usize)> = Vec::new();
+    let mut count = |plugin: &str| match per_plugin.iter_mut().find(|(p, _)| p == plugin) {
+        Some((_, n)) => *n += 1,
+        None => per_plugin.push((plugin.to_owned(), 1)),
+    };
+    for (container, fo) in &owners.owners {
+        for (field, owner) in &fo.simple {
+            let field_name = field_name(*field);
+            for (plugin, removed) in split_owner(owner) {
+                count(plugin);
+                tracing::info!(
+                    target: AUDIT_TARGET,
+                    operation,
+                    plugin,
+                    container = container.as_str(),
+                    field = field_name,
+                    key = "",
+                    removed,
+                    "plugin changed field"
+                );
+            }
+        }
+        for (field, compound) in &fo.compound {
+            let field_name = field_name(*field);
+            for (key, owner) in &compound.owners {
+                for (plugin, removed) in split_owner(owner) {
+                    count(plugin);
+                    tracing::info!(
+                        target: AUDIT_TARGET,
+                        operation,
+                        plugin,
+                        container = container.as_str(),
+                        field = field_name,
+                        key = key.as_str(),
+                        removed,
+                        "plugin changed field"
+                    );
+                }
+            }
+        }
+    }
+    per_plugin
+}
+
+/// Splits an owner string into plugins: `-NN-name` is a removal; the OCI
+/// hooks owner is a comma-joined list.
+fn split_owner(owner: &str) -> impl Iterator<Item = (&str, bool)> {
+    owner
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| match s.strip_prefix('-') {
+            Some(p) => (p, true),
+            None => (s, false),
+        })
+}
+
+fn field_name(field: i32) -> &'static str {
+    nri_api::api::Field::try_from(field)
+        .map(|f| f.as_str_name())
+        .unwrap_or("Unknown")
+}
+
+#[cfg(feature = "prometheus")]
+mod prom {
+    use std::time::Duration;
+
+    use prometheus_client::encoding::EncodeLabelSet;
+    use prometheus_client::metrics::counter::Counter;
+    use prometheus_client::metrics::family::Family;
+    use prometheus_client::metrics::gauge::Gauge;
+    use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+    use prometheus_client::registry::Registry;
+
+    use super::Metrics;
+    use crate::failure::ErrorClass;
+
+    #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+    struct InvocationLabels {
+        plugin: String,
+        operation: String,
+        status: String,
+        error: String,
+    }
+
+    #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+    struct OpLabels {
+        plugin: String,
+        operation: String,
+    }
+
+    #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+    struct AdjLabels {
+        plugin: String,
+        operation: String,
+        r#type: String,
+    }
+
+    /// A [`Metrics`] sink exporting Prometheus metrics through
+    /// `prometheus-client` (cargo feature `prometheus`):
+    /// `nri_plugin_invocations_total{plugin,operation,status,error}`,
+    /// `nri_plugin_latency_seconds{plugin,operation}` (histogram),
+    /// `nri_plugin_adjustments_total{plugin,operation,type}` (`type` =
+    /// `adjust`, `update`, `evict`), `nri_plugin_conflicts_total{plugin,operation}`
+    /// and `nri_active_plugins`.
+    #[derive(Debug, Clone)]
+    pub struct PrometheusMetrics {
+        invocations: Family<InvocationLabels, Counter>,
+        latency: Family<OpLabels, Histogram>,
+        adjustments: Family<AdjLabels, Counter>,
+        conflicts: Family<OpLabels, Counter>,
+        active: Gauge,
+    }
+
+    impl PrometheusMetrics {
+        /// Creates the metrics and registers them (prefix `nri`) in `registry`.
+        pub fn new(registry: &mut Registry) -> Self {
+            let m = Self {
+                invocations: Family::default(),
+                latency: Family::new_with_constructor(|| {
+                    Histogram::new(exponential_buckets(0.0005, 2.0, 14))
+                }),
+                adjustments: Family::default(),
+                conflicts: Family::default(),
+                active: Gauge::default(),
+            };
+            let r = registry.sub_registry_with_prefix("nri");
+            r.register(
+                "plugin_invocations",
+                "Calls of plugins by operation and outcome",
+                m.invocations.clone(),
+            );
+            r.register(
+                "plugin_latency_seconds",
+                "Latency of plugin calls",
+                m.latency.clone(),
+            );
+            r.register(
+                "plugin_adjustments",
+                "Changes made by plugins (adjusted fields, updates, evictions)",
+                m.adjustments.clone(),
+            );
+            r.register(
+                "plugin_conflicts",
+                "Merge conflicts caused by plugins",
+                m.conflicts.clone(),
+            );
+            r.register("active_plugins", "Active NRI plugins", m.active.clone());
+            m
+        }
+    }
+
+    impl Metrics for PrometheusMetrics {
+        fn plugin_invocation(&self, plugin: &str, operation: &str, result: Result<(), ErrorClass>) {
+            let (status, error) = match result {
+                Ok(()) => ("ok", ""),
+                Err(c) => ("error", c.as_str()),
+            };
+            self.invocations
+                .get_or_create(&InvocationLabels {
+                    plugin: plugin.to_owned(),
+                    operation: operation.to_owned(),
+                    status: status.to_owned(),
+                    error: error.to_owned(),
+                })
+                .inc();
+        }
+
+        fn plugin_latency(&self, plugin: &str, operation: &str, latency: Duration) {
+            self.latency
+                .get_or_create(&OpLabels {
+                    plugin: plugin.to_owned(),
+                    operation: operation.to_owned(),
+                })
+                .observe(latency.as_secs_f64());
+        }
+
+        fn plugin_adjustments(
+            &self,
+            plugin: &str,
+            operation: &str,
+            adjustments: usize,
+            updates: usize,
+            evictions: usize,
+        ) {
+            for (t, n) in [
+                ("adjust", adjustments),
+                ("update", updates),
+                ("evict", evictions),
+            ] {
+                if n > 0 {
+                    self.adjustments
+                        .get_or_create(&AdjLabels {
+                            plugin: plugin.to_owned(),
+                            operation: operation.to_owned(),
+                            r#type: t.to_owned(),
+                        })
+                        .inc_by(n as u64);
+                }
+            }
+        }
+
+        fn plugin_conflict(&self, plugin: &str, operation: &str) {
+            self.conflicts
+                .get_or_create(&OpLabels {
+                    plugin: plugin.to_owned(),
+                    operation: operation.to_owned(),
+                })
+                .inc();
+        }
+
+        fn active_plugins(&self, count: usize) {
+            self.active.set(i64::try_from(count).unwrap_or(i64::MAX));
+        }
+    }
+}
+
+#[cfg(feature = "prometheus")]
+pub use prom::PrometheusMetrics;

@@ -1,0 +1,310 @@
+//! One connected plugin: its ttRPC client, subscription, dialect and
+//! timeout strikes.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use nri_api::api::{
+    Container, Event, PodSandbox, PostCreateContainerRequest, PostStartContainerRequest,
+    PostUpdateContainerRequest, PostUpdatePodSandboxRequest, RemoveContainerRequest,
+    RemovePodSandboxRequest, RunPodSandboxRequest, StartContainerRequest, StateChangeEvent,
+    StopPodSandboxRequest,
+};
+use nri_api::{EventMask, PLUGIN_SERVICE, method};
+use nri_ttrpc::{CallOptions, Client, Code};
+use prost::Message;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::failure::{ErrorClass, PluginFailure};
+use crate::merge::PluginId;
+use crate::metrics::Metrics;
+
+/// How a plugin came to be connected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PluginOrigin {
+    /// Launched by the runtime from the plugin directory.
+    Launched {
+        /// Process id of the plugin.
+        pid: Option<u32>,
+    },
+    /// Connected to the runtime's socket.
+    External {
+        /// Peer uid.
+        uid: u32,
+        /// Peer gid.
+        gid: u32,
+        /// Peer pid, when known.
+        pid: Option<i32>,
+    },
+}
+
+/// A snapshot of one active plugin, for introspection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PluginInfo {
+    /// Identity (`NN-name`).
+    pub id: PluginId,
+    /// Events the plugin subscribed to.
+    pub events: EventMask,
+    /// Launched or external.
+    pub origin: PluginOrigin,
+    /// Whether the plugin answered UNIMPLEMENTED to a dedicated event RPC
+    /// and now gets those events through `StateChange`.
+    pub legacy_dialect: bool,
+    /// Current run of consecutive request timeouts.
+    pub strikes: u32,
+}
+
+pub(crate) struct Plugin {
+    pub(crate) id: PluginId,
+    pub(crate) origin: PluginOrigin,
+    pub(crate) mask: EventMask,
+    pub(crate) timeout: Duration,
+    client: Client,
+    mux: nri_mux::Mux,
+    legacy: AtomicBool,
+    deprecation_warned: Mutex<EventMask>,
+    strikes: AtomicU32,
+    strike_limit: u32,
+    /// Cancelled when the runtime closes the plugin.
+    pub(crate) closed: CancellationToken,
+    pub(crate) child: Mutex<Option<tokio::process::Child>>,
+}
+
+impl std::fmt::Debug for Plugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugin")
+            .field("id", &self.id.to_string())
+            .field("mask", &self.mask)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) struct PluginParts {
+    pub(crate) id: PluginId,
+    pub(crate) origin: PluginOrigin,
+    pub(crate) mask: EventMask,
+    pub(crate) timeout: Duration,
+    pub(crate) client: Client,
+    pub(crate) mux: nri_mux::Mux,
+    pub(crate) strike_limit: u32,
+    pub(crate) closed: CancellationToken,
+    pub(crate) child: Option<tokio::process::Child>,
+}
+
+impl Plugin {
+    pub(crate) fn new(p: PluginParts) -> Self {
+        Self {
+            id: p.id,
+            origin: p.origin,
+            mask: p.mask,
+            timeout: p.timeout,
+            client: p.client,
+            mux: p.mux,
+            legacy: AtomicBool::new(false),
+            deprecation_warned: Mutex::new(EventMask::EMPTY),
+            strikes: AtomicU32::new(0),
+            strike_limit: p.strike_limit,
+            closed: p.closed,
+            child: Mutex::new(p.child),
+        }
+    }
+
+    pub(crate) fn info(&self) -> PluginInfo {
+        PluginInfo {
+            id: self.id.clone(),
+            events: self.mask,
+            origin: self.origin,
+            legacy_dialect: self.legacy.load(Ordering::Relaxed),
+            strikes: self.strikes.load(Ordering::Relaxed),
+        }
+    }
+
+    pub(crate) fn subscribed(&self, event: Event) -> bool {
+        self.mask.contains(event)
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.is_cancelled() || self.client.is_closed() || self.mux.is_closed()
+    }
+
+    /// Closes the connection (idempotent).
+    pub(crate) fn close(&self, why: &str) {
+        if !self.closed.is_cancelled() {
+            tracing::info!(plugin = %self.id, reason = why, "closing NRI plugin connection");
+        }
+        self.closed.cancel();
+        self.client.close();
+        self.mux.close();
+    }
+
+    /// Waits until the connection is gone (peer closed, error, or closed by us).
+    pub(crate) async fn wait_closed(&self) {
+        tokio::select! {
+            _ = self.mux.closed() => {}
+            () = self.client.closed() => {}
+            () = self.closed.cancelled() => {}
+        }
+    }
+
+    /// One raw call with metrics and strike accounting.
+    pub(crate) async fn call_raw(
+        &self,
+        metrics: &dyn Metrics,
+        operation: &str,
+        method: &str,
+        payload: Bytes,
+        timeout: Duration,
+    ) -> Result<Bytes, PluginFailure> {
+        let start = Instant::now();
+        let res = self
+            .client
+            .call(PLUGIN_SERVICE, method, payload, CallOptions::new(timeout))
+            .await;
+        let elapsed = start.elapsed();
+        metrics.plugin_latency(&self.id.to_string(), operation, elapsed);
+        let res = res.map_err(|e| PluginFailure::from_ttrpc(&e));
+        self.account(metrics, operation, &res);
+        res
+    }
+
+    fn account<T>(&self, metrics: &dyn Metrics, operation: &str, res: &Result<T, PluginFailure>) {
+        let name = self.id.to_string();
+        match res {
+            Ok(_) => {
+                self.strikes.store(0, Ordering::Relaxed);
+                metrics.plugin_invocation(&name, operation, Ok(()));
+            }
+            Err(f) => {
+                metrics.plugin_invocation(&name, operation, Err(f.class()));
+                match f.class() {
+                    ErrorClass::Timeout => {
+                        let n = self.strikes.fetch_add(1, Ordering::Relaxed) + 1;
+                        tracing::warn!(plugin = %self.id, operation, strikes = n, limit = self.strike_limit, "NRI plugin timed out");
+                        if self.strike_limit > 0 && n >= self.strike_limit {
+                            self.close(&format!("{n} consecutive request timeouts"));
+                        }
+                    }
+                    ErrorClass::Disconnected => self.close("connection lost"),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// Calls a method with a typed request and response.
+    pub(crate) async fn call<Req: Message, Resp: Message + Default>(
+        &self,
+        metrics: &dyn Metrics,
+        operation: &str,
+        method: &str,
+        req: &Req,
+        timeout: Duration,
+    ) -> Result<Resp, PluginFailure> {
+        let payload = Bytes::from(req.encode_to_vec());
+        let bytes = self
+            .call_raw(metrics, operation, method, payload, timeout)
+            .await?;
+        Resp::decode(bytes).map_err(|e| PluginFailure::InvalidResponse {
+            message: format!("cannot decode {method} response: {e}"),
+        })
+    }
+
+    /// Delivers one of the nine events that older plugins receive through
+    /// `StateChange`: the dedicated RPC first; on UNIMPLEMENTED the plugin
+    /// is switched to `StateChange` for good.
+    pub(crate) async fn notify(
+        &self,
+        metrics: &dyn Metrics,
+        event: Event,
+        pod: &PodSandbox,
+        container: Option<&Container>,
+    ) -> Result<(), PluginFailure> {
+        let op = event.pretty_name();
+        if !self.legacy.load(Ordering::Relaxed) {
+            let Some(method) = event.method_name() else {
+                return Err(PluginFailure::InvalidResponse {
+                    message: format!("no RPC for event {op}"),
+                });
+            };
+            let payload = dedicated_request(event, pod, container);
+            let start = Instant::now();
+            let res = self
+                .client
+                .call(
+                    PLUGIN_SERVICE,
+                    method,
+                    payload,
+                    CallOptions::new(self.timeout),
+                )
+                .await;
+            match res {
+                Err(nri_ttrpc::Error::Status {
+                    code: Code::Unimplemented,
+                    ..
+                }) => {
+                    tracing::info!(plugin = %self.id, event = op, "plugin does not implement dedicated event RPCs; using StateChange from now on");
+                    self.legacy.store(true, Ordering::Relaxed);
+                }
+                other => {
+                    metrics.plugin_latency(&self.id.to_string(), op, start.elapsed());
+                    let res = other.map(|_| ()).map_err(|e| PluginFailure::from_ttrpc(&e));
+                    self.account(metrics, op, &res);
+                    return res;
+                }
+            }
+        }
+        let ev = StateChangeEvent {
+            event: event as i32,
+            pod: Some(pod.clone()),
+            container: container.cloned(),
+        };
+        let res = self
+            .call_raw(
+                metrics,
+                op,
+                method::STATE_CHANGE,
+                Bytes::from(ev.encode_to_vec()),
+                self.timeout,
+            )
+            .await
+            .map(|_| ());
+        if res.is_ok() {
+            let mut warned = self
+                .deprecation_warned
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if !warned.contains(event) {
+                warned.set(event);
+                tracing::warn!(plugin = %self.id, event = op, "plugin uses the deprecated StateChange dialect");
+            }
+        }
+        res
+    }
+}
+
+fn dedicated_request(event: Event, pod: &PodSandbox, container: Option<&Container>) -> Bytes {
+    let pod = Some(pod.clone());
+    let container = container.cloned();
+    let v = match event {
+        Event::RunPodSandbox => RunPodSandboxRequest { pod }.encode_to_vec(),
+        Event::StopPodSandbox => StopPodSandboxRequest { pod }.encode_to_vec(),
+        Event::RemovePodSandbox => RemovePodSandboxRequest { pod }.encode_to_vec(),
+        Event::PostUpdatePodSandbox => PostUpdatePodSandboxRequest { pod }.encode_to_vec(),
+        Event::PostCreateContainer => PostCreateContainerRequest { pod, container }.encode_to_vec(),
+        Event::StartContainer => StartContainerRequest { pod, container }.encode_to_vec(),
+        Event::PostStartContainer => PostStartContainerRequest { pod, container }.encode_to_vec(),
+        Event::PostUpdateContainer => PostUpdateContainerRequest { pod, container }.encode_to_vec(),
+        Event::RemoveContainer => RemoveContainerRequest { pod, container }.encode_to_vec(),
+        // Only the nine events above come here.
+        _ => Vec::new(),
+    };
+    Bytes::from(v)
+}
+
+/// Sorted, shared list of plugins.
+pub(crate) type PluginList = Arc<Vec<Arc<Plugin>>>;

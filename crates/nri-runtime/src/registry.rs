@@ -1,0 +1,329 @@
+//! The plugin registry and the synchronization barrier.
+//!
+//! Design (user-facing text in `docs/runtime/sync.md`): there is no lock
+//! held across any fan-out and no lifecycle event ever waits for a
+//! registration. One short `std` mutex guards:
+//!
+//! * `active`: the sorted plugin list (copy-on-write; each event takes a
+//!   snapshot of the `Arc`);
+//! * `syncing`: plugins between "snapshot requested" and "active", each with
+//!   a queue of *deferred* deliveries;
+//! * `inflight`: creation events (RunPodSandbox, CreateContainer) from their
+//!   start until the runtime releases the creation guard (object stored).
+//!
+//! A creation event that starts while plugin P is syncing is queued for P;
+//! so is every creation still in flight when P starts syncing. Objects in
+//! P's queue are removed from P's Synchronize snapshot and delivered to P as
+//! events after the snapshot (a queued creation is delivered only if its
+//! fan-out succeeded). Every other creation finished (guard released) before
+//! P started syncing, so the runtime lists it in the snapshot. P becomes
+//! active (and gets later events directly) only once its queue is empty,
+//! which the registration task checks under the mutex.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use nri_api::api::{Container, Event, PodSandbox};
+use tokio::sync::watch;
+
+use crate::metrics::Metrics;
+use crate::plugin::{Plugin, PluginList};
+
+/// One creation event between its start and the release of its guard.
+#[derive(Debug)]
+pub(crate) struct Inflight {
+    pub(crate) event: Event,
+    pub(crate) pod: PodSandbox,
+    pub(crate) container: Option<Container>,
+    /// `None` while the fan-out runs, then whether it succeeded.
+    outcome: watch::Sender<Option<bool>>,
+}
+
+impl Inflight {
+    /// Waits for the fan-out's outcome; `false` if it failed or was dropped.
+    pub(crate) async fn succeeded(&self) -> bool {
+        let mut rx = self.outcome.subscribe();
+        match rx.wait_for(Option::is_some).await {
+            Ok(v) => v.unwrap_or(false),
+            Err(_) => false,
+        }
+    }
+
+    fn object_id(&self) -> (&str, bool) {
+        match &self.container {
+            Some(c) => (c.id.as_str(), true),
+            None => (self.pod.id.as_str(), false),
+        }
+    }
+}
+
+/// Something a syncing plugin gets after its snapshot.
+#[derive(Debug)]
+pub(crate) enum Deferred {
+    /// A creation event that was in flight or started during the sync.
+    Creation(Arc<Inflight>),
+    /// Any other event that happened during the sync.
+    Event(Box<DeferredEvent>),
+}
+
+/// A non-creation event queued for a syncing plugin.
+#[derive(Debug)]
+pub(crate) struct DeferredEvent {
+    pub(crate) event: Event,
+    pub(crate) pod: PodSandbox,
+    pub(crate) container: Option<Container>,
+}
+
+struct Syncing {
+    plugin: Arc<Plugin>,
+    queue: VecDeque<Deferred>,
+}
+
+#[derive(Default)]
+struct State {
+    active: PluginList,
+    syncing: Vec<Syncing>,
+    names: HashSet<String>,
+    inflight: HashMap<u64, Arc<Inflight>>,
+    next_seq: u64,
+}
+
+pub(crate) struct Registry {
+    state: Mutex<State>,
+    metrics: Arc<dyn Metrics>,
+}
+
+/// Keeps a creation event in flight until released (dropped).
+#[derive(Debug)]
+pub struct CreationGuard {
+    registry: Option<Arc<Registry>>,
+    seq: u64,
+    inflight: Option<Arc<Inflight>>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry").finish_non_exhaustive()
+    }
+}
+
+impl CreationGuard {
+    /// Records the fan-out's outcome (the guard stays in flight until dropped).
+    pub(crate) fn set_outcome(&self, ok: bool) {
+        if let Some(i) = &self.inflight {
+            i.outcome.send_if_modified(|v| {
+                if v.is_none() {
+                    *v = Some(ok);
+                    true
+                } else {
+                    false
+                }
+            });
+        }
+    }
+
+    /// Releases the guard: the runtime has stored the object (or given up
+    /// on it). Same as dropping it.
+    pub fn release(self) {}
+}
+
+impl Drop for CreationGuard {
+    fn drop(&mut self) {
+        self.set_outcome(false);
+        if let Some(r) = self.registry.take() {
+            r.lock().inflight.remove(&self.seq);
+        }
+    }
+}
+
+/// Which deferrable events are queued for syncing plugins.
+fn deferrable(event: Event) -> bool {
+    event.is_state_change_event() || event == Event::StopContainer
+}
+
+impl Registry {
+    pub(crate) fn new(metrics: Arc<dyn Metrics>) -> Self {
+        Self {
+            state: Mutex::new(State::default()),
+            metrics,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The active plugins, in order (index, then name).
+    pub(crate) fn snapshot(&self) -> PluginList {
+        self.lock().active.clone()
+    }
+
+    /// Reserves a plugin identity; `false` if a plugin with that `NN-name`
+    /// is registering, syncing or active.
+    pub(crate) fn reserve(&self, full_name: &str) -> bool {
+        self.lock().names.insert(full_name.to_owned())
+    }
+
+    /// Releases a reservation.
+    pub(crate) fn release(&self, full_name: &str) {
+        self.lock().names.remove(full_name);
+    }
+
+    /// Starts a non-creation event: the active plugins, and the event queued
+    /// for syncing plugins subscribed to it.
+    pub(crate) fn begin_event(
+        &self,
+        event: Event,
+        pod: &PodSandbox,
+        container: Option<&Container>,
+    ) -> PluginList {
+        let mut st = self.lock();
+        if deferrable(event) {
+            for s in st.syncing.iter_mut() {
+                if s.plugin.subscribed(event) {
+                    s.queue.push_back(Deferred::Event(Box::new(DeferredEvent {
+                        event,
+                        pod: pod.clone(),
+                        container: container.cloned(),
+                    })));
+                }
+            }
+        }
+        st.active.clone()
+    }
+
+    /// Starts a creation event.
+    pub(crate) fn begin_creation(
+        self: &Arc<Self>,
+        event: Event,
+        pod: &PodSandbox,
+        container: Option<&Container>,
+    ) -> (PluginList, CreationGuard) {
+        let (tx, _) = watch::channel(None);
+        let inflight = Arc::new(Inflight {
+            event,
+            pod: pod.clone(),
+            container: container.cloned(),
+            outcome: tx,
+        });
+        let mut st = self.lock();
+        let seq = st.next_seq;
+        st.next_seq += 1;
+        for s in st.syncing.iter_mut() {
+            if s.plugin.subscribed(event) {
+                s.queue.push_back(Deferred::Creation(inflight.clone()));
+            }
+        }
+        st.inflight.insert(seq, inflight.clone());
+        let plugins = st.active.clone();
+        drop(st);
+        (
+            plugins,
+            CreationGuard {
+                registry: Some(self.clone()),
+                seq,
+                inflight: Some(inflight),
+            },
+        )
+    }
+
+    /// Enters the syncing state: every creation in flight is queued for it.
+    pub(crate) fn begin_sync(&self, plugin: &Arc<Plugin>) {
+        let mut st = self.lock();
+        let mut pending: Vec<_> = st.inflight.iter().map(|(k, v)| (*k, v.clone())).collect();
+        pending.sort_by_key(|(k, _)| *k);
+        let queue = pending
+            .into_iter()
+            .filter(|(_, i)| plugin.subscribed(i.event))
+            .map(|(_, i)| Deferred::Creation(i))
+            .collect();
+        st.syncing.push(Syncing {
+            plugin: plugin.clone(),
+            queue,
+        });
+    }
+
+    /// Removes from a snapshot the objects queued for the plugin.
+    pub(crate) fn filter_snapshot(
+        &self,
+        plugin: &Arc<Plugin>,
+        pods: &mut Vec<PodSandbox>,
+        containers: &mut Vec<Container>,
+    ) {
+        let st = self.lock();
+        let Some(s) = st.syncing.iter().find(|s| Arc::ptr_eq(&s.plugin, plugin)) else {
+            return;
+        };
+        let mut pod_ids = HashSet::new();
+        let mut ctr_ids = HashSet::new();
+        for d in &s.queue {
+            if let Deferred::Creation(i) = d {
+                match i.object_id() {
+                    (id, true) => ctr_ids.insert(id.to_owned()),
+                    (id, false) => pod_ids.insert(id.to_owned()),
+                };
+            }
+        }
+        pods.retain(|p| !pod_ids.contains(&p.id));
+        containers.retain(|c| !ctr_ids.contains(&c.id));
+    }
+
+    /// Takes the plugin's queued deliveries; when there are none, makes the
+    /// plugin active (atomically) and returns `None`.
+    pub(crate) fn drain_or_activate(&self, plugin: &Arc<Plugin>) -> Option<Vec<Deferred>> {
+        let mut st = self.lock();
+        let pos = st
+            .syncing
+            .iter()
+            .position(|s| Arc::ptr_eq(&s.plugin, plugin))?;
+        if !st.syncing[pos].queue.is_empty() {
+            return Some(st.syncing[pos].queue.drain(..).collect());
+        }
+        st.syncing.remove(pos);
+        if plugin.is_closed() {
+            return None;
+        }
+        let mut list: Vec<_> = st.active.iter().cloned().collect();
+        list.push(plugin.clone());
+        list.sort_by(|a, b| a.id.cmp(&b.id));
+        st.active = Arc::new(list);
+        let n = st.active.len();
+        drop(st);
+        self.metrics.active_plugins(n);
+        None
+    }
+
+    /// Forgets a plugin (closed or failed); releases its name.
+    pub(crate) fn remove(&self, plugin: &Arc<Plugin>) {
+        let mut st = self.lock();
+        st.syncing.retain(|s| !Arc::ptr_eq(&s.plugin, plugin));
+        let before = st.active.len();
+        if st.active.iter().any(|p| Arc::ptr_eq(p, plugin)) {
+            let list: Vec<_> = st
+                .active
+                .iter()
+                .filter(|p| !Arc::ptr_eq(p, plugin))
+                .cloned()
+                .collect();
+            st.active = Arc::new(list);
+        }
+        st.names.remove(&plugin.id.to_string());
+        let n = st.active.len();
+        drop(st);
+        if n != before {
+            self.metrics.active_plugins(n);
+        }
+    }
+
+    /// Removes every plugin and returns them.
+    pub(crate) fn clear(&self) -> Vec<Arc<Plugin>> {
+        let mut st = self.lock();
+        let mut v: Vec<_> = st.active.iter().cloned().collect();
+        v.extend(st.syncing.drain(..).map(|s| s.plugin));
+        st.active = Arc::new(Vec::new());
+        st.names.clear();
+        drop(st);
+        self.metrics.active_plugins(0);
+        v
+    }
+}
