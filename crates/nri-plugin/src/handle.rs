@@ -50,7 +50,6 @@ impl Shared {
         if let Some(c) = lock(&self.client).take() {
             c.close();
         }
-        self.subscribed.store(0, Ordering::Relaxed);
     }
 }
 
@@ -127,8 +126,8 @@ impl PluginHandle {
         lock(&self.shared.runtime).clone()
     }
 
-    /// The events sent to the runtime in the current connection's
-    /// subscription (empty when not configured).
+    /// The subscription sent to the runtime of the current (or last)
+    /// connection (empty before the first `Configure`).
     pub fn subscribed_events(&self) -> EventMask {
         EventMask::from_i32(self.shared.subscribed.load(Ordering::Relaxed))
     }

@@ -228,7 +228,11 @@ impl<P: Plugin> Stub<P> {
         };
         match registered {
             Ok(_) => {}
-            Err(nri_ttrpc::Error::DeadlineExceeded { .. }) => {
+            Err(nri_ttrpc::Error::DeadlineExceeded { .. })
+            | Err(nri_ttrpc::Error::Status {
+                code: nri_ttrpc::Code::DeadlineExceeded,
+                ..
+            }) => {
                 return fail(
                     Error::RegistrationTimeout {
                         timeout,
