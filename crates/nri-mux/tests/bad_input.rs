@@ -16,7 +16,10 @@ async fn truncated_header_then_eof() {
     let mut conn = mux.open(PLUGIN_SERVICE_CONN).unwrap();
     raw.write_all(&[0, 0, 0]).await.unwrap();
     drop(raw);
-    assert!(matches!(mux.closed().await, Err(Error::TruncatedFrame { buffered: 3 })));
+    assert!(matches!(
+        mux.closed().await,
+        Err(Error::TruncatedFrame { buffered: 3 })
+    ));
     let err = conn.read(&mut [0u8; 8]).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidData);
     assert!(matches!(typed(&err), Error::TruncatedFrame { .. }));
@@ -30,7 +33,10 @@ async fn truncated_payload_then_eof_after_good_frame() {
     bytes.extend_from_slice(&frame(1, b"0123456789")[..12]);
     raw.write_all(&bytes).await.unwrap();
     drop(raw);
-    assert!(matches!(mux.closed().await, Err(Error::TruncatedFrame { buffered: 12 })));
+    assert!(matches!(
+        mux.closed().await,
+        Err(Error::TruncatedFrame { buffered: 12 })
+    ));
     // Data received before the failure is still delivered, then the error.
     let mut b = [0u8; 5];
     conn.read_exact(&mut b).await.unwrap();
@@ -58,7 +64,10 @@ async fn oversized_length_closes_trunk_with_typed_error() {
     assert!(matches!(typed(&rerr), Error::OversizedFrame { .. }));
     let werr = conn.write(b"x").await.unwrap_err();
     assert!(matches!(typed(&werr), Error::OversizedFrame { .. }));
-    assert!(matches!(mux.open(PLUGIN_SERVICE_CONN), Err(Error::OversizedFrame { .. })));
+    assert!(matches!(
+        mux.open(PLUGIN_SERVICE_CONN),
+        Err(Error::OversizedFrame { .. })
+    ));
     // The socket was shut down: the peer sees end of file.
     assert_eq!(read_to_end(&mut raw).await, Vec::<u8>::new());
 }
@@ -94,7 +103,13 @@ async fn unknown_conn_is_dropped_and_reported() {
     assert_eq!(s.dropped_frames, 2);
     assert_eq!(s.dropped_bytes, 6 + 8);
     assert_eq!(s.frames_received, 3);
-    assert!(matches!(s.last_dropped, Some(Error::UnknownConn { conn: ConnId(0), len: 8 })));
+    assert!(matches!(
+        s.last_dropped,
+        Some(Error::UnknownConn {
+            conn: ConnId(0),
+            len: 8
+        })
+    ));
     assert!(!mux.is_closed());
 
     // The trunk keeps working both ways.
@@ -129,7 +144,10 @@ async fn peer_close_is_clean_eof() {
     let err = conn.write(b"x").await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::BrokenPipe);
     assert!(matches!(typed(&err), Error::PeerClosed));
-    assert!(matches!(mux.open(RUNTIME_SERVICE_CONN), Err(Error::PeerClosed)));
+    assert!(matches!(
+        mux.open(RUNTIME_SERVICE_CONN),
+        Err(Error::PeerClosed)
+    ));
 }
 
 #[tokio::test]

@@ -8,7 +8,13 @@ use proptest::prelude::*;
 
 fn messages() -> impl Strategy<Value = Vec<(u32, Vec<u8>)>> {
     let len = prop_oneof![0usize..64, 4090usize..4102, 0usize..20_000];
-    prop::collection::vec((1u32..5, len.prop_flat_map(|n| prop::collection::vec(any::<u8>(), n))), 0..12)
+    prop::collection::vec(
+        (
+            1u32..5,
+            len.prop_flat_map(|n| prop::collection::vec(any::<u8>(), n)),
+        ),
+        0..12,
+    )
 }
 
 proptest! {

@@ -108,13 +108,19 @@ async fn rust_child_adopts_fd3_and_speaks_mux() {
     assert_eq!(&b, b"pong:ping");
     mux.close();
     drop(conn);
-    let status = tokio::task::spawn_blocking(move || proc.wait()).await.unwrap().unwrap();
+    let status = tokio::task::spawn_blocking(move || proc.wait())
+        .await
+        .unwrap()
+        .unwrap();
     assert!(status.success());
 }
 
 #[test]
 fn from_env_not_set() {
-    assert_eq!(child_result(self_child("from-env")), r#"Err(EnvNotSet { var: "NRI_PLUGIN_SOCKET" })"#);
+    assert_eq!(
+        child_result(self_child("from-env")),
+        r#"Err(EnvNotSet { var: "NRI_PLUGIN_SOCKET" })"#
+    );
 }
 
 #[test]
@@ -156,12 +162,30 @@ fn adopt_checks_before_taking_ownership() {
     // A regular file is refused and stays open (not taken, not closed).
     let file = tempfile::tempfile().unwrap();
     let err = adopt_inherited_fd(file.as_raw_fd()).unwrap_err();
-    assert!(matches!(err, Error::NotUnixStream { what: "not a socket", .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            Error::NotUnixStream {
+                what: "not a socket",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     file.metadata().unwrap();
 
     let (d1, _d2) = std::os::unix::net::UnixDatagram::pair().unwrap();
     let err = adopt_inherited_fd(d1.as_raw_fd()).unwrap_err();
-    assert!(matches!(err, Error::NotUnixStream { what: "not a stream socket", .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            Error::NotUnixStream {
+                what: "not a stream socket",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
 
     let err = adopt_inherited_fd(1 << 30).unwrap_err();
     assert!(matches!(err, Error::BadFd { .. }), "{err:?}");

@@ -47,7 +47,11 @@ async fn byte_stream_reassembly_with_small_reads() {
     let (a, b) = mux_pair();
     let mut tx = a.open(ConnId(5)).unwrap();
     let mut rx = b.open(ConnId(5)).unwrap();
-    let msgs: Vec<_> = [3usize, 4096, 4097, 9000, 1].iter().enumerate().map(|(i, &n)| pattern(n, i as u8)).collect();
+    let msgs: Vec<_> = [3usize, 4096, 4097, 9000, 1]
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| pattern(n, i as u8))
+        .collect();
     let expected: Vec<u8> = msgs.concat();
     let writer = tokio::spawn(async move {
         for m in &msgs {
@@ -91,7 +95,9 @@ async fn concurrent_writers_never_interleave_frames() {
         let sizes = sizes(c);
         tasks.push(tokio::spawn(async move {
             for (i, n) in sizes.into_iter().enumerate() {
-                conn.write_all(&pattern(n, (c * 50 + i as u32) as u8)).await.unwrap();
+                conn.write_all(&pattern(n, (c * 50 + i as u32) as u8))
+                    .await
+                    .unwrap();
             }
             conn.flush().await.unwrap();
             conn
@@ -119,7 +125,10 @@ async fn concurrent_writers_never_interleave_frames() {
         } else {
             assert_eq!(p, &msg[..4096], "conn {c} message {k} first frame");
             let (c2, ref p2) = frames[i + 1];
-            assert_eq!(c2, c, "frame of another connection between the two frames of conn {c} message {k}");
+            assert_eq!(
+                c2, c,
+                "frame of another connection between the two frames of conn {c} message {k}"
+            );
             assert_eq!(p2, &msg[4096..], "conn {c} message {k} second frame");
             i += 2;
         }

@@ -54,6 +54,9 @@ async fn connected_child_is_reported_with_its_pid() {
     assert_eq!((c.uid, c.gid), (uid, gid));
     assert_eq!(c.pid, Some(child.id() as i32));
     drop(stream);
-    let status = tokio::task::spawn_blocking(move || child.wait()).await.unwrap().unwrap();
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .unwrap()
+        .unwrap();
     assert!(status.success());
 }
