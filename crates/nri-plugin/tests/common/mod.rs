@@ -215,6 +215,12 @@ impl RuntimeConn {
         self.call(method::SHUTDOWN, &Empty {}).await
     }
 
+    /// Stops answering the plugin's calls (RegisterPlugin, UpdateContainers).
+    pub fn stop_serving(&self) {
+        self.stop.cancel();
+        self.server.abort();
+    }
+
     pub fn close(&self) {
         self.client.close();
         self.mux.close();
