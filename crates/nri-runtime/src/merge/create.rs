@@ -177,7 +177,8 @@ fn linux(c: &mut Container) -> &mut LinuxContainer {
 }
 
 fn adj_linux(a: &mut ContainerAdjustment) -> &mut LinuxContainerAdjustment {
-    a.linux.get_or_insert_with(LinuxContainerAdjustment::default)
+    a.linux
+        .get_or_insert_with(LinuxContainerAdjustment::default)
 }
 
 fn env_key(e: &str) -> &str {
@@ -381,7 +382,8 @@ impl CreateState {
 
         let c_rlimits = &mut container.rlimits;
         for r in &a.rlimits {
-            cx.owners.claim(id, Field::Rlimits, Some(&r.r#type), plugin)?;
+            cx.owners
+                .claim(id, Field::Rlimits, Some(&r.r#type), plugin)?;
             c_rlimits.retain(|x| x.r#type != r.r#type);
             c_rlimits.push(r.clone());
             adjust.rlimits.retain(|x| x.r#type != r.r#type);
@@ -389,7 +391,8 @@ impl CreateState {
         }
 
         for d in &a.cdi_devices {
-            cx.owners.claim(id, Field::CdiDevices, Some(&d.name), plugin)?;
+            cx.owners
+                .claim(id, Field::CdiDevices, Some(&d.name), plugin)?;
             adjust.cdi_devices.push(d.clone());
             // Unlike upstream, later plugins see injected CDI devices.
             container.cdi_devices.push(d.clone());
@@ -418,7 +421,11 @@ impl CreateState {
             )?;
         }
 
-        if let Some(r) = l.resources.as_ref().filter(|r| **r != LinuxResources::default()) {
+        if let Some(r) = l
+            .resources
+            .as_ref()
+            .filter(|r| **r != LinuxResources::default())
+        {
             let (id, plugin) = (cx.id, cx.plugin);
             let owners = &mut *cx.owners;
             merge_resources(
@@ -437,7 +444,8 @@ impl CreateState {
         }
 
         if !l.cgroups_path.is_empty() {
-            cx.owners.claim(cx.id, Field::CgroupsPath, None, cx.plugin)?;
+            cx.owners
+                .claim(cx.id, Field::CgroupsPath, None, cx.plugin)?;
             cl.cgroups_path = l.cgroups_path.clone();
             adj_linux(adjust).cgroups_path = l.cgroups_path.clone();
         }
@@ -517,7 +525,8 @@ impl CreateState {
 
         if let Some(mp) = l.memory_policy.as_ref() {
             // The container message has no memory policy to reflect it in.
-            cx.owners.claim(cx.id, Field::MemoryPolicy, None, cx.plugin)?;
+            cx.owners
+                .claim(cx.id, Field::MemoryPolicy, None, cx.plugin)?;
             adj_linux(adjust).memory_policy = Some(mp.clone());
         }
         Ok(())
@@ -551,7 +560,8 @@ impl CreateState {
             cl.rdt.get_or_insert_with(LinuxRdt::default).clos_id = Some(v.clone());
         }
         if let Some(v) = rdt.schemata.as_ref() {
-            cx.owners.claim(cx.id, Field::RdtSchemata, None, cx.plugin)?;
+            cx.owners
+                .claim(cx.id, Field::RdtSchemata, None, cx.plugin)?;
             let r = al.rdt.get_or_insert_with(LinuxRdt::default);
             r.schemata = Some(v.clone());
             r.remove = false;
@@ -563,7 +573,9 @@ impl CreateState {
             let r = al.rdt.get_or_insert_with(LinuxRdt::default);
             r.enable_monitoring = Some(*v);
             r.remove = false;
-            cl.rdt.get_or_insert_with(LinuxRdt::default).enable_monitoring = Some(*v);
+            cl.rdt
+                .get_or_insert_with(LinuxRdt::default)
+                .enable_monitoring = Some(*v);
         }
         Ok(())
     }

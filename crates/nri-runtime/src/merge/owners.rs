@@ -144,7 +144,11 @@ impl ContainerOwners {
     /// injector for OCI hooks), as `(key, owner)` pairs.
     pub fn owners_of(&self, field: Field) -> Vec<(Option<&str>, Owner)> {
         if field == Field::OciHooks {
-            return self.hooks.iter().map(|p| (None, Owner::set(p.clone()))).collect();
+            return self
+                .hooks
+                .iter()
+                .map(|p| (None, Owner::set(p.clone())))
+                .collect();
         }
         if is_compound(field) {
             return self
@@ -161,7 +165,9 @@ impl ContainerOwners {
 
     /// Whether no field is owned.
     pub fn is_empty(&self) -> bool {
-        self.simple.is_empty() && self.hooks.is_empty() && self.compound.values().all(|m| m.is_empty())
+        self.simple.is_empty()
+            && self.hooks.is_empty()
+            && self.compound.values().all(|m| m.is_empty())
     }
 
     fn slot(&mut self, field: Field, key: Option<&str>) -> Option<&mut Owner> {
@@ -308,7 +314,8 @@ impl Ownership {
         plugin: &str,
     ) -> Result<(), Error> {
         self.check(container, field, key, plugin)?;
-        self.entry(container).put(field, key, Owner::removed(plugin));
+        self.entry(container)
+            .put(field, key, Owner::removed(plugin));
         Ok(())
     }
 

@@ -42,23 +42,37 @@ pub(crate) fn merge_resources(
     mut to: Targets<'_>,
 ) -> Result<(), Error> {
     let targets = &mut to.targets;
-    merge_optional!(claim, src, targets, memory, LinuxMemory, [
-        (limit, Field::MemLimit),
-        (reservation, Field::MemReservation),
-        (swap, Field::MemSwapLimit),
-        (kernel, Field::MemKernelLimit),
-        (kernel_tcp, Field::MemTcpLimit),
-        (swappiness, Field::MemSwappiness),
-        (disable_oom_killer, Field::MemDisableOomKiller),
-        (use_hierarchy, Field::MemUseHierarchy),
-    ]);
-    merge_optional!(claim, src, targets, cpu, LinuxCpu, [
-        (shares, Field::CpuShares),
-        (quota, Field::CpuQuota),
-        (period, Field::CpuPeriod),
-        (realtime_runtime, Field::CpuRealtimeRuntime),
-        (realtime_period, Field::CpuRealtimePeriod),
-    ]);
+    merge_optional!(
+        claim,
+        src,
+        targets,
+        memory,
+        LinuxMemory,
+        [
+            (limit, Field::MemLimit),
+            (reservation, Field::MemReservation),
+            (swap, Field::MemSwapLimit),
+            (kernel, Field::MemKernelLimit),
+            (kernel_tcp, Field::MemTcpLimit),
+            (swappiness, Field::MemSwappiness),
+            (disable_oom_killer, Field::MemDisableOomKiller),
+            (use_hierarchy, Field::MemUseHierarchy),
+        ]
+    );
+    merge_optional!(
+        claim,
+        src,
+        targets,
+        cpu,
+        LinuxCpu,
+        [
+            (shares, Field::CpuShares),
+            (quota, Field::CpuQuota),
+            (period, Field::CpuPeriod),
+            (realtime_runtime, Field::CpuRealtimeRuntime),
+            (realtime_period, Field::CpuRealtimePeriod),
+        ]
+    );
     if let Some(cpu) = src.cpu.as_ref() {
         if !cpu.cpus.is_empty() {
             claim(Field::CpuSetCpUs, None)?;

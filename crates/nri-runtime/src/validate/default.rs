@@ -170,7 +170,10 @@ impl DefaultValidator {
         }
         let who = cx.blame(Field::OciHooks);
         Err(Rejection::new(
-            format!("{} attempted restricted OCI hook injection", plugins_phrase(&who)),
+            format!(
+                "{} attempted restricted OCI hook injection",
+                plugins_phrase(&who)
+            ),
             who,
         ))
     }
@@ -187,9 +190,10 @@ impl DefaultValidator {
             .and_then(|l| l.seccomp_profile.as_ref())
             .map(|p| ProfileType::try_from(p.profile_type));
         let (rejected, kind) = match profile {
-            None | Some(Ok(ProfileType::Unconfined)) => {
-                (self.config.reject_unconfined_seccomp_adjustment, "unconfined")
-            }
+            None | Some(Ok(ProfileType::Unconfined)) => (
+                self.config.reject_unconfined_seccomp_adjustment,
+                "unconfined",
+            ),
             Some(Ok(ProfileType::RuntimeDefault)) => (
                 self.config.reject_runtime_default_seccomp_adjustment,
                 "runtime default",
@@ -273,7 +277,10 @@ impl DefaultValidator {
         Ok(())
     }
 
-    fn check_required_plugins(&self, req: &ValidateContainerAdjustmentRequest) -> Result<(), Rejection> {
+    fn check_required_plugins(
+        &self,
+        req: &ValidateContainerAdjustmentRequest,
+    ) -> Result<(), Rejection> {
         let pod = req.pod.as_ref();
         let name = req.container.as_ref().map_or("", |c| c.name.as_str());
         let tolerate = self.config.tolerate_missing_plugins_annotation.as_str();
@@ -341,10 +348,15 @@ impl Check<'_> {
     /// merged adjustment changes it.
     fn touched(&self, field: Field) -> bool {
         self.owners.is_some_and(|o| !o.owners_of(field).is_empty())
-            || self.req.adjust.as_ref().is_some_and(|a| is_adjusted(a, field))
+            || self
+                .req
+                .adjust
+                .as_ref()
+                .is_some_and(|a| is_adjusted(a, field))
     }
 
-    /// Plugins owning `field`, deduplicated, in owner order.
+    /// Plugins owning `field`, deduplicated, sorted (`NN-name` sorts in call
+    /// order).
     fn blame(&self, field: Field) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
         if let Some(o) = self.owners {
@@ -355,6 +367,7 @@ impl Check<'_> {
                 }
             }
         }
+        out.sort();
         out
     }
 }

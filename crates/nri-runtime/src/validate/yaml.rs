@@ -108,17 +108,12 @@ fn double_quoted(body: &str) -> Result<(String, &str), String> {
                     'u' => {
                         let mut code = 0u32;
                         for _ in 0..4 {
-                            let (_, h) = chars
-                                .next()
-                                .ok_or_else(|| "short \\u escape".to_owned())?;
-                            let d = h
-                                .to_digit(16)
-                                .ok_or_else(|| "bad \\u escape".to_owned())?;
+                            let (_, h) =
+                                chars.next().ok_or_else(|| "short \\u escape".to_owned())?;
+                            let d = h.to_digit(16).ok_or_else(|| "bad \\u escape".to_owned())?;
                             code = code * 16 + d;
                         }
-                        out.push(
-                            char::from_u32(code).ok_or_else(|| "bad \\u escape".to_owned())?,
-                        );
+                        out.push(char::from_u32(code).ok_or_else(|| "bad \\u escape".to_owned())?);
                     }
                     other => return Err(format!("unsupported escape \\{other}")),
                 }
