@@ -186,7 +186,8 @@ EOF
 }
 
 # start VERSION WORK: start containerd VERSION (2.1 | 2.3 | bin dir) with
-# everything under WORK, wait until CRI answers, import both images.
+# everything under WORK, wait until both sockets and the NRI socket exist
+# and CRI answers, import both images.
 # A previous instance on WORK is stopped first; WORK/nri (plugins, conf.d)
 # is kept, all other state is wiped unless NRI_E2E_KEEP_STATE=1.
 e2e_start() {
@@ -252,6 +253,7 @@ EOF
             _e2e_fail "$work" "containerd (pid $pid) exited during startup"; return 1
         fi
         if [ -S "$work/containerd.sock" ] && [ -S "$work/containerd.sock.ttrpc" ] \
+           && { [ "${NRI_E2E_DISABLE_CONNECTIONS:-false}" = true ] || [ -S "$work/nri.sock" ]; } \
            && e2e_crictl "$work" version >/dev/null 2>&1; then
             break
         fi
