@@ -670,6 +670,18 @@ impl Shared {
                 errors.push(PluginError::new(plugin, event, failure));
                 Ok(())
             }
+            FailurePolicy::Fail
+                if matches!(
+                    failure.class(),
+                    ErrorClass::Timeout | ErrorClass::Disconnected
+                ) =>
+            {
+                // `fail` is about the plugin's answers; an unavailable plugin
+                // (timed out or gone) only fails requests under `required`.
+                tracing::warn!(plugin = %plugin, event = ev, error = %failure, class = %failure.class(), "NRI plugin unavailable; skipped (policy fail; use required to fail the request)");
+                errors.push(PluginError::new(plugin, event, failure));
+                Ok(())
+            }
             FailurePolicy::Fail | FailurePolicy::Required => {
                 tracing::warn!(plugin = %plugin, event = ev, error = %failure, class = %failure.class(), "NRI plugin failed; failing the request");
                 Err(Error::PluginFailed {

@@ -171,11 +171,15 @@ impl PluginError {
 pub enum FailurePolicy {
     /// Log it, continue with the next plugin, do not fail the request.
     Ignore,
-    /// Fail the request (the default for every event that is not a
-    /// teardown event).
+    /// Fail the request when the plugin answers with an error, an unusable
+    /// answer or a conflicting change (the default for every event that is
+    /// not a teardown event). A plugin that is unavailable (times out, or
+    /// its connection is lost) is skipped, as upstream does.
     Fail,
-    /// Like `fail`, and in addition RunPodSandbox and CreateContainer fail
-    /// while the plugin is absent, disconnected, or dropped after timeouts.
+    /// Like `fail`, and the request also fails when the plugin times out or
+    /// its connection is lost during the call, and RunPodSandbox and
+    /// CreateContainer fail while the plugin is absent (not connected,
+    /// disconnected, or dropped after timeouts).
     Required,
 }
 

@@ -1,0 +1,510 @@
+//! Test harness: a fake runtime (callbacks) and a fake plugin written
+//! directly on nri-ttrpc + nri-mux (no dependency on nri-plugin).
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use nri_api::api::*;
+use nri_api::{EventMask, PLUGIN_SERVICE, RUNTIME_SERVICE, method};
+use nri_runtime::{Adaptation, BoxFuture, Builder, CallbackError, RuntimeCallbacks, Snapshot};
+use nri_ttrpc::{CallOptions, Client, Code, HandlerResult, Server, Status, service_fn};
+use prost::Message;
+use tokio_util::sync::CancellationToken;
+
+// ---------------------------------------------------------------- runtime
+
+/// A runtime that stores pods and containers and records updates.
+#[derive(Default)]
+pub struct FakeRuntime {
+    pub pods: Mutex<Vec<PodSandbox>>,
+    pub containers: Mutex<Vec<Container>>,
+    pub updates: Mutex<Vec<ContainerUpdate>>,
+    pub evictions: Mutex<Vec<ContainerEviction>>,
+}
+
+impl FakeRuntime {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+    pub fn add_pod(&self, p: PodSandbox) {
+        self.pods.lock().unwrap().push(p);
+    }
+    pub fn add_container(&self, c: Container) {
+        self.containers.lock().unwrap().push(c);
+    }
+}
+
+impl RuntimeCallbacks for FakeRuntime {
+    fn list_pods_and_containers(&self) -> BoxFuture<'_, Result<Snapshot, CallbackError>> {
+        Box::pin(async move {
+            Ok((
+                self.pods.lock().unwrap().clone(),
+                self.containers.lock().unwrap().clone(),
+            ))
+        })
+    }
+    fn update_containers(
+        &self,
+        updates: Vec<ContainerUpdate>,
+    ) -> BoxFuture<'_, Result<Vec<ContainerUpdate>, CallbackError>> {
+        Box::pin(async move {
+            self.updates.lock().unwrap().extend(updates);
+            Ok(Vec::new())
+        })
+    }
+    fn evict_containers(
+        &self,
+        evictions: Vec<ContainerEviction>,
+    ) -> BoxFuture<'_, Result<(), CallbackError>> {
+        Box::pin(async move {
+            self.evictions.lock().unwrap().extend(evictions);
+            Ok(())
+        })
+    }
+}
+
+pub fn pod(id: &str) -> PodSandbox {
+    PodSandbox {
+        id: id.into(),
+        name: format!("{id}-name"),
+        uid: format!("{id}-uid"),
+        namespace: "default".into(),
+        ..Default::default()
+    }
+}
+
+pub fn ctr(pod: &str, id: &str) -> Container {
+    Container {
+        id: id.into(),
+        pod_sandbox_id: pod.into(),
+        name: format!("{id}-name"),
+        state: ContainerState::ContainerCreated as i32,
+        ..Default::default()
+    }
+}
+
+pub struct TestEnv {
+    pub dir: tempfile::TempDir,
+    pub socket: PathBuf,
+    pub runtime: Arc<FakeRuntime>,
+}
+
+impl TestEnv {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("run/nri.sock");
+        Self {
+            dir,
+            socket,
+            runtime: FakeRuntime::new(),
+        }
+    }
+
+    /// A builder for a runtime with no launched plugins and a temp socket.
+    pub fn builder(&self) -> Builder {
+        Adaptation::builder("fake-runtime", "v1.2.3")
+            .socket_path(&self.socket)
+            .plugin_dir(self.dir.path().join("plugins"))
+            .config_dir(self.dir.path().join("conf.d"))
+    }
+
+    pub async fn start(&self, b: Builder) -> Adaptation {
+        let a = b.build(self.runtime.clone()).unwrap();
+        a.start().await.unwrap();
+        a
+    }
+}
+
+/// Waits until `n` plugins are active.
+pub async fn wait_active(a: &Adaptation, n: usize) {
+    for _ in 0..2000 {
+        if a.plugins().len() >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("only {} plugins active, wanted {n}", a.plugins().len());
+}
+
+/// Waits until exactly `n` plugins are active.
+pub async fn wait_active_exact(a: &Adaptation, n: usize) {
+    for _ in 0..2000 {
+        if a.plugins().len() == n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("{} plugins active, wanted {n}", a.plugins().len());
+}
+
+// ---------------------------------------------------------------- plugin
+
+/// One request a fake plugin received.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Received {
+    pub plugin: String,
+    /// ttRPC method.
+    pub method: String,
+    /// For StateChange: the event inside; else the event of the method.
+    pub event: Option<Event>,
+    pub pod: Option<String>,
+    pub container: Option<String>,
+    pub sync_pods: Vec<String>,
+    pub sync_containers: Vec<String>,
+    pub more: bool,
+}
+
+type CreateFn = dyn Fn(&CreateContainerRequest) -> CreateContainerResponse + Send + Sync;
+type UpdateFn = dyn Fn(&UpdateContainerRequest) -> UpdateContainerResponse + Send + Sync;
+type StopFn = dyn Fn(&StopContainerRequest) -> StopContainerResponse + Send + Sync;
+type ValidateFn = dyn Fn(&ValidateContainerAdjustmentRequest) -> ValidateContainerAdjustmentResponse
+    + Send
+    + Sync;
+
+/// How a fake plugin behaves.
+#[derive(Clone)]
+pub struct FakePlugin {
+    pub name: String,
+    pub idx: String,
+    /// Mask returned from Configure (0 = all).
+    pub events: i32,
+    /// Answer UNIMPLEMENTED to the nine dedicated notification RPCs (an
+    /// old plugin speaking only StateChange).
+    pub legacy: bool,
+    /// Methods (or StateChange event names) answered with an error.
+    pub fail: Vec<String>,
+    /// Delay before answering, per method (or StateChange event name).
+    pub delay: HashMap<String, Duration>,
+    pub on_create: Option<Arc<CreateFn>>,
+    pub on_update: Option<Arc<UpdateFn>>,
+    pub on_stop: Option<Arc<StopFn>>,
+    pub on_validate: Option<Arc<ValidateFn>>,
+    pub sync_updates: Vec<ContainerUpdate>,
+    /// Shared log (several plugins may share one to check order).
+    pub log: Arc<Mutex<Vec<Received>>>,
+    /// Do not register at all (registration timeout tests).
+    pub skip_register: bool,
+}
+
+impl FakePlugin {
+    pub fn new(idx: &str, name: &str) -> Self {
+        Self {
+            name: name.into(),
+            idx: idx.into(),
+            events: 0,
+            legacy: false,
+            fail: Vec::new(),
+            delay: HashMap::new(),
+            on_create: None,
+            on_update: None,
+            on_stop: None,
+            on_validate: None,
+            sync_updates: Vec::new(),
+            log: Arc::new(Mutex::new(Vec::new())),
+            skip_register: false,
+        }
+    }
+    pub fn events(mut self, mask: EventMask) -> Self {
+        self.events = mask.as_i32();
+        self
+    }
+    pub fn legacy(mut self) -> Self {
+        self.legacy = true;
+        self
+    }
+    pub fn fail(mut self, what: &str) -> Self {
+        self.fail.push(what.into());
+        self
+    }
+    pub fn delay(mut self, what: &str, d: Duration) -> Self {
+        self.delay.insert(what.into(), d);
+        self
+    }
+    pub fn log_to(mut self, log: Arc<Mutex<Vec<Received>>>) -> Self {
+        self.log = log;
+        self
+    }
+    pub fn on_create(
+        mut self,
+        f: impl Fn(&CreateContainerRequest) -> CreateContainerResponse + Send + Sync + 'static,
+    ) -> Self {
+        self.on_create = Some(Arc::new(f));
+        self
+    }
+    pub fn on_update(
+        mut self,
+        f: impl Fn(&UpdateContainerRequest) -> UpdateContainerResponse + Send + Sync + 'static,
+    ) -> Self {
+        self.on_update = Some(Arc::new(f));
+        self
+    }
+    pub fn on_stop(
+        mut self,
+        f: impl Fn(&StopContainerRequest) -> StopContainerResponse + Send + Sync + 'static,
+    ) -> Self {
+        self.on_stop = Some(Arc::new(f));
+        self
+    }
+    pub fn on_validate(
+        mut self,
+        f: impl Fn(&ValidateContainerAdjustmentRequest) -> ValidateContainerAdjustmentResponse
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self {
+        self.on_validate = Some(Arc::new(f));
+        self
+    }
+
+    pub fn full_name(&self) -> String {
+        format!("{}-{}", self.idx, self.name)
+    }
+
+    /// Received requests of this plugin so far.
+    pub fn received(&self) -> Vec<Received> {
+        let me = self.full_name();
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.plugin == me)
+            .cloned()
+            .collect()
+    }
+
+    /// Connects to `socket`, registers; returns when the runtime answered
+    /// RegisterPlugin (Ok) or refused it (Err).
+    pub async fn connect(self, socket: &Path) -> Result<Connected, nri_ttrpc::Error> {
+        let stream = tokio::net::UnixStream::connect(socket).await?;
+        self.connect_stream(stream).await
+    }
+
+    pub async fn connect_stream(
+        self,
+        stream: tokio::net::UnixStream,
+    ) -> Result<Connected, nri_ttrpc::Error> {
+        let mux = nri_mux::Mux::new_paused(stream);
+        let c1 = mux.open(nri_mux::PLUGIN_SERVICE_CONN).unwrap();
+        let c2 = mux.open(nri_mux::RUNTIME_SERVICE_CONN).unwrap();
+        let me = Arc::new(self.clone());
+        let svc = service_fn(move |ctx, payload: Bytes| {
+            let me = me.clone();
+            async move { me.handle(ctx.method(), payload).await }
+        });
+        let mut server = Server::new();
+        server.register(PLUGIN_SERVICE, svc).unwrap();
+        let shutdown = CancellationToken::new();
+        let serving = tokio::spawn({
+            let shutdown = shutdown.clone();
+            async move {
+                let _ = server.serve(c1, shutdown).await;
+            }
+        });
+        let client = Client::new(c2);
+        mux.start();
+        if !self.skip_register {
+            let req = RegisterPluginRequest {
+                plugin_name: self.name.clone(),
+                plugin_idx: self.idx.clone(),
+                nri_version: "v0.12.2".into(),
+            };
+            let r: Result<Empty, _> = client
+                .call_message(
+                    RUNTIME_SERVICE,
+                    method::REGISTER_PLUGIN,
+                    &req,
+                    CallOptions::new(Duration::from_secs(30)),
+                )
+                .await;
+            if let Err(e) = r {
+                shutdown.cancel();
+                mux.close();
+                return Err(e);
+            }
+        }
+        Ok(Connected {
+            mux,
+            client,
+            shutdown,
+            serving,
+            plugin: self,
+        })
+    }
+
+    fn record(&self, r: Received) {
+        self.log.lock().unwrap().push(r);
+    }
+
+    async fn handle(&self, m: &str, payload: Bytes) -> HandlerResult {
+        let mut rec = Received {
+            plugin: self.full_name(),
+            method: m.to_owned(),
+            event: None,
+            pod: None,
+            container: None,
+            sync_pods: vec![],
+            sync_containers: vec![],
+            more: false,
+        };
+        let bad = |e: prost::DecodeError| Status::new(Code::InvalidArgument, e.to_string());
+        let mut key = m.to_owned();
+        let reply: Vec<u8> = match m {
+            method::CONFIGURE => {
+                let _ = ConfigureRequest::decode(payload.clone()).map_err(bad)?;
+                ConfigureResponse {
+                    events: self.events,
+                }
+                .encode_to_vec()
+            }
+            method::SYNCHRONIZE => {
+                let r = SynchronizeRequest::decode(payload).map_err(bad)?;
+                rec.sync_pods = r.pods.iter().map(|p| p.id.clone()).collect();
+                rec.sync_containers = r.containers.iter().map(|c| c.id.clone()).collect();
+                rec.more = r.more;
+                if r.more {
+                    SynchronizeResponse {
+                        update: vec![],
+                        more: true,
+                    }
+                    .encode_to_vec()
+                } else {
+                    SynchronizeResponse {
+                        update: self.sync_updates.clone(),
+                        more: false,
+                    }
+                    .encode_to_vec()
+                }
+            }
+            method::SHUTDOWN => Empty {}.encode_to_vec(),
+            method::STATE_CHANGE => {
+                let r = StateChangeEvent::decode(payload).map_err(bad)?;
+                let ev = Event::try_from(r.event).unwrap_or(Event::Unknown);
+                rec.event = Some(ev);
+                rec.pod = r.pod.map(|p| p.id);
+                rec.container = r.container.map(|c| c.id);
+                key = ev.pretty_name().to_owned();
+                Empty {}.encode_to_vec()
+            }
+            method::CREATE_CONTAINER => {
+                let r = CreateContainerRequest::decode(payload).map_err(bad)?;
+                rec.event = Some(Event::CreateContainer);
+                rec.pod = r.pod.as_ref().map(|p| p.id.clone());
+                rec.container = r.container.as_ref().map(|c| c.id.clone());
+                match &self.on_create {
+                    Some(f) => f(&r).encode_to_vec(),
+                    None => CreateContainerResponse::default().encode_to_vec(),
+                }
+            }
+            method::UPDATE_CONTAINER => {
+                let r = UpdateContainerRequest::decode(payload).map_err(bad)?;
+                rec.event = Some(Event::UpdateContainer);
+                rec.pod = r.pod.as_ref().map(|p| p.id.clone());
+                rec.container = r.container.as_ref().map(|c| c.id.clone());
+                match &self.on_update {
+                    Some(f) => f(&r).encode_to_vec(),
+                    None => UpdateContainerResponse::default().encode_to_vec(),
+                }
+            }
+            method::STOP_CONTAINER => {
+                let r = StopContainerRequest::decode(payload).map_err(bad)?;
+                rec.event = Some(Event::StopContainer);
+                rec.pod = r.pod.as_ref().map(|p| p.id.clone());
+                rec.container = r.container.as_ref().map(|c| c.id.clone());
+                match &self.on_stop {
+                    Some(f) => f(&r).encode_to_vec(),
+                    None => StopContainerResponse::default().encode_to_vec(),
+                }
+            }
+            method::UPDATE_POD_SANDBOX => {
+                let r = UpdatePodSandboxRequest::decode(payload).map_err(bad)?;
+                rec.event = Some(Event::UpdatePodSandbox);
+                rec.pod = r.pod.map(|p| p.id);
+                UpdatePodSandboxResponse::default().encode_to_vec()
+            }
+            method::VALIDATE_CONTAINER_ADJUSTMENT => {
+                let r = ValidateContainerAdjustmentRequest::decode(payload).map_err(bad)?;
+                rec.event = Some(Event::ValidateContainerAdjustment);
+                rec.pod = r.pod.as_ref().map(|p| p.id.clone());
+                rec.container = r.container.as_ref().map(|c| c.id.clone());
+                match &self.on_validate {
+                    Some(f) => f(&r).encode_to_vec(),
+                    None => ValidateContainerAdjustmentResponse::default().encode_to_vec(),
+                }
+            }
+            other => {
+                // One of the nine dedicated notification RPCs.
+                let Some(ev) = Event::ALL_EVENTS
+                    .into_iter()
+                    .find(|e| e.method_name() == Some(other))
+                else {
+                    return Err(Status::unknown_method(other));
+                };
+                if self.legacy {
+                    return Err(Status::unknown_method(other));
+                }
+                // All of them carry pod = 1, container = 2 (or only pod).
+                let r = PostCreateContainerRequest::decode(payload).map_err(bad)?;
+                rec.event = Some(ev);
+                rec.pod = r.pod.map(|p| p.id);
+                rec.container = r.container.map(|c| c.id);
+                Empty {}.encode_to_vec()
+            }
+        };
+        self.record(rec);
+        if let Some(d) = self.delay.get(&key) {
+            tokio::time::sleep(*d).await;
+        }
+        if self.fail.contains(&key) {
+            return Err(Status::new(
+                Code::Unknown,
+                format!("injected failure of {key}"),
+            ));
+        }
+        Ok(Bytes::from(reply))
+    }
+}
+
+/// A connected fake plugin.
+pub struct Connected {
+    pub mux: nri_mux::Mux,
+    pub client: Client,
+    pub shutdown: CancellationToken,
+    pub serving: tokio::task::JoinHandle<()>,
+    pub plugin: FakePlugin,
+}
+
+impl Connected {
+    /// Simulates a crash: drops the connection.
+    pub fn crash(&self) {
+        self.shutdown.cancel();
+        self.client.close();
+        self.mux.close();
+    }
+
+    /// Sends an unsolicited UpdateContainers.
+    pub async fn update_containers(
+        &self,
+        req: UpdateContainersRequest,
+    ) -> Result<UpdateContainersResponse, nri_ttrpc::Error> {
+        self.client
+            .call_message(
+                RUNTIME_SERVICE,
+                method::UPDATE_CONTAINERS,
+                &req,
+                CallOptions::new(Duration::from_secs(5)),
+            )
+            .await
+    }
+}
+
+/// The events (as pretty names) a plugin received, in order, excluding
+/// Configure/Synchronize.
+pub fn events_of(log: &[Received]) -> Vec<String> {
+    log.iter()
+        .filter_map(|r| r.event.map(|e| e.pretty_name().to_owned()))
+        .collect()
+}
