@@ -1,0 +1,761 @@
+//! Wire benchmark: round-trip latency of Rust ttRPC over Rust nri-mux
+//! between two processes, against a raw unix-socket ping-pong (the floor)
+//! and against the Go reference (ttrpc + NRI multiplexer, and Go's raw
+//! ping-pong) via `nri-wire-peer`.
+//!
+//! All implementations run in one invocation, interleaved (every
+//! implementation once per repetition), so they see the same machine load.
+//!
+//! ```text
+//! cargo run --release -p nri-interop-tests --bin wire-bench -- \
+//!     [--n 20000] [--warmup 2000] [--sizes 64,2048] [--reps 3] [--json]
+//! ```
+//!
+//! The Rust server side is this binary re-executed with `--serve KIND`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::{UnixListener as StdListener, UnixStream as StdStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use clap::{Parser, ValueEnum};
+use nri_interop_tests::{BytesValue, ECHO_SERVICE, Served, echo_service, interop_bin_dir, pattern};
+use nri_mux::{ConnId, Mux};
+use nri_ttrpc::{CallOptions, Client, Server};
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+/// Mux connection used by every ttRPC benchmark (Rust and Go).
+const BENCH_CONN: ConnId = ConnId(1);
+/// Per-call deadline, as the Go bench client uses by default.
+const CALL_TIMEOUT: Duration = Duration::from_secs(2);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum Rt {
+    /// tokio current_thread runtime.
+    Current,
+    /// tokio multi_thread runtime (default worker count).
+    Multi,
+}
+
+impl Rt {
+    fn short(self) -> &'static str {
+        match self {
+            Rt::Current => "ct",
+            Rt::Multi => "mt",
+        }
+    }
+
+    fn build(self) -> Result<tokio::runtime::Runtime> {
+        Ok(match self {
+            Rt::Current => tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?,
+            Rt::Multi => tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ServeKind {
+    /// ttRPC + mux Echo server.
+    Ttrpc,
+    /// Blocking std echo.
+    Raw,
+    /// tokio echo.
+    RawTokio,
+}
+
+#[derive(Debug, Parser)]
+#[command(about = "Rust vs Go ttRPC+mux round-trip latency, with raw unix-socket floors")]
+struct Args {
+    /// Timed calls per size and implementation.
+    #[arg(long, default_value_t = 20000)]
+    n: usize,
+    /// Untimed calls before the timed ones, per size.
+    #[arg(long, default_value_t = 2000)]
+    warmup: usize,
+    /// Payload sizes in bytes (Echo BytesValue payload for ttRPC; buffer
+    /// size for raw), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "64,2048")]
+    sizes: Vec<usize>,
+    /// Repetitions of the whole interleaved matrix.
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
+    /// Runtimes of the Rust ttRPC client to measure.
+    #[arg(long, value_delimiter = ',', default_value = "current,multi")]
+    client_rt: Vec<Rt>,
+    /// Runtime of the Rust ttRPC server process.
+    #[arg(long, value_enum, default_value = "multi")]
+    server_rt: Rt,
+    /// Skip the Go measurements.
+    #[arg(long)]
+    no_go: bool,
+    /// Skip the tokio raw ping-pong (diagnostic: tokio's own cost).
+    #[arg(long)]
+    no_raw_tokio: bool,
+    /// Directory of nri-wire-peer (default: $NRI_INTEROP_BIN or interop/bin).
+    #[arg(long)]
+    go_bin: Option<PathBuf>,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Internal: run as the server process of KIND.
+    #[arg(long, value_enum, hide = true)]
+    serve: Option<ServeKind>,
+    /// Internal: socket of the server process.
+    #[arg(long, hide = true)]
+    socket: Option<PathBuf>,
+}
+
+// --- statistics ---------------------------------------------------------------
+
+#[derive(Debug, Clone, Serialize)]
+struct Stats {
+    n: usize,
+    median_ns: u64,
+    p90_ns: u64,
+    p99_ns: u64,
+    min_ns: u64,
+    max_ns: u64,
+    mean_ns: u64,
+    total_ns: u64,
+    /// CPU time per call of the client / server process (Rust only; 10 ms
+    /// tick resolution over the whole timed loop).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    client_cpu_us_per_call: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    server_cpu_us_per_call: Option<f64>,
+}
+
+/// Nearest-rank percentile of sorted samples (as the Go bench client).
+fn rank(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let r = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[r.clamp(1, sorted.len()) - 1]
+}
+
+fn stats(mut samples: Vec<u64>, total: Duration) -> Stats {
+    samples.sort_unstable();
+    let n = samples.len();
+    let sum: u128 = samples.iter().map(|&x| u128::from(x)).sum();
+    Stats {
+        n,
+        median_ns: rank(&samples, 50.0),
+        p90_ns: rank(&samples, 90.0),
+        p99_ns: rank(&samples, 99.0),
+        min_ns: samples.first().copied().unwrap_or(0),
+        max_ns: samples.last().copied().unwrap_or(0),
+        mean_ns: u64::try_from(sum / (n.max(1) as u128)).unwrap_or(u64::MAX),
+        total_ns: u64::try_from(total.as_nanos()).unwrap_or(u64::MAX),
+        client_cpu_us_per_call: None,
+        server_cpu_us_per_call: None,
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// utime + stime of a process in clock ticks (10 ms), from /proc.
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = s.rsplit_once(')')?.1;
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // after ")": state is field 3, utime 14, stime 15 (1-based) -> idx 11, 12
+    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
+struct CpuWindow {
+    client: Option<u64>,
+    server: Option<u64>,
+    server_pid: Option<u32>,
+}
+
+impl CpuWindow {
+    fn start(server_pid: Option<u32>) -> Self {
+        CpuWindow {
+            client: cpu_ticks(std::process::id()),
+            server: server_pid.and_then(cpu_ticks),
+            server_pid,
+        }
+    }
+
+    fn finish(self, st: &mut Stats) {
+        let per_call = |a: Option<u64>, b: Option<u64>| {
+            let (a, b) = (a?, b?);
+            Some((b.saturating_sub(a)) as f64 * 10_000.0 / st.n.max(1) as f64)
+        };
+        st.client_cpu_us_per_call = per_call(self.client, cpu_ticks(std::process::id()));
+        st.server_cpu_us_per_call = per_call(self.server, self.server_pid.and_then(cpu_ticks));
+    }
+}
+
+// --- server processes -----------------------------------------------------------
+
+fn announce() -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "listening")?;
+    out.flush()?;
+    Ok(())
+}
+
+fn serve(kind: ServeKind, socket: &Path, rt: Rt) -> Result<()> {
+    match kind {
+        ServeKind::Raw => {
+            let l = StdListener::bind(socket)?;
+            announce()?;
+            let (mut s, _) = l.accept()?;
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                let n = s.read(&mut buf)?;
+                if n == 0 {
+                    return Ok(());
+                }
+                s.write_all(&buf[..n])?;
+            }
+        }
+        ServeKind::RawTokio => rt.build()?.block_on(async {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let l = tokio::net::UnixListener::bind(socket)?;
+            announce()?;
+            let (mut s, _) = l.accept().await?;
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                let n = s.read(&mut buf).await?;
+                if n == 0 {
+                    return Ok(());
+                }
+                s.write_all(&buf[..n]).await?;
+            }
+        }),
+        ServeKind::Ttrpc => rt.build()?.block_on(async {
+            let l = tokio::net::UnixListener::bind(socket)?;
+            announce()?;
+            let (s, _) = l.accept().await?;
+            let mux = Mux::new_paused(s);
+            let conn = mux.open(BENCH_CONN)?;
+            let mut server = Server::new();
+            server.register(ECHO_SERVICE, echo_service(Arc::new(Served::default())))?;
+            mux.start();
+            server.serve(conn, CancellationToken::new()).await?;
+            Ok(())
+        }),
+    }
+}
+
+struct ServerProc {
+    child: Child,
+}
+
+impl ServerProc {
+    /// Spawns `cmd` and waits for its "listening" line.
+    fn spawn(mut cmd: Command) -> Result<(ServerProc, BufReader<std::process::ChildStdout>)> {
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| format!("spawn {cmd:?}"))?;
+        let mut out = BufReader::new(child.stdout.take().context("stdout")?);
+        let mut line = String::new();
+        out.read_line(&mut line)?;
+        ensure!(line.contains("listening"), "server said {line:?}");
+        Ok((ServerProc { child }, out))
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn wait(mut self) -> Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(st) = self.child.try_wait()? {
+                ensure!(st.success(), "server exited with {st}");
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                bail!("server did not exit");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+fn rust_server(kind: ServeKind, socket: &Path, rt: Rt) -> Result<ServerProc> {
+    let mut cmd = Command::new(std::env::current_exe()?);
+    let kind = match kind {
+        ServeKind::Ttrpc => "ttrpc",
+        ServeKind::Raw => "raw",
+        ServeKind::RawTokio => "raw-tokio",
+    };
+    cmd.args(["--serve", kind, "--server-rt", rt_name(rt), "--socket"])
+        .arg(socket);
+    Ok(ServerProc::spawn(cmd)?.0)
+}
+
+fn rt_name(rt: Rt) -> &'static str {
+    match rt {
+        Rt::Current => "current",
+        Rt::Multi => "multi",
+    }
+}
+
+// --- clients ---------------------------------------------------------------------
+
+struct Cfg {
+    n: usize,
+    warmup: usize,
+    sizes: Vec<usize>,
+}
+
+fn rust_ttrpc(cfg: &Cfg, client_rt: Rt, server_rt: Rt, dir: &Path) -> Result<Vec<Stats>> {
+    let sock = dir.join(format!("ttrpc-{}.sock", client_rt.short()));
+    let server = rust_server(ServeKind::Ttrpc, &sock, server_rt)?;
+    let pid = server.pid();
+    let rt = client_rt.build()?;
+    let res = rt.block_on(async {
+        let stream = tokio::net::UnixStream::connect(&sock).await?;
+        let mux = Mux::new(stream);
+        let client = Client::new(mux.open(BENCH_CONN)?);
+        let opts = CallOptions::new(CALL_TIMEOUT);
+        let mut out = Vec::new();
+        for &size in &cfg.sizes {
+            let req = BytesValue {
+                value: pattern(size, 0),
+            };
+            for _ in 0..cfg.warmup.max(1) {
+                let r: BytesValue = client
+                    .call_message(ECHO_SERVICE, "Echo", &req, opts.clone())
+                    .await?;
+                ensure!(r == req, "wrong echo at size {size}");
+            }
+            let mut samples = Vec::with_capacity(cfg.n);
+            let cpu = CpuWindow::start(Some(pid));
+            let t0 = Instant::now();
+            for _ in 0..cfg.n {
+                let t = Instant::now();
+                let r: BytesValue = client
+                    .call_message(ECHO_SERVICE, "Echo", &req, opts.clone())
+                    .await?;
+                samples.push(nanos(t.elapsed()));
+                std::hint::black_box(r);
+            }
+            let mut st = stats(samples, t0.elapsed());
+            cpu.finish(&mut st);
+            out.push(st);
+        }
+        client.close();
+        mux.close();
+        Ok::<_, anyhow::Error>(out)
+    });
+    drop(rt);
+    server.wait()?;
+    res
+}
+
+fn rust_raw(cfg: &Cfg, dir: &Path) -> Result<Vec<Stats>> {
+    let sock = dir.join("raw.sock");
+    let server = rust_server(ServeKind::Raw, &sock, Rt::Current)?;
+    let pid = server.pid();
+    let mut s = StdStream::connect(&sock)?;
+    let mut out = Vec::new();
+    for &size in &cfg.sizes {
+        ensure!(size > 0, "raw ping-pong needs size > 0");
+        let buf = pattern(size, 0).to_vec();
+        let mut back = vec![0u8; size];
+        for _ in 0..cfg.warmup.max(1) {
+            s.write_all(&buf)?;
+            s.read_exact(&mut back)?;
+        }
+        ensure!(back == buf, "wrong echo at size {size}");
+        let mut samples = Vec::with_capacity(cfg.n);
+        let cpu = CpuWindow::start(Some(pid));
+        let t0 = Instant::now();
+        for _ in 0..cfg.n {
+            let t = Instant::now();
+            s.write_all(&buf)?;
+            s.read_exact(&mut back)?;
+            samples.push(nanos(t.elapsed()));
+        }
+        let mut st = stats(samples, t0.elapsed());
+        cpu.finish(&mut st);
+        out.push(st);
+    }
+    drop(s);
+    server.wait()?;
+    Ok(out)
+}
+
+fn rust_raw_tokio(cfg: &Cfg, dir: &Path) -> Result<Vec<Stats>> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let sock = dir.join("raw-tokio.sock");
+    let server = rust_server(ServeKind::RawTokio, &sock, Rt::Current)?;
+    let pid = server.pid();
+    let rt = Rt::Current.build()?;
+    let res = rt.block_on(async {
+        let mut s = tokio::net::UnixStream::connect(&sock).await?;
+        let mut out = Vec::new();
+        for &size in &cfg.sizes {
+            ensure!(size > 0, "raw ping-pong needs size > 0");
+            let buf = pattern(size, 0).to_vec();
+            let mut back = vec![0u8; size];
+            for _ in 0..cfg.warmup.max(1) {
+                s.write_all(&buf).await?;
+                s.read_exact(&mut back).await?;
+            }
+            ensure!(back == buf, "wrong echo at size {size}");
+            let mut samples = Vec::with_capacity(cfg.n);
+            let cpu = CpuWindow::start(Some(pid));
+            let t0 = Instant::now();
+            for _ in 0..cfg.n {
+                let t = Instant::now();
+                s.write_all(&buf).await?;
+                s.read_exact(&mut back).await?;
+                samples.push(nanos(t.elapsed()));
+            }
+            let mut st = stats(samples, t0.elapsed());
+            cpu.finish(&mut st);
+            out.push(st);
+        }
+        Ok::<_, anyhow::Error>(out)
+    });
+    drop(rt);
+    server.wait()?;
+    res
+}
+
+#[derive(serde::Deserialize)]
+struct GoStats {
+    event: String,
+    size: usize,
+    n: usize,
+    median_ns: u64,
+    p90_ns: u64,
+    p99_ns: u64,
+    min_ns: u64,
+    max_ns: u64,
+    mean_ns: u64,
+    total_ns: u64,
+}
+
+/// Runs a Go server mode and the matching client mode of nri-wire-peer.
+fn go_pair(cfg: &Cfg, bin: &Path, mode: &str, dir: &Path) -> Result<Vec<Stats>> {
+    let sock = dir.join(format!("go-{mode}.sock"));
+    let mut cmd = Command::new(bin);
+    cmd.args([&format!("{mode}-server"), "--listen"]).arg(&sock);
+    let (server, _out) = ServerProc::spawn(cmd)?;
+    let sizes = cfg
+        .sizes
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let out = Command::new(bin)
+        .arg(format!("{mode}-client"))
+        .arg("--connect")
+        .arg(&sock)
+        .args(["--sizes", &sizes])
+        .args(["--n", &cfg.n.to_string()])
+        .args(["--warmup", &cfg.warmup.to_string()])
+        .stderr(Stdio::inherit())
+        .output()?;
+    ensure!(
+        out.status.success(),
+        "go {mode}-client failed: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    server.wait()?;
+    let mut res = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Ok(g) = serde_json::from_str::<GoStats>(line) else {
+            continue;
+        };
+        if g.event != "stats" {
+            continue;
+        }
+        res.push((
+            g.size,
+            Stats {
+                n: g.n,
+                median_ns: g.median_ns,
+                p90_ns: g.p90_ns,
+                p99_ns: g.p99_ns,
+                min_ns: g.min_ns,
+                max_ns: g.max_ns,
+                mean_ns: g.mean_ns,
+                total_ns: g.total_ns,
+                client_cpu_us_per_call: None,
+                server_cpu_us_per_call: None,
+            },
+        ));
+    }
+    let mut ordered = Vec::new();
+    for &size in &cfg.sizes {
+        let st = res
+            .iter()
+            .find(|(s, _)| *s == size)
+            .with_context(|| format!("go {mode}: no stats for size {size}"))?;
+        ordered.push(st.1.clone());
+    }
+    Ok(ordered)
+}
+
+// --- driver ---------------------------------------------------------------------
+
+#[derive(Debug, Serialize)]
+struct Cell {
+    implementation: String,
+    size: usize,
+    /// Per repetition.
+    reps: Vec<Stats>,
+    /// Median over repetitions of the per-rep median / p99; min of mins.
+    median_us: f64,
+    median_range_us: (f64, f64),
+    p99_us: f64,
+    p99_range_us: (f64, f64),
+    min_us: f64,
+}
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1000.0
+}
+
+fn median_of(mut v: Vec<u64>) -> u64 {
+    v.sort_unstable();
+    v.get(v.len().saturating_sub(1) / 2).copied().unwrap_or(0)
+}
+
+fn summarize(name: &str, size: usize, reps: Vec<Stats>) -> Cell {
+    let meds: Vec<u64> = reps.iter().map(|s| s.median_ns).collect();
+    let p99s: Vec<u64> = reps.iter().map(|s| s.p99_ns).collect();
+    let min = reps.iter().map(|s| s.min_ns).min().unwrap_or(0);
+    let range = |v: &[u64]| {
+        (
+            us(v.iter().copied().min().unwrap_or(0)),
+            us(v.iter().copied().max().unwrap_or(0)),
+        )
+    };
+    Cell {
+        implementation: name.to_owned(),
+        size,
+        median_us: us(median_of(meds.clone())),
+        median_range_us: range(&meds),
+        p99_us: us(median_of(p99s.clone())),
+        p99_range_us: range(&p99s),
+        min_us: us(min),
+        reps,
+    }
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    if let Some(kind) = args.serve {
+        let socket = args.socket.context("--serve needs --socket")?;
+        return serve(kind, &socket, args.server_rt);
+    }
+    ensure!(
+        args.n > 0 && args.reps > 0 && !args.sizes.is_empty(),
+        "empty run"
+    );
+    let cfg = Cfg {
+        n: args.n,
+        warmup: args.warmup,
+        sizes: args.sizes.clone(),
+    };
+    let go_bin = args
+        .go_bin
+        .clone()
+        .unwrap_or_else(interop_bin_dir)
+        .join("nri-wire-peer");
+    let with_go = !args.no_go;
+    if with_go && !go_bin.is_file() {
+        bail!(
+            "{} not found: run `bash scripts/build-go-peers.sh` or pass --no-go",
+            go_bin.display()
+        );
+    }
+    let dir = tempfile::tempdir()?;
+    let load_start = loadavg();
+
+    // implementation name -> per size -> per rep
+    let mut order: Vec<String> = Vec::new();
+    let mut results: std::collections::HashMap<String, Vec<Vec<Stats>>> = Default::default();
+    let mut record = |name: String, per_size: Vec<Stats>| {
+        if !order.contains(&name) {
+            order.push(name.clone());
+        }
+        let e = results
+            .entry(name)
+            .or_insert_with(|| vec![Vec::new(); cfg.sizes.len()]);
+        for (i, st) in per_size.into_iter().enumerate() {
+            e[i].push(st);
+        }
+    };
+    for rep in 0..args.reps {
+        if !args.json {
+            eprintln!("rep {}/{} (load {})", rep + 1, args.reps, loadavg());
+        }
+        for &crt in &args.client_rt {
+            let name = format!("rust-ttrpc c={} s={}", crt.short(), args.server_rt.short());
+            record(name, rust_ttrpc(&cfg, crt, args.server_rt, dir.path())?);
+        }
+        if with_go {
+            record(
+                "go-ttrpc".into(),
+                go_pair(&cfg, &go_bin, "bench", dir.path())?,
+            );
+        }
+        record("rust-raw".into(), rust_raw(&cfg, dir.path())?);
+        if !args.no_raw_tokio {
+            record(
+                "rust-raw-tokio ct".into(),
+                rust_raw_tokio(&cfg, dir.path())?,
+            );
+        }
+        if with_go {
+            record("go-raw".into(), go_pair(&cfg, &go_bin, "raw", dir.path())?);
+        }
+    }
+    let load_end = loadavg();
+
+    let mut cells = Vec::new();
+    for name in &order {
+        let Some(per_size) = results.remove(name) else {
+            continue;
+        };
+        for (i, reps) in per_size.into_iter().enumerate() {
+            cells.push(summarize(name, cfg.sizes[i], reps));
+        }
+    }
+    let find = |name: &str, size: usize| {
+        cells
+            .iter()
+            .find(|c| c.implementation == name && c.size == size)
+            .map(|c| c.median_us)
+    };
+    #[derive(Serialize)]
+    struct Ratio {
+        size: usize,
+        rust: String,
+        vs: String,
+        ratio: f64,
+        target: Option<f64>,
+    }
+    let mut ratios = Vec::new();
+    for &size in &cfg.sizes {
+        for name in order.iter().filter(|n| n.starts_with("rust-ttrpc")) {
+            let Some(r) = find(name, size) else { continue };
+            for (vs, target) in [
+                ("rust-raw", Some(2.0)),
+                ("go-raw", None),
+                ("go-ttrpc", Some(0.5)),
+            ] {
+                if let Some(b) = find(vs, size) {
+                    ratios.push(Ratio {
+                        size,
+                        rust: name.clone(),
+                        vs: vs.into(),
+                        ratio: r / b,
+                        target,
+                    });
+                }
+            }
+        }
+    }
+
+    if args.json {
+        let out = serde_json::json!({
+            "n": cfg.n, "warmup": cfg.warmup, "reps": args.reps, "sizes": cfg.sizes,
+            "server_rt": args.server_rt,
+            "nproc": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+            "loadavg_start": load_start, "loadavg_end": load_end,
+            "cells": cells, "ratios": ratios,
+        });
+        println!("{out}");
+        return Ok(());
+    }
+    println!(
+        "wire-bench: n={} warmup={} reps={} sizes={:?}; nproc={}; loadavg start [{}] end [{}]",
+        cfg.n,
+        cfg.warmup,
+        args.reps,
+        cfg.sizes,
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(0),
+        load_start,
+        load_end
+    );
+    println!(
+        "{:>6}  {:<22} {:>24} {:>26} {:>8} {:>14}",
+        "size",
+        "implementation",
+        "median µs [reps min-max]",
+        "p99 µs [reps min-max]",
+        "min µs",
+        "cpu µs/call c/s"
+    );
+    for c in &cells {
+        let cpu = {
+            let cl: Vec<f64> = c
+                .reps
+                .iter()
+                .filter_map(|s| s.client_cpu_us_per_call)
+                .collect();
+            let sv: Vec<f64> = c
+                .reps
+                .iter()
+                .filter_map(|s| s.server_cpu_us_per_call)
+                .collect();
+            if cl.is_empty() {
+                "-".to_owned()
+            } else {
+                let avg = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+                format!("{:.0}/{:.0}", avg(&cl), avg(&sv))
+            }
+        };
+        println!(
+            "{:>6}  {:<22} {:>8.1} [{:>6.1}-{:>6.1}] {:>9.1} [{:>6.1}-{:>7.1}] {:>8.1} {:>14}",
+            c.size,
+            c.implementation,
+            c.median_us,
+            c.median_range_us.0,
+            c.median_range_us.1,
+            c.p99_us,
+            c.p99_range_us.0,
+            c.p99_range_us.1,
+            c.min_us,
+            cpu
+        );
+    }
+    println!("ratios of medians (median over reps):");
+    for r in &ratios {
+        let verdict = match r.target {
+            Some(t) if r.ratio <= t => format!("  target <= {t}: met"),
+            Some(t) => format!("  target <= {t}: MISSED"),
+            None => String::new(),
+        };
+        println!(
+            "{:>6}  {:<22} / {:<10} = {:>5.2}{verdict}",
+            r.size, r.rust, r.vs, r.ratio
+        );
+    }
+    Ok(())
+}
