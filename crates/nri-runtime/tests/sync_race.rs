@@ -1,0 +1,135 @@
+//! No lost (and no duplicated) objects around Synchronize: plugins register
+//! while pods and containers are being created; each plugin must see every
+//! pod and container exactly once, in its Synchronize or as a creation
+//! event. 200 iterations on a multi-threaded runtime.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use common::*;
+
+const ITERATIONS: usize = 200;
+const OBJECTS: usize = 12;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn registrations_race_creations_without_losing_or_duplicating() {
+    let env = TestEnv::new();
+    let a = env.start(env.builder()).await;
+    let rt = env.runtime.clone();
+    for it in 0..ITERATIONS {
+        rt.pods.lock().unwrap().clear();
+        rt.containers.lock().unwrap().clear();
+        // A few objects exist before the plugin arrives.
+        for k in 0..2 {
+            rt.add_pod(pod(&format!("pre{it}-{k}")));
+            rt.add_container(ctr(&format!("pre{it}-{k}"), &format!("prec{it}-{k}")));
+        }
+        let creator = {
+            let a = a.clone();
+            let rt = rt.clone();
+            tokio::spawn(async move {
+                for k in 0..OBJECTS {
+                    let p = pod(&format!("p{it}-{k}"));
+                    let run = a.run_pod_sandbox(&p).await.unwrap();
+                    if k % 3 == 0 {
+                        tokio::task::yield_now().await;
+                    }
+                    rt.add_pod(p.clone());
+                    drop(run.guard);
+                    let c = ctr(&p.id, &format!("c{it}-{k}"));
+                    let out = a.create_container(&p, &c).await.unwrap();
+                    tokio::task::yield_now().await;
+                    rt.add_container(c);
+                    drop(out.guard);
+                }
+            })
+        };
+        let mut plugin = FakePlugin::new("10", &format!("late{it}"))
+            .events("RunPodSandbox,CreateContainer".parse().unwrap());
+        if it % 2 == 0 {
+            plugin = plugin.delay("Synchronize", Duration::from_micros(200));
+        }
+        for _ in 0..(it % 5) {
+            tokio::task::yield_now().await;
+        }
+        let conn = plugin.clone().connect(&env.socket).await.unwrap();
+        creator.await.unwrap();
+        wait_active(&a, 1).await;
+
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        for r in plugin.received() {
+            for id in r.sync_pods.iter().chain(r.sync_containers.iter()) {
+                *seen.entry(id.clone()).or_default() += 1;
+            }
+            match r.method.as_str() {
+                "RunPodSandbox" => *seen.entry(r.pod.clone().unwrap()).or_default() += 1,
+                "CreateContainer" => *seen.entry(r.container.clone().unwrap()).or_default() += 1,
+                _ => {}
+            }
+        }
+        let all: Vec<String> = rt
+            .pods
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|p| p.id.clone())
+            .chain(rt.containers.lock().unwrap().iter().map(|c| c.id.clone()))
+            .collect();
+        assert_eq!(all.len(), 2 * (OBJECTS + 2));
+        for id in &all {
+            assert_eq!(
+                seen.get(id).copied().unwrap_or(0),
+                1,
+                "iteration {it}: {id} seen {:?} times; log {:?}",
+                seen.get(id),
+                plugin.received()
+            );
+        }
+        assert_eq!(
+            seen.len(),
+            all.len(),
+            "iteration {it}: unexpected objects {seen:?}"
+        );
+        conn.crash();
+        wait_active_exact(&a, 0).await;
+    }
+    a.stop().await;
+}
+
+/// Registration never blocks lifecycle events: a plugin whose Synchronize
+/// hangs (until its timeout) does not delay pod/container creation for
+/// others (containerd#14083 froze the node in the analogous situation).
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_slow_sync_does_not_block_lifecycle_events() {
+    let env = TestEnv::new();
+    let a = env
+        .start(env.builder().request_timeout(Duration::from_secs(2)))
+        .await;
+    let fast = FakePlugin::new("10", "fast");
+    let _f = fast.clone().connect(&env.socket).await.unwrap();
+    wait_active(&a, 1).await;
+    let slow = FakePlugin::new("20", "slowsync").delay("Synchronize", Duration::from_secs(60));
+    let _s = slow.clone().connect(&env.socket).await.unwrap();
+    // Let the runtime enter the slow plugin's Synchronize.
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let t0 = tokio::time::Instant::now();
+    for k in 0..10 {
+        let p = pod(&format!("p{k}"));
+        a.run_pod_sandbox(&p).await.unwrap();
+        a.create_container(&p, &ctr(&p.id, &format!("c{k}")))
+            .await
+            .unwrap();
+        a.stop_container(&p, &ctr(&p.id, &format!("c{k}")))
+            .await
+            .unwrap();
+    }
+    assert!(
+        t0.elapsed() < Duration::from_millis(100),
+        "{:?}",
+        t0.elapsed()
+    );
+    a.stop().await;
+}
