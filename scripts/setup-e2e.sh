@@ -76,13 +76,17 @@ src_build() {
     tmp="$dir.tmp.$$"
     rm -rf "$tmp"; mkdir -p "$tmp/bin"
     log "building $mod@$v -> $dir (this takes minutes the first time)"
-    src=$(cd "$tmp" && GOFLAGS=-mod=mod go mod download -json "$mod@$v" | jq -r .Dir) \
-        && [ -d "$src" ] || { rm -rf "$tmp"; die "go mod download $mod@$v failed"; }
+    src=$(cd "$tmp" && GOFLAGS=-mod=mod go mod download -json "$mod@$v" | jq -r .Dir) || src=""
+    if [ -z "$src" ] || [ ! -d "$src" ]; then
+        rm -rf "$tmp"; die "go mod download $mod@$v failed"
+    fi
     cp -r "$src" "$tmp/src"
     chmod -R u+w "$tmp/src"
     # CGO off: no btrfs headers/libs needed; no_btrfs for good measure.
+    # -trimpath: the build cache is keyed on paths; the source copy lives in a
+    # fresh temp dir each time, so without it nothing of the module is reused.
     if ! (cd "$tmp/src" && CGO_ENABLED=0 GOFLAGS="-mod=mod -buildvcs=false" \
-            go build -tags no_btrfs -ldflags "$ldflags" -o "$tmp/bin/" "$@" >&2); then
+            go build -trimpath -tags no_btrfs -ldflags "$ldflags" -o "$tmp/bin/" "$@" >&2); then
         rm -rf "$tmp"
         die "building $mod@$v failed"
     fi
