@@ -16,6 +16,32 @@
 //! * [`socketpair`], [`pass_to_child`], [`from_env`], [`adopt_inherited_fd`],
 //!   [`peer_credentials`]: socket plumbing for launched and external plugins.
 //!
+//! # Behaviour worth knowing
+//!
+//! * **Writes** are messages: one `poll_write` = one message, framed as one
+//!   frame (≤ 4096 bytes) or a 4096-byte frame plus one frame with the rest,
+//!   because the Go reader hands out one frame per read into a 4096-byte
+//!   buffer and queues at most 256 frames per connection. Messages from
+//!   different connections never interleave on the trunk.
+//! * **Reads** are a byte stream per connection, reassembled from frames of
+//!   any size up to [`MAX_PAYLOAD`].
+//! * **Backpressure:** a connection buffers at most about
+//!   [`READ_BUFFER_LIMIT`] unread bytes; beyond that the trunk reader stops
+//!   reading the socket (all connections wait, head-of-line) until the owner
+//!   reads. Data of an open connection is never dropped. Writers see
+//!   backpressure through [`WRITE_BACKLOG_LIMIT`].
+//! * **Unknown connection ids:** frames for ids that are not open are
+//!   dropped, as Go does, and reported: a `tracing` warning and the counters
+//!   and [`Error::UnknownConn`] value in [`MuxStats`]. The trunk goes on.
+//! * **Fatal trunk errors** (an announced length over [`MAX_PAYLOAD`], end
+//!   of file inside a frame, socket errors) end the trunk: the socket is shut
+//!   down, reads give buffered data and then the error, writes fail, and
+//!   [`Mux::closed`] returns the typed reason.
+//! * Differences from Go's mux: opening an id that is already open is an
+//!   error ([`Error::AlreadyOpen`]) instead of returning the same connection;
+//!   an empty write sends nothing instead of a zero-length frame (zero-length
+//!   frames are accepted on receive).
+//!
 //! # Example
 //!
 //! ```
