@@ -100,9 +100,19 @@ struct Args {
     /// Skip the tokio raw ping-pong (diagnostic: tokio's own cost).
     #[arg(long)]
     no_raw_tokio: bool,
+    /// Only run implementations whose name starts with one of these
+    /// (e.g. `rust-ttrpc,rust-raw`); default all.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
     /// Directory of nri-wire-peer (default: $NRI_INTEROP_BIN or interop/bin).
     #[arg(long)]
     go_bin: Option<PathBuf>,
+    /// Run the Rust ttRPC client loop and server in `Runtime::block_on`
+    /// (on the thread that builds the runtime, as `#[tokio::main]`'s body)
+    /// instead of in a spawned task. Diagnostic: shows the cost of
+    /// cross-thread wake-ups on a multi_thread runtime.
+    #[arg(long)]
+    block_on: bool,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
@@ -209,6 +219,8 @@ fn announce() -> Result<()> {
 }
 
 fn serve(kind: ServeKind, socket: &Path, rt: Rt) -> Result<()> {
+    // A stale file from an earlier run would make bind fail.
+    let _ = std::fs::remove_file(socket);
     match kind {
         ServeKind::Raw => {
             let l = StdListener::bind(socket)?;
@@ -237,17 +249,22 @@ fn serve(kind: ServeKind, socket: &Path, rt: Rt) -> Result<()> {
                 s.write_all(&buf[..n]).await?;
             }
         }),
-        ServeKind::Ttrpc => rt.build()?.block_on(async {
-            let l = tokio::net::UnixListener::bind(socket)?;
-            announce()?;
-            let (s, _) = l.accept().await?;
-            let mux = Mux::new_paused(s);
-            let conn = mux.open(BENCH_CONN)?;
-            let mut server = Server::new();
-            server.register(ECHO_SERVICE, echo_service(Arc::new(Served::default())))?;
-            mux.start();
-            server.serve(conn, CancellationToken::new()).await?;
-            Ok(())
+        // In a spawned task, so with a multi_thread runtime everything runs
+        // on worker threads (not on the block_on thread).
+        ServeKind::Ttrpc => in_task(&rt.build()?, {
+            let socket = socket.to_owned();
+            async move {
+                let l = tokio::net::UnixListener::bind(&socket)?;
+                announce()?;
+                let (s, _) = l.accept().await?;
+                let mux = Mux::new_paused(s);
+                let conn = mux.open(BENCH_CONN)?;
+                let mut server = Server::new();
+                server.register(ECHO_SERVICE, echo_service(Arc::new(Served::default())))?;
+                mux.start();
+                server.serve(conn, CancellationToken::new()).await?;
+                Ok(())
+            }
         }),
     }
 }
@@ -299,6 +316,9 @@ fn rust_server(kind: ServeKind, socket: &Path, rt: Rt) -> Result<ServerProc> {
         ServeKind::Raw => "raw",
         ServeKind::RawTokio => "raw-tokio",
     };
+    if block_on_mode() {
+        cmd.arg("--block-on");
+    }
     cmd.args(["--serve", kind, "--server-rt", rt_name(rt), "--socket"])
         .arg(socket);
     Ok(ServerProc::spawn(cmd)?.0)
@@ -313,6 +333,27 @@ fn rt_name(rt: Rt) -> &'static str {
 
 // --- clients ---------------------------------------------------------------------
 
+/// Set by `--block-on`.
+static BLOCK_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn block_on_mode() -> bool {
+    BLOCK_ON.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Runs `fut` as a spawned task of `rt` and waits for it; with
+/// `--block-on`, runs it directly in `block_on` (on the calling thread).
+fn in_task<T: Send + 'static>(
+    rt: &tokio::runtime::Runtime,
+    fut: impl std::future::Future<Output = Result<T>> + Send + 'static,
+) -> Result<T> {
+    if block_on_mode() {
+        rt.block_on(fut)
+    } else {
+        rt.block_on(rt.spawn(fut))?
+    }
+}
+
+#[derive(Clone)]
 struct Cfg {
     n: usize,
     warmup: usize,
@@ -324,7 +365,8 @@ fn rust_ttrpc(cfg: &Cfg, client_rt: Rt, server_rt: Rt, dir: &Path) -> Result<Vec
     let server = rust_server(ServeKind::Ttrpc, &sock, server_rt)?;
     let pid = server.pid();
     let rt = client_rt.build()?;
-    let res = rt.block_on(async {
+    let cfg = cfg.clone();
+    let res = in_task(&rt, async move {
         let stream = tokio::net::UnixStream::connect(&sock).await?;
         let mux = Mux::new(stream);
         let client = Client::new(mux.open(BENCH_CONN)?);
@@ -566,6 +608,7 @@ fn loadavg() -> String {
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    BLOCK_ON.store(args.block_on, std::sync::atomic::Ordering::Relaxed);
     if let Some(kind) = args.serve {
         let socket = args.socket.context("--serve needs --socket")?;
         return serve(kind, &socket, args.server_rt);
@@ -597,6 +640,8 @@ fn main() -> Result<()> {
     // implementation name -> per size -> per rep
     let mut order: Vec<String> = Vec::new();
     let mut results: std::collections::HashMap<String, Vec<Vec<Stats>>> = Default::default();
+    let only = args.only.clone();
+    let wanted = |name: &str| only.is_empty() || only.iter().any(|p| name.starts_with(p.as_str()));
     let mut record = |name: String, per_size: Vec<Stats>| {
         if !order.contains(&name) {
             order.push(name.clone());
@@ -613,23 +658,32 @@ fn main() -> Result<()> {
             eprintln!("rep {}/{} (load {})", rep + 1, args.reps, loadavg());
         }
         for &crt in &args.client_rt {
-            let name = format!("rust-ttrpc c={} s={}", crt.short(), args.server_rt.short());
-            record(name, rust_ttrpc(&cfg, crt, args.server_rt, dir.path())?);
+            let name = format!(
+                "rust-ttrpc c={} s={}{}",
+                crt.short(),
+                args.server_rt.short(),
+                if args.block_on { " block_on" } else { "" }
+            );
+            if wanted(&name) {
+                record(name, rust_ttrpc(&cfg, crt, args.server_rt, dir.path())?);
+            }
         }
-        if with_go {
+        if with_go && wanted("go-ttrpc") {
             record(
                 "go-ttrpc".into(),
                 go_pair(&cfg, &go_bin, "bench", dir.path())?,
             );
         }
-        record("rust-raw".into(), rust_raw(&cfg, dir.path())?);
-        if !args.no_raw_tokio {
+        if wanted("rust-raw") {
+            record("rust-raw".into(), rust_raw(&cfg, dir.path())?);
+        }
+        if !args.no_raw_tokio && wanted("rust-raw-tokio") {
             record(
                 "rust-raw-tokio ct".into(),
                 rust_raw_tokio(&cfg, dir.path())?,
             );
         }
-        if with_go {
+        if with_go && wanted("go-raw") {
             record("go-raw".into(), go_pair(&cfg, &go_bin, "raw", dir.path())?);
         }
     }
@@ -704,7 +758,7 @@ fn main() -> Result<()> {
         load_end
     );
     println!(
-        "{:>6}  {:<22} {:>24} {:>26} {:>8} {:>14}",
+        "{:>6}  {:<30} {:>24} {:>26} {:>8} {:>14}",
         "size",
         "implementation",
         "median µs [reps min-max]",
@@ -732,7 +786,7 @@ fn main() -> Result<()> {
             }
         };
         println!(
-            "{:>6}  {:<22} {:>8.1} [{:>6.1}-{:>6.1}] {:>9.1} [{:>6.1}-{:>7.1}] {:>8.1} {:>14}",
+            "{:>6}  {:<30} {:>8.1} [{:>6.1}-{:>6.1}] {:>9.1} [{:>6.1}-{:>7.1}] {:>8.1} {:>14}",
             c.size,
             c.implementation,
             c.median_us,
@@ -753,7 +807,7 @@ fn main() -> Result<()> {
             None => String::new(),
         };
         println!(
-            "{:>6}  {:<22} / {:<10} = {:>5.2}{verdict}",
+            "{:>6}  {:<30} / {:<10} = {:>5.2}{verdict}",
             r.size, r.rust, r.vs, r.ratio
         );
     }
