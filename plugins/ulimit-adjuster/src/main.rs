@@ -1,0 +1,58 @@
+//! `ulimit-adjuster`: an NRI plugin that sets POSIX rlimits of containers
+//! from pod annotations, with the annotation keys and format of
+//! containerd/nri's Go `ulimit-adjuster` (see README.md).
+
+use std::process::ExitCode;
+
+use nri_plugin::api::{Container, CreateContainerResponse, Event, PodSandbox};
+use nri_plugin::{ConfigureInfo, EventMask, HandlerError, HandlerResult, Plugin};
+use nri_sample_common::{COMMON_USAGE, init_logging, parse_args, run_plugin, usage_exit};
+
+mod ulimits;
+
+struct UlimitAdjuster;
+
+impl Plugin for UlimitAdjuster {
+    const EVENTS: EventMask = EventMask::from_events(&[Event::CreateContainer]);
+
+    async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<Option<EventMask>> {
+        tracing::info!(runtime = %info.runtime.name, version = %info.runtime.version, "connected");
+        if !info.config.trim().is_empty() {
+            tracing::warn!("this plugin takes no configuration; ignoring the runtime's");
+        }
+        Ok(None)
+    }
+
+    async fn create_container(
+        &self,
+        pod: PodSandbox,
+        ctr: Container,
+    ) -> HandlerResult<CreateContainerResponse> {
+        let adjust = ulimits::adjustment(&pod.annotations, &ctr.name).map_err(|e| {
+            tracing::warn!(pod = %pod.name, container = %ctr.name, "{e}");
+            HandlerError::from(e)
+        })?;
+        if !adjust.rlimits.is_empty() {
+            tracing::info!(pod = %pod.name, container = %ctr.name, rlimits = adjust.rlimits.len(), "adjusted rlimits");
+        }
+        Ok(CreateContainerResponse {
+            adjust: Some(adjust),
+            ..Default::default()
+        })
+    }
+}
+
+const USAGE: &str = "usage: ulimit-adjuster [flags]\n\
+Sets container rlimits from the pod annotation ulimits.noderesource.dev/container.<name>.\n";
+
+fn main() -> ExitCode {
+    let args = match parse_args(std::env::args().skip(1), |_, _| Ok(false)) {
+        Ok(a) => a,
+        Err(e) => return usage_exit(&e, &format!("{USAGE}{COMMON_USAGE}")),
+    };
+    if let Err(e) = init_logging(args.log_level, None) {
+        eprintln!("{e}");
+        return ExitCode::FAILURE;
+    }
+    run_plugin(UlimitAdjuster, &args, "ulimit-adjuster", |b| b)
+}

@@ -1,0 +1,270 @@
+//! The annotation format of upstream's ulimit-adjuster and the adjustment
+//! it gives.
+
+use std::collections::BTreeMap;
+
+use nri_plugin::api::ContainerAdjustment;
+use serde::Deserialize;
+
+/// Current annotation key prefix.
+pub const ULIMIT_KEY: &str = "ulimits.noderesource.dev";
+/// Deprecated annotation key prefix, still read (after the current one).
+pub const OLD_ULIMIT_KEY: &str = "ulimits.nri.containerd.io";
+/// Prefix of the canonical rlimit names.
+const RLIMIT_PREFIX: &str = "RLIMIT_";
+/// The resource names upstream accepts (without `RLIMIT_`).
+const VALID: [&str; 16] = [
+    "AS",
+    "CORE",
+    "CPU",
+    "DATA",
+    "FSIZE",
+    "LOCKS",
+    "MEMLOCK",
+    "MSGQUEUE",
+    "NICE",
+    "NOFILE",
+    "NPROC",
+    "RSS",
+    "RTPRIO",
+    "RTTIME",
+    "SIGPENDING",
+    "STACK",
+];
+
+/// Why an annotation was refused. Every variant names the annotation key.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum UlimitError {
+    /// The value is not a YAML list of `{type, soft, hard}`.
+    #[error("annotation {key:?}: invalid ulimit list: {reason}")]
+    Parse {
+        /// The annotation key.
+        key: String,
+        /// The YAML problem.
+        reason: String,
+    },
+    /// Unknown resource name.
+    #[error(
+        "annotation {key:?}: failed to parse type: {raw:?} (expected one of RLIMIT_AS, RLIMIT_CORE, ..., RLIMIT_STACK, in any case, with or without RLIMIT_)"
+    )]
+    Type {
+        /// The annotation key.
+        key: String,
+        /// The name as written.
+        raw: String,
+    },
+    /// Soft limit above the hard limit.
+    #[error(
+        "annotation {key:?}: ulimit {rlimit:?} must have hard limit >= soft limit (hard {hard}, soft {soft})"
+    )]
+    SoftAboveHard {
+        /// The annotation key.
+        key: String,
+        /// The canonical name.
+        rlimit: String,
+        /// Hard limit.
+        hard: u64,
+        /// Soft limit.
+        soft: u64,
+    },
+}
+
+/// One entry of the annotation.
+#[derive(Debug, Deserialize, Default, Clone, PartialEq, Eq)]
+#[serde(default)]
+pub struct Ulimit {
+    /// Resource name (`RLIMIT_NOFILE`, `nofile`, `rlimit_nofile`, ...).
+    pub r#type: String,
+    /// Hard limit (0 if missing).
+    pub hard: u64,
+    /// Soft limit (0 if missing).
+    pub soft: u64,
+}
+
+const FIELDS: &[&str] = &["type", "hard", "soft"];
+
+/// The canonical `RLIMIT_*` name of `raw`, as upstream normalises it
+/// (upper case, one `RLIMIT_` prefix removed, then added back).
+pub fn canonical_type(raw: &str) -> Option<String> {
+    let upper = raw.to_ascii_uppercase();
+    let name = upper.strip_prefix(RLIMIT_PREFIX).unwrap_or(&upper);
+    VALID
+        .contains(&name)
+        .then(|| format!("{RLIMIT_PREFIX}{name}"))
+}
+
+/// The rlimits annotated for container `ctr` (key, canonical entries), or
+/// `None` without an annotation. Only container-scoped keys exist.
+///
+/// # Errors
+///
+/// [`UlimitError`] naming the key and the problem.
+pub fn parse_ulimits(
+    annotations: &BTreeMap<String, String>,
+    ctr: &str,
+) -> Result<Option<(String, Vec<Ulimit>)>, UlimitError> {
+    let keys = [
+        format!("{ULIMIT_KEY}/container.{ctr}"),
+        format!("{OLD_ULIMIT_KEY}/container.{ctr}"),
+    ];
+    let Some((key, value)) = keys
+        .into_iter()
+        .find_map(|k| annotations.get(&k).map(|v| (k, v)))
+    else {
+        return Ok(None);
+    };
+    // Upstream: an empty value means nothing to do.
+    if value.is_empty() {
+        return Ok(None);
+    }
+    let list: Option<Vec<Ulimit>> =
+        nri_sample_common::decode_yaml(value, FIELDS).map_err(|e| UlimitError::Parse {
+            key: key.clone(),
+            reason: e.to_string(),
+        })?;
+    let mut list = list.unwrap_or_default();
+    for u in &mut list {
+        u.r#type = canonical_type(&u.r#type).ok_or_else(|| UlimitError::Type {
+            key: key.clone(),
+            raw: u.r#type.clone(),
+        })?;
+        if u.hard < u.soft {
+            return Err(UlimitError::SoftAboveHard {
+                key: key.clone(),
+                rlimit: u.r#type.clone(),
+                hard: u.hard,
+                soft: u.soft,
+            });
+        }
+    }
+    Ok(Some((key, list)))
+}
+
+/// The adjustment for container `ctr` of a pod with `annotations`:
+/// one rlimit per entry, in order. Empty without an annotation.
+///
+/// # Errors
+///
+/// See [`parse_ulimits`].
+pub fn adjustment(
+    annotations: &BTreeMap<String, String>,
+    ctr: &str,
+) -> Result<ContainerAdjustment, UlimitError> {
+    let mut adjust = ContainerAdjustment::default();
+    if let Some((key, list)) = parse_ulimits(annotations, ctr)? {
+        for u in list {
+            tracing::debug!(%key, r#type = %u.r#type, hard = u.hard, soft = u.soft, "adjust rlimit");
+            adjust.add_rlimit(u.r#type, u.hard, u.soft);
+        }
+    }
+    Ok(adjust)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn ann(k: &str, v: &str) -> BTreeMap<String, String> {
+        BTreeMap::from([(k.to_owned(), v.to_owned())])
+    }
+
+    #[test]
+    fn names_normalised() {
+        assert_eq!(canonical_type("nofile").as_deref(), Some("RLIMIT_NOFILE"));
+        assert_eq!(
+            canonical_type("rlimit_memlock").as_deref(),
+            Some("RLIMIT_MEMLOCK")
+        );
+        assert_eq!(
+            canonical_type("RLIMIT_NPROC").as_deref(),
+            Some("RLIMIT_NPROC")
+        );
+        assert_eq!(canonical_type("ULIMIT_NOFILE"), None);
+        assert_eq!(canonical_type("RLIMIT_RLIMIT_NOFILE"), None);
+        assert_eq!(canonical_type(""), None);
+    }
+
+    #[test]
+    fn sample_annotation_legacy_key() {
+        let a = ann(
+            "ulimits.nri.containerd.io/container.sleep",
+            "- type: memlock\n  hard: 987654\n  soft: 645321\n- type: RLIMIT_NOFILE\n  hard: 4096\n  soft: 1024\n- type: nproc\n  hard: 9000\n",
+        );
+        let adj = adjustment(&a, "sleep").unwrap();
+        let got: Vec<_> = adj
+            .rlimits
+            .iter()
+            .map(|r| (r.r#type.as_str(), r.hard, r.soft))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("RLIMIT_MEMLOCK", 987654, 645321),
+                ("RLIMIT_NOFILE", 4096, 1024),
+                ("RLIMIT_NPROC", 9000, 0)
+            ]
+        );
+        assert!(adjustment(&a, "other").unwrap().rlimits.is_empty());
+    }
+
+    #[test]
+    fn current_key_wins() {
+        let mut a = ann(
+            "ulimits.nri.containerd.io/container.c",
+            "- {type: core, hard: 1}",
+        );
+        a.insert(
+            "ulimits.noderesource.dev/container.c".into(),
+            "- {type: cpu, hard: 2, soft: 2}".into(),
+        );
+        let adj = adjustment(&a, "c").unwrap();
+        assert_eq!(adj.rlimits.len(), 1);
+        assert_eq!(adj.rlimits[0].r#type, "RLIMIT_CPU");
+    }
+
+    #[test]
+    fn pod_keys_are_not_read() {
+        let a = ann("ulimits.noderesource.dev/pod", "- {type: core, hard: 1}");
+        assert!(adjustment(&a, "c").unwrap().rlimits.is_empty());
+        let a = ann("ulimits.noderesource.dev/container.c", "");
+        assert!(adjustment(&a, "c").unwrap().rlimits.is_empty());
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let k = "ulimits.noderesource.dev/container.c";
+        let e = adjustment(&ann(k, "- type: foo\n  hard: 1"), "c").unwrap_err();
+        assert_eq!(
+            e,
+            UlimitError::Type {
+                key: k.into(),
+                raw: "foo".into()
+            }
+        );
+        assert!(e.to_string().contains(k));
+        let e = adjustment(&ann(k, "- {type: nofile, hard: 1, soft: 2}"), "c").unwrap_err();
+        assert!(
+            matches!(
+                e,
+                UlimitError::SoftAboveHard {
+                    hard: 1,
+                    soft: 2,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        for bad in [
+            "- {type: nofile, hard: -1}",
+            "{type: nofile}",
+            "- [",
+            "- {type: nofile, hard: lots}",
+        ] {
+            let e = adjustment(&ann(k, bad), "c").unwrap_err();
+            assert!(matches!(e, UlimitError::Parse { .. }), "{bad}: {e}");
+            assert!(e.to_string().contains(k), "{e}");
+        }
+    }
+}
