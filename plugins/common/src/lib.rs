@@ -74,10 +74,10 @@ pub fn usage_exit(err: &Error, usage: &str) -> std::process::ExitCode {
 /// key found and its value.
 ///
 /// ```
-/// use std::collections::HashMap;
+/// use std::collections::BTreeMap;
 /// use nri_sample_common::container_annotation;
 ///
-/// let a = HashMap::from([
+/// let a = BTreeMap::from([
 ///     ("devices.nri.io/container.c0".to_string(), "old".to_string()),
 ///     ("devices.noderesource.dev/pod".to_string(), "pod".to_string()),
 /// ]);
@@ -86,8 +86,8 @@ pub fn usage_exit(err: &Error, usage: &str) -> std::process::ExitCode {
 /// assert_eq!(container_annotation(&a, &p, "c1", true).map(|(_, v)| v), Some("pod"));
 /// assert_eq!(container_annotation(&a, &p, "c1", false), None);
 /// ```
-pub fn container_annotation<'a, S: std::hash::BuildHasher>(
-    annotations: &'a std::collections::HashMap<String, String, S>,
+pub fn container_annotation<'a>(
+    annotations: &'a std::collections::BTreeMap<String, String>,
     prefixes: &[&str],
     container: &str,
     pod_scope: bool,

@@ -1,0 +1,60 @@
+//! `device-injector`: an NRI plugin that injects device nodes, CDI devices,
+//! mounts, network devices and sets I/O priority, scheduling attributes,
+//! sysctls and memory policy of containers from pod annotations, with the
+//! annotation keys and formats of containerd/nri's Go `device-injector`
+//! (see README.md).
+
+use std::process::ExitCode;
+
+use nri_plugin::api::{Container, CreateContainerResponse, Event, PodSandbox};
+use nri_plugin::{ConfigureInfo, EventMask, HandlerError, HandlerResult, Plugin};
+use nri_sample_common::{COMMON_USAGE, init_logging, parse_args, run_plugin, usage_exit};
+
+mod inject;
+
+struct DeviceInjector;
+
+impl Plugin for DeviceInjector {
+    const EVENTS: EventMask = EventMask::from_events(&[Event::CreateContainer]);
+
+    async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<Option<EventMask>> {
+        tracing::info!(runtime = %info.runtime.name, version = %info.runtime.version, "connected");
+        if !info.config.trim().is_empty() {
+            tracing::warn!("this plugin takes no configuration; ignoring the runtime's");
+        }
+        Ok(None)
+    }
+
+    async fn create_container(
+        &self,
+        pod: PodSandbox,
+        ctr: Container,
+    ) -> HandlerResult<CreateContainerResponse> {
+        let name = format!("{}/{}", pod.name, ctr.name);
+        tracing::debug!("CreateContainer {name}: pod {pod:?}, container {ctr:?}");
+        let adjust = inject::adjustment(&pod.annotations, &ctr.name, &name).map_err(|e| {
+            tracing::error!("{name}: {e}");
+            HandlerError::from(e)
+        })?;
+        tracing::debug!("{name}: adjustment {adjust:?}");
+        Ok(CreateContainerResponse {
+            adjust: Some(adjust),
+            ..Default::default()
+        })
+    }
+}
+
+const USAGE: &str = "usage: device-injector [flags]\n\
+Injects devices, CDI devices, mounts, ... annotated on pods (devices.noderesource.dev/container.<name>, ...).\n";
+
+fn main() -> ExitCode {
+    let args = match parse_args(std::env::args().skip(1), |_, _| Ok(false)) {
+        Ok(a) => a,
+        Err(e) => return usage_exit(&e, &format!("{USAGE}{COMMON_USAGE}")),
+    };
+    if let Err(e) = init_logging(args.log_level, None) {
+        eprintln!("{e}");
+        return ExitCode::FAILURE;
+    }
+    run_plugin(DeviceInjector, &args, "device-injector", |b| b)
+}
