@@ -4,7 +4,7 @@
 //! error class), per merged result, per conflict, and whenever the number of
 //! active plugins changes. Every method has a no-op default; [`NoopMetrics`]
 //! is the default sink. With the cargo feature `prometheus`,
-//! [`PrometheusMetrics`](crate::PrometheusMetrics) exports them.
+//! `PrometheusMetrics` exports them.
 //!
 //! The audit trail is a `tracing` event on target [`AUDIT_TARGET`] for every
 //! field a plugin changed (see [`audit_owners`]).
