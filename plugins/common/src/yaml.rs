@@ -16,9 +16,9 @@ pub enum DecodeError {
     /// Not valid YAML.
     #[error("{0}")]
     Syntax(String),
-    /// Valid YAML, but not the expected shape.
+    /// Valid YAML, but not the expected shape (field and problem).
     #[error("{0}")]
-    Shape(#[source] serde_json::Error),
+    Shape(String),
 }
 
 /// Parses a YAML document into JSON-like data. An empty (or blank)
@@ -90,7 +90,7 @@ pub fn fold_keys(value: &mut Value, fields: &[&str]) {
 pub fn decode_yaml<T: DeserializeOwned>(text: &str, fields: &[&str]) -> Result<T, DecodeError> {
     let mut value = parse_yaml(text)?;
     fold_keys(&mut value, fields);
-    serde_json::from_value(value).map_err(DecodeError::Shape)
+    serde_json::from_value(value).map_err(|e| DecodeError::Shape(e.to_string()))
 }
 
 #[cfg(test)]
