@@ -1,0 +1,364 @@
+//! The network device injector sample plugin: moves host network interfaces
+//! into a pod's network namespace, as named in a pod annotation.
+//!
+//! It reads the same annotation and YAML value as upstream's
+//! `plugins/network-device-injector` (see the README). Where upstream moves
+//! the interfaces itself with netlink at `RunPodSandbox`, this plugin asks
+//! the runtime to do it: it adds the interfaces as Linux net devices
+//! (`ContainerAdjustment.linux.net_devices`, OCI `linux.netDevices`) to the
+//! first container created in the pod, which joins the pod's network
+//! namespace. The interfaces then stay in that namespace for the life of the
+//! pod.
+//!
+//! [`NetDeviceInjector`] is the [`Plugin`]; [`parse_netdevices`] and
+//! [`pod_netdevices`] are the annotation parsing, usable on their own.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use nri_plugin::api::{
+    Container, ContainerAdjustment, CreateContainerResponse, Event, LinuxNetDevice, PodSandbox,
+};
+use nri_plugin::{EventMask, HandlerResult, Plugin, SyncKind};
+use serde::Deserialize;
+
+/// The annotation key upstream's code reads (with `/pod` or bare).
+pub const NETDEVICE_KEY: &str = "netdevice.noderesource.dev";
+/// The deprecated key upstream still reads (with `/pod` or bare).
+pub const OLD_NETDEVICE_KEY: &str = "netdevices.nri.containerd.io";
+/// The key upstream's README and sample pod use (plural); upstream's code
+/// does not read it, this plugin does (after the two above).
+pub const README_NETDEVICE_KEY: &str = "netdevices.noderesource.dev";
+
+/// Why an annotation was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The value is not a YAML list of devices.
+    #[error("invalid network device annotation {key:?}: {reason}")]
+    InvalidAnnotation {
+        /// The annotation key.
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A device entry is invalid.
+    #[error("invalid network device annotation {key:?}: device #{index}: {reason}")]
+    InvalidDevice {
+        /// The annotation key.
+        key: String,
+        /// Position in the list (0-based).
+        index: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The pod runs in the host network namespace.
+    #[error("pod {pod:?} uses the host network: cannot inject network devices {devices:?}")]
+    HostNetwork {
+        /// The pod (`namespace/name`).
+        pod: String,
+        /// The interfaces asked for.
+        devices: Vec<String>,
+    },
+}
+
+/// One annotated network device (upstream's YAML fields; see
+/// `netdevice(7)`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default)]
+pub struct NetDevice {
+    /// Interface name on the host (mandatory).
+    pub name: String,
+    /// Interface name inside the pod (default: `name`).
+    pub new_name: String,
+    /// Address (validated; applied by neither upstream nor this plugin).
+    pub address: String,
+    /// Prefix length of `address` (default 32 for IPv4, 128 for IPv6).
+    pub prefix: i64,
+    /// MTU (validated; applied by neither upstream nor this plugin).
+    pub mtu: i64,
+}
+
+impl NetDevice {
+    /// The YAML field names (matched case-insensitively, as Go does).
+    pub const FIELDS: &'static [&'static str] = &["name", "new_name", "address", "prefix", "mtu"];
+
+    /// The interface name inside the pod.
+    pub fn pod_name(&self) -> &str {
+        if self.new_name.is_empty() {
+            &self.name
+        } else {
+            &self.new_name
+        }
+    }
+}
+
+/// The annotation of `annotations` that applies, in upstream's order:
+/// `netdevice.noderesource.dev/pod`, `netdevices.nri.containerd.io/pod`,
+/// `netdevice.noderesource.dev`, `netdevices.nri.containerd.io`, then the
+/// README's `netdevices.noderesource.dev/pod` and `netdevices.noderesource.dev`.
+pub fn effective_annotation(annotations: &BTreeMap<String, String>) -> Option<(String, &str)> {
+    [
+        format!("{NETDEVICE_KEY}/pod"),
+        format!("{OLD_NETDEVICE_KEY}/pod"),
+        NETDEVICE_KEY.to_owned(),
+        OLD_NETDEVICE_KEY.to_owned(),
+        format!("{README_NETDEVICE_KEY}/pod"),
+        README_NETDEVICE_KEY.to_owned(),
+    ]
+    .into_iter()
+    .find_map(|k| annotations.get(&k).map(|v| (k, v.as_str())))
+}
+
+/// Parses and checks an annotation value (`key` is for messages): a YAML
+/// list of devices, decoded as upstream does (keys case-insensitive,
+/// unknown keys ignored). An empty value or `null` is no device. Defaults
+/// `new_name` and `prefix`; refuses a missing `name`, an invalid address, an
+/// out-of-range prefix or MTU, and two devices with the same host or pod name.
+///
+/// # Errors
+///
+/// [`Error::InvalidAnnotation`], [`Error::InvalidDevice`].
+pub fn parse_netdevices(key: &str, value: &str) -> Result<Vec<NetDevice>, Error> {
+    let devices: Option<Vec<NetDevice>> = nri_sample_common::decode_yaml(value, NetDevice::FIELDS)
+        .map_err(|e| Error::InvalidAnnotation {
+            key: key.to_owned(),
+            reason: e.to_string(),
+        })?;
+    let mut devices = devices.unwrap_or_default();
+    let mut hosts = BTreeSet::new();
+    let mut pods = BTreeSet::new();
+    for (index, d) in devices.iter_mut().enumerate() {
+        let bad = |reason: String| Error::InvalidDevice {
+            key: key.to_owned(),
+            index,
+            reason,
+        };
+        if d.name.is_empty() {
+            return Err(bad("missing host interface name (`name`)".into()));
+        }
+        for n in [&d.name, &d.new_name] {
+            if n.len() > 15 || n.contains(['/', ' ', ':']) || n == "." || n == ".." {
+                return Err(bad(format!("invalid interface name {n:?}")));
+            }
+        }
+        if d.new_name.is_empty() {
+            d.new_name = d.name.clone();
+        }
+        if !d.address.is_empty() {
+            let ip: IpAddr = d
+                .address
+                .parse()
+                .map_err(|_| bad(format!("error parsing address {:?}", d.address)))?;
+            let max = if ip.is_ipv4() { 32 } else { 128 };
+            if d.prefix == 0 {
+                d.prefix = max;
+            }
+            if !(0..=max).contains(&d.prefix) {
+                return Err(bad(format!("prefix {} out of range 0..={max}", d.prefix)));
+            }
+        } else if d.prefix != 0 {
+            return Err(bad("prefix given without an address".into()));
+        }
+        if d.mtu < 0 || d.mtu > i64::from(u32::MAX) {
+            return Err(bad(format!("invalid mtu {}", d.mtu)));
+        }
+        if !hosts.insert(d.name.clone()) {
+            return Err(bad(format!("host interface {:?} listed twice", d.name)));
+        }
+        if !pods.insert(d.new_name.clone()) {
+            return Err(bad(format!(
+                "pod interface name {:?} used twice",
+                d.new_name
+            )));
+        }
+    }
+    Ok(devices)
+}
+
+/// The devices annotated on `pod` (empty without an annotation).
+///
+/// # Errors
+///
+/// A bad annotation ([`parse_netdevices`]), or [`Error::HostNetwork`] when
+/// there are devices but the pod has no network namespace of its own.
+pub fn pod_netdevices(pod: &PodSandbox) -> Result<Vec<NetDevice>, Error> {
+    let Some((key, value)) = effective_annotation(&pod.annotations) else {
+        return Ok(Vec::new());
+    };
+    let devices = parse_netdevices(&key, value)?;
+    if !devices.is_empty() && pod_netns(pod).is_none() {
+        return Err(Error::HostNetwork {
+            pod: format!("{}/{}", pod.namespace, pod.name),
+            devices: devices.iter().map(|d| d.name.clone()).collect(),
+        });
+    }
+    Ok(devices)
+}
+
+/// The pod's network namespace path; `None` for a host-network pod.
+pub fn pod_netns(pod: &PodSandbox) -> Option<&str> {
+    pod.linux
+        .as_ref()?
+        .namespaces
+        .iter()
+        .find(|n| n.r#type == "network" && !n.path.is_empty())
+        .map(|n| n.path.as_str())
+}
+
+/// The adjustment moving `devices` into a container.
+pub fn adjustment(devices: &[NetDevice]) -> ContainerAdjustment {
+    let mut adjust = ContainerAdjustment::default();
+    for d in devices {
+        adjust.add_linux_net_device(
+            d.name.clone(),
+            LinuxNetDevice {
+                name: d.pod_name().to_owned(),
+            },
+        );
+    }
+    adjust
+}
+
+/// Per-pod state: whether a container of the pod already got the devices.
+#[derive(Debug, Default)]
+struct Pods {
+    /// Pods (by id) in which a container that got the devices was created.
+    done: BTreeSet<String>,
+    /// Pods (by id) for which a container got the devices and its creation
+    /// is not confirmed yet, with that container's id.
+    pending: BTreeMap<String, String>,
+}
+
+/// The plugin. Subscribes to RunPodSandbox (checks the annotation early, so
+/// a bad one fails the pod), CreateContainer (adds the devices to the first
+/// container of the pod), PostCreateContainer (confirms it),
+/// StopPodSandbox and RemovePodSandbox (forget the pod).
+#[derive(Debug, Default)]
+pub struct NetDeviceInjector {
+    pods: Mutex<Pods>,
+}
+
+impl NetDeviceInjector {
+    /// A plugin with no state.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn pods(&self) -> MutexGuard<'_, Pods> {
+        self.pods.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn forget(&self, pod: &PodSandbox) {
+        let mut p = self.pods();
+        p.done.remove(&pod.id);
+        p.pending.remove(&pod.id);
+    }
+}
+
+impl Plugin for NetDeviceInjector {
+    const EVENTS: EventMask = EventMask::from_events(&[
+        Event::RunPodSandbox,
+        Event::StopPodSandbox,
+        Event::RemovePodSandbox,
+        Event::CreateContainer,
+        Event::PostCreateContainer,
+    ]);
+
+    async fn synchronize(
+        &self,
+        pods: Vec<PodSandbox>,
+        containers: Vec<Container>,
+        _kind: SyncKind,
+    ) -> HandlerResult<Vec<nri_plugin::api::ContainerUpdate>> {
+        // A pod that already has containers had its first container created
+        // (with or without us): never add the devices again.
+        let with_containers: BTreeSet<&str> = containers
+            .iter()
+            .map(|c| c.pod_sandbox_id.as_str())
+            .collect();
+        let mut p = self.pods();
+        *p = Pods::default();
+        for pod in &pods {
+            if with_containers.contains(pod.id.as_str()) {
+                p.done.insert(pod.id.clone());
+            }
+        }
+        Ok(Vec::new())
+    }
+
+    async fn run_pod_sandbox(&self, pod: PodSandbox) -> HandlerResult<()> {
+        let devices = pod_netdevices(&pod)?;
+        if !devices.is_empty() {
+            tracing::info!(
+                pod = %format!("{}/{}", pod.namespace, pod.name),
+                devices = ?devices.iter().map(|d| format!("{}->{}", d.name, d.pod_name())).collect::<Vec<_>>(),
+                "pod asks for network devices"
+            );
+        }
+        Ok(())
+    }
+
+    async fn stop_pod_sandbox(&self, pod: PodSandbox) -> HandlerResult<()> {
+        self.forget(&pod);
+        Ok(())
+    }
+
+    async fn remove_pod_sandbox(&self, pod: PodSandbox) -> HandlerResult<()> {
+        self.forget(&pod);
+        Ok(())
+    }
+
+    async fn create_container(
+        &self,
+        pod: PodSandbox,
+        ctr: Container,
+    ) -> HandlerResult<CreateContainerResponse> {
+        let devices = pod_netdevices(&pod)?;
+        if devices.is_empty() {
+            return Ok(CreateContainerResponse::default());
+        }
+        {
+            let mut p = self.pods();
+            if p.done.contains(&pod.id) {
+                tracing::debug!(pod = %pod.name, container = %ctr.name, "network devices already in the pod");
+                return Ok(CreateContainerResponse::default());
+            }
+            if let Some(other) = p.pending.get(&pod.id) {
+                // Containers of a pod are created one after the other: an
+                // earlier creation that was never confirmed failed.
+                tracing::debug!(pod = %pod.name, earlier = %other, "earlier creation not confirmed; retrying with this container");
+            }
+            p.pending.insert(pod.id.clone(), ctr.id.clone());
+        }
+        tracing::info!(
+            pod = %format!("{}/{}", pod.namespace, pod.name),
+            container = %ctr.name,
+            devices = devices.len(),
+            "moving network devices into the pod with this container"
+        );
+        Ok(CreateContainerResponse {
+            adjust: Some(adjustment(&devices)),
+            ..Default::default()
+        })
+    }
+
+    async fn post_create_container(&self, pod: PodSandbox, ctr: Container) -> HandlerResult<()> {
+        let mut p = self.pods();
+        if p.pending.get(&pod.id) == Some(&ctr.id) {
+            p.pending.remove(&pod.id);
+            p.done.insert(pod.id);
+        } else if !p.pending.contains_key(&pod.id)
+            && !p.done.contains(&pod.id)
+            && effective_annotation(&pod.annotations).is_some()
+        {
+            // Created while we were not watching its creation.
+            p.done.insert(pod.id);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,27 @@
+//! `network-device-injector`: see the crate docs and README.md.
+
+use std::process::ExitCode;
+
+use nri_network_device_injector::NetDeviceInjector;
+use nri_sample_common::{COMMON_USAGE, init_logging, parse_args, run_plugin, usage_exit};
+
+fn usage() -> String {
+    format!("usage: network-device-injector [flags]\n{COMMON_USAGE}")
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args(std::env::args().skip(1), |_, _| Ok(false)) {
+        Ok(a) => a,
+        Err(e) => return usage_exit(&e, &usage()),
+    };
+    if let Err(e) = init_logging(args.log_level, None) {
+        eprintln!("network-device-injector: {e}");
+        return ExitCode::FAILURE;
+    }
+    run_plugin(
+        NetDeviceInjector::new(),
+        &args,
+        "network-device-injector",
+        |b| b,
+    )
+}

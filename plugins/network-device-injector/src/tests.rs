@@ -1,0 +1,254 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use super::*;
+use nri_plugin::api::{LinuxNamespace, LinuxPodSandbox};
+
+fn pod(id: &str, annotations: &[(&str, &str)], netns: bool) -> PodSandbox {
+    PodSandbox {
+        id: id.into(),
+        name: format!("pod-{id}"),
+        namespace: "default".into(),
+        annotations: annotations
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        linux: Some(LinuxPodSandbox {
+            namespaces: if netns {
+                vec![LinuxNamespace {
+                    r#type: "network".into(),
+                    path: format!("/var/run/netns/cni-{id}"),
+                }]
+            } else {
+                Vec::new()
+            },
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn ctr(id: &str, pod: &str) -> Container {
+    Container {
+        id: id.into(),
+        name: format!("ctr-{id}"),
+        pod_sandbox_id: pod.into(),
+        ..Default::default()
+    }
+}
+
+const SAMPLE: &str = "- name: dummy0\n  new_name: eth33\n  address: 192.168.2.2\n  prefix: 24\n  mtu: 1500\n- name: enp2s2f1\n  address: fd00::1\n";
+
+#[test]
+fn parses_upstream_sample_and_defaults() {
+    let d = parse_netdevices("k", SAMPLE).unwrap();
+    assert_eq!(d.len(), 2);
+    assert_eq!(d[0].name, "dummy0");
+    assert_eq!(d[0].pod_name(), "eth33");
+    assert_eq!((d[0].prefix, d[0].mtu), (24, 1500));
+    assert_eq!(d[1].new_name, "enp2s2f1", "new_name defaults to name");
+    assert_eq!(d[1].prefix, 128, "IPv6 prefix default");
+    let d = parse_netdevices("k", "- name: a\n  address: 10.0.0.1\n").unwrap();
+    assert_eq!(d[0].prefix, 32, "IPv4 prefix default");
+}
+
+#[test]
+fn go_decoding_rules() {
+    // Case-insensitive keys, unknown keys ignored, flow style and JSON.
+    let d = parse_netdevices("k", "- Name: a\n  NEW_NAME: b\n  colour: red\n").unwrap();
+    assert_eq!((d[0].name.as_str(), d[0].new_name.as_str()), ("a", "b"));
+    let d = parse_netdevices("k", r#"[{"name":"x"},{"name":"y","new_name":"z"}]"#).unwrap();
+    assert_eq!(d.len(), 2);
+    assert!(parse_netdevices("k", "").unwrap().is_empty());
+    assert!(parse_netdevices("k", "null").unwrap().is_empty());
+    assert!(parse_netdevices("k", "[]").unwrap().is_empty());
+}
+
+#[test]
+fn bad_values_are_clear_errors() {
+    let cases = [
+        ("name: a", "invalid network device annotation"),
+        ("- name: a\n  address: 300.1.1.1", "error parsing address"),
+        ("- new_name: b", "missing host interface name"),
+        (
+            "- name: a\n  address: 10.0.0.1\n  prefix: 33",
+            "out of range",
+        ),
+        ("- name: a\n  prefix: 24", "without an address"),
+        ("- name: a\n  mtu: -1", "invalid mtu"),
+        ("- name: a\n- name: a\n  new_name: b", "listed twice"),
+        ("- name: a\n- name: b\n  new_name: a", "used twice"),
+        ("- name: averyveryverylongname", "invalid interface name"),
+        ("- name: a/b", "invalid interface name"),
+        ("- name: [", "invalid network device annotation"),
+        (
+            "- name: a\n  prefix: x",
+            "invalid network device annotation",
+        ),
+    ];
+    for (value, want) in cases {
+        let err = parse_netdevices("netdevice.noderesource.dev/pod", value)
+            .expect_err(value)
+            .to_string();
+        assert!(err.contains(want), "{value:?}: {err}");
+        assert!(err.contains("netdevice.noderesource.dev/pod"), "{err}");
+    }
+}
+
+#[test]
+fn annotation_lookup_order() {
+    let all = [
+        ("netdevices.noderesource.dev", "readme"),
+        ("netdevices.noderesource.dev/pod", "readme-pod"),
+        ("netdevices.nri.containerd.io", "old"),
+        ("netdevice.noderesource.dev", "bare"),
+        ("netdevices.nri.containerd.io/pod", "old-pod"),
+        ("netdevice.noderesource.dev/pod", "pod"),
+    ];
+    // Remove the winner one at a time: the next in upstream's order wins.
+    for n in (1..=all.len()).rev() {
+        let p = pod("p", &all[..n], true);
+        let (key, value) = effective_annotation(&p.annotations).unwrap();
+        assert_eq!((key.as_str(), value), all[n - 1]);
+    }
+    assert!(effective_annotation(&BTreeMap::new()).is_none());
+    // Container-scoped keys are not upstream's: ignored.
+    let p = pod(
+        "p",
+        &[("netdevice.noderesource.dev/container.c", "- name: a")],
+        true,
+    );
+    assert!(effective_annotation(&p.annotations).is_none());
+}
+
+#[test]
+fn host_network_pod_is_refused() {
+    let p = pod("p", &[(NETDEVICE_KEY, "- name: a")], false);
+    let err = pod_netdevices(&p).unwrap_err().to_string();
+    assert!(err.contains("host network"), "{err}");
+    // No devices: fine even on the host network.
+    assert!(pod_netdevices(&pod("p", &[], false)).unwrap().is_empty());
+    assert!(
+        pod_netdevices(&pod("p", &[(NETDEVICE_KEY, "[]")], false))
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[test]
+fn adjustment_maps_host_to_pod_names() {
+    let d = parse_netdevices("k", SAMPLE).unwrap();
+    let a = adjustment(&d);
+    let nd = &a.linux.unwrap().net_devices;
+    assert_eq!(nd.len(), 2);
+    assert_eq!(nd["dummy0"].name, "eth33");
+    assert_eq!(nd["enp2s2f1"].name, "enp2s2f1");
+}
+
+fn net_devices(r: &CreateContainerResponse) -> Vec<(String, String)> {
+    r.adjust
+        .as_ref()
+        .and_then(|a| a.linux.as_ref())
+        .map(|l| {
+            l.net_devices
+                .iter()
+                .map(|(k, v)| (k.clone(), v.name.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn first_container_of_the_pod_gets_the_devices() {
+    let p = NetDeviceInjector::new();
+    let pd = pod(
+        "p1",
+        &[(
+            "netdevice.noderesource.dev/pod",
+            "- name: dummy0\n  new_name: eth1",
+        )],
+        true,
+    );
+    p.run_pod_sandbox(pd.clone()).await.unwrap();
+    let r = p
+        .create_container(pd.clone(), ctr("c1", "p1"))
+        .await
+        .unwrap();
+    assert_eq!(net_devices(&r), [("dummy0".to_owned(), "eth1".to_owned())]);
+    p.post_create_container(pd.clone(), ctr("c1", "p1"))
+        .await
+        .unwrap();
+    let r = p
+        .create_container(pd.clone(), ctr("c2", "p1"))
+        .await
+        .unwrap();
+    assert!(
+        net_devices(&r).is_empty(),
+        "second container: devices already in the pod"
+    );
+    // After the pod is gone, a pod with the same id starts afresh.
+    p.stop_pod_sandbox(pd.clone()).await.unwrap();
+    p.remove_pod_sandbox(pd.clone()).await.unwrap();
+    let r = p
+        .create_container(pd.clone(), ctr("c3", "p1"))
+        .await
+        .unwrap();
+    assert_eq!(net_devices(&r).len(), 1);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn failed_creation_passes_the_devices_on() {
+    let p = NetDeviceInjector::new();
+    let pd = pod("p1", &[(NETDEVICE_KEY, "- name: dummy0")], true);
+    let r = p
+        .create_container(pd.clone(), ctr("c1", "p1"))
+        .await
+        .unwrap();
+    assert_eq!(net_devices(&r).len(), 1);
+    // c1 never gets PostCreateContainer (its creation failed): c2 gets them.
+    let r = p
+        .create_container(pd.clone(), ctr("c2", "p1"))
+        .await
+        .unwrap();
+    assert_eq!(net_devices(&r).len(), 1);
+    p.post_create_container(pd.clone(), ctr("c2", "p1"))
+        .await
+        .unwrap();
+    let r = p.create_container(pd, ctr("c3", "p1")).await.unwrap();
+    assert!(net_devices(&r).is_empty());
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn synchronize_marks_pods_with_containers() {
+    let p = NetDeviceInjector::new();
+    let a = pod("a", &[(NETDEVICE_KEY, "- name: d0")], true);
+    let b = pod("b", &[(NETDEVICE_KEY, "- name: d1")], true);
+    p.synchronize(
+        vec![a.clone(), b.clone()],
+        vec![ctr("x", "a")],
+        SyncKind::Initial,
+    )
+    .await
+    .unwrap();
+    let r = p.create_container(a, ctr("y", "a")).await.unwrap();
+    assert!(net_devices(&r).is_empty(), "pod a already had a container");
+    let r = p.create_container(b, ctr("z", "b")).await.unwrap();
+    assert_eq!(net_devices(&r).len(), 1);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn errors_reach_the_runtime() {
+    let p = NetDeviceInjector::new();
+    let bad = pod("p", &[(NETDEVICE_KEY, "- name: a\n  address: nope")], true);
+    let e = p.run_pod_sandbox(bad.clone()).await.unwrap_err();
+    assert!(e.message().contains("error parsing address"), "{e}");
+    let e = p.create_container(bad, ctr("c", "p")).await.unwrap_err();
+    assert!(e.message().contains("error parsing address"), "{e}");
+    let host = pod("h", &[(NETDEVICE_KEY, "- name: a")], false);
+    let e = p.run_pod_sandbox(host).await.unwrap_err();
+    assert!(e.message().contains("host network"), "{e}");
+    // No annotation: nothing to do, no error.
+    let plain = pod("q", &[], false);
+    p.run_pod_sandbox(plain.clone()).await.unwrap();
+    let r = p.create_container(plain, ctr("c", "q")).await.unwrap();
+    assert!(r.adjust.is_none());
+}

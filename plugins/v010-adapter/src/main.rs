@@ -1,0 +1,54 @@
+//! `v010-adapter`: see the crate docs and README.md.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use nri_sample_common::{COMMON_USAGE, Error, init_logging, parse_args, run_plugin, usage_exit};
+use nri_v010_adapter::{Invoker, V010Adapter};
+
+fn usage() -> String {
+    format!(
+        "usage: v010-adapter [flags]\n  \
+         -bin-dir DIR           v0.1.0 plugin executables (default /opt/nri/bin)\n  \
+         -conf FILE             v0.1.0 configuration list (default /etc/nri/conf.json)\n  \
+         -plugin-timeout DUR    time limit of one plugin run, e.g. 1500ms, 2s (default 1500ms)\n{COMMON_USAGE}"
+    )
+}
+
+fn duration(s: &str) -> Option<Duration> {
+    if let Some(ms) = s.strip_suffix("ms") {
+        return ms.parse().ok().map(Duration::from_millis);
+    }
+    s.strip_suffix('s')
+        .unwrap_or(s)
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && *v > 0.0 && *v < 86_400.0)
+        .map(Duration::from_secs_f64)
+}
+
+fn main() -> ExitCode {
+    let mut invoker = Invoker::default();
+    let args = match parse_args(std::env::args().skip(1), |name, value| {
+        match name {
+            "bin-dir" => invoker.bin_dir = value.string()?.into(),
+            "conf" => invoker.conf_path = value.string()?.into(),
+            "plugin-timeout" => {
+                let v = value.string()?;
+                invoker.timeout = duration(&v).ok_or_else(|| Error::Usage {
+                    message: format!("invalid duration {v:?} for -plugin-timeout"),
+                })?;
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }) {
+        Ok(a) => a,
+        Err(e) => return usage_exit(&e, &usage()),
+    };
+    if let Err(e) = init_logging(args.log_level, None) {
+        eprintln!("v010-adapter: {e}");
+        return ExitCode::FAILURE;
+    }
+    run_plugin(V010Adapter::new(invoker), &args, "v010-adapter", |b| b)
+}
