@@ -1,0 +1,154 @@
+//! `hook-injector`: an NRI plugin that injects OCI hooks into containers
+//! from hook configuration files (`hooks.d/*.json`, the format CRI-O and
+//! podman use), as containerd/nri's Go `hook-injector` does (see README.md).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use nri_plugin::api::{Container, ContainerAdjustment, CreateContainerResponse, Event, PodSandbox};
+use nri_plugin::{ConfigureInfo, EventMask, HandlerError, HandlerResult, Plugin};
+use nri_sample_common::{COMMON_USAGE, init_logging, parse_args, run_plugin, usage_exit};
+
+mod hooks;
+
+use hooks::{Fingerprint, HookConfig, Target};
+
+type Loaded = Arc<Vec<(String, HookConfig)>>;
+
+struct HookInjector {
+    dirs: Vec<PathBuf>,
+    /// Rescan the directories for changes before each container creation.
+    watch: bool,
+    cache: Mutex<(Fingerprint, Loaded)>,
+}
+
+impl HookInjector {
+    fn new(dirs: Vec<PathBuf>, watch: bool) -> Self {
+        let me = HookInjector {
+            dirs,
+            watch,
+            cache: Mutex::new((Vec::new(), Arc::new(Vec::new()))),
+        };
+        me.reload(hooks::fingerprint(&me.dirs));
+        me
+    }
+
+    fn reload(&self, fp: Fingerprint) -> Loaded {
+        let (list, errors) = hooks::load(&self.dirs);
+        for e in &errors {
+            let mut text = e.to_string();
+            if let Some(s) = std::error::Error::source(e) {
+                text.push_str(&format!(": {s}"));
+            }
+            tracing::error!("skipping hook: {text}");
+        }
+        tracing::info!(
+            hooks = list.len(),
+            invalid = errors.len(),
+            "loaded hooks from {:?}",
+            self.dirs
+        );
+        let list = Arc::new(list);
+        *self.cache.lock().unwrap_or_else(PoisonError::into_inner) = (fp, list.clone());
+        list
+    }
+
+    /// The current hooks; with watching on, reloaded when a file changed.
+    fn hooks(&self) -> Loaded {
+        if self.watch {
+            let fp = hooks::fingerprint(&self.dirs);
+            let cached = {
+                let c = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+                (c.0 == fp).then(|| c.1.clone())
+            };
+            return cached.unwrap_or_else(|| self.reload(fp));
+        }
+        self.cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .1
+            .clone()
+    }
+}
+
+impl Plugin for HookInjector {
+    const EVENTS: EventMask = EventMask::from_events(&[Event::CreateContainer]);
+
+    async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<Option<EventMask>> {
+        tracing::info!(runtime = %info.runtime.name, version = %info.runtime.version, "connected");
+        if !info.config.trim().is_empty() {
+            tracing::warn!("this plugin takes no configuration; ignoring the runtime's");
+        }
+        Ok(None)
+    }
+
+    async fn create_container(
+        &self,
+        pod: PodSandbox,
+        ctr: Container,
+    ) -> HandlerResult<CreateContainerResponse> {
+        let name = format!("{}/{}", pod.name, ctr.name);
+        // Container annotations, overridden by the pod's (as upstream).
+        let mut annotations: BTreeMap<String, String> = ctr.annotations.clone();
+        annotations.extend(pod.annotations.clone());
+        let target = Target {
+            args: &ctr.args,
+            annotations: &annotations,
+            has_bind_mounts: !ctr.mounts.is_empty(),
+        };
+        tracing::debug!("{name}: args {:?}, annotations {annotations:?}", ctr.args);
+        let selected = hooks::select(&self.hooks(), target).map_err(|e| {
+            tracing::error!("{name}: failed to generate hooks: {e}");
+            HandlerError::msg(format!("hook generation failed: {e}"))
+        })?;
+        let Some(h) = selected else {
+            tracing::info!("{name}: no hooks to inject, ignoring");
+            return Ok(CreateContainerResponse::default());
+        };
+        let mut adjust = ContainerAdjustment::default();
+        adjust.add_hooks(h);
+        tracing::info!("{name}: OCI hooks injected");
+        tracing::debug!("{name}: adjustment {adjust:?}");
+        Ok(CreateContainerResponse {
+            adjust: Some(adjust),
+            ..Default::default()
+        })
+    }
+}
+
+const USAGE: &str = "usage: hook-injector [flags]
+Injects OCI hooks from hooks.d JSON files (CRI-O/podman format).
+  -disableWatch          load the hook directories once at start instead of picking up changes
+  -hooks-dir DIR         read hooks from DIR instead of the defaults (repeatable, later overrides earlier);
+                         default /usr/share/containers/oci/hooks.d then /etc/containers/oci/hooks.d
+";
+
+fn main() -> ExitCode {
+    let mut disable_watch = false;
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    let args = match parse_args(std::env::args().skip(1), |name, value| {
+        match name {
+            "disableWatch" | "disable-watch" => disable_watch = value.bool()?,
+            "hooks-dir" => dirs.push(value.string()?.into()),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }) {
+        Ok(a) => a,
+        Err(e) => return usage_exit(&e, &format!("{USAGE}{COMMON_USAGE}")),
+    };
+    if let Err(e) = init_logging(args.log_level, None) {
+        eprintln!("hook-injector: {e}");
+        return ExitCode::FAILURE;
+    }
+    if dirs.is_empty() {
+        dirs = vec![hooks::DEFAULT_DIR.into(), hooks::OVERRIDE_DIR.into()];
+    }
+    if !disable_watch {
+        tracing::info!("watching directories {dirs:?} for new changes");
+    }
+    let plugin = HookInjector::new(dirs, !disable_watch);
+    run_plugin(plugin, &args, "hook-injector", |b| b)
+}
