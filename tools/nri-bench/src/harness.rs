@@ -1,0 +1,519 @@
+//! The Rust runtime harness: `nri-go-bench` re-created on `nri-runtime`.
+//!
+//! One call of [`run`] is one measurement run, meant to be the only work of
+//! its process (the runtime's RSS is this process's RSS): an
+//! [`Adaptation`] on a socket in a fresh temp dir, plugin and config dirs
+//! that do not exist, K external plugin processes (`PLUGIN --bench --socket
+//! S --name bench --idx 10+i --adjust FLAVOUR --log-level L`, the flags of
+//! `nri-go-plugin`), launch -> K registered+synchronized (the
+//! [`Metrics::active_plugins`] hook, as Go's `UpdatePluginCount`), idle RSS
+//! after `idle_wait`, then the mode's work. The request shape, warm-up,
+//! the merged-adjustment check, the statistics and the JSON fields are
+//! those of `nri-go-bench`.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nri_api::api::{Container, ContainerUpdate, PodSandbox};
+use nri_runtime::{Adaptation, BoxFuture, CallbackError, Metrics, RuntimeCallbacks, Snapshot};
+use prost::Message as _;
+use tokio::sync::watch;
+
+use crate::procfs::{self, Mem};
+use crate::result::{RunResult, SyncResult};
+use crate::stats::{round1, stats};
+use crate::{Error, Event, Flavour, Mode};
+
+/// The tokio scheduler the harness runs the adaptation on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokioFlavour {
+    /// `current_thread`: everything on the calling thread.
+    CurrentThread,
+    /// `multi_thread` with [`HarnessOptions::workers`] workers.
+    MultiThread,
+}
+
+/// Options of one harness run (the flags of `nri-go-bench`).
+#[derive(Debug, Clone)]
+pub struct HarnessOptions {
+    /// Plugin executable, run with the `nri-go-plugin` bench flags.
+    pub plugin_bin: PathBuf,
+    /// Number of plugin processes (indices 10, 11, ...).
+    pub k: usize,
+    /// Timed calls (latency mode).
+    pub n: usize,
+    /// Warm-up calls (latency mode).
+    pub warmup: usize,
+    /// Concurrent callers, each on distinct containers (latency mode).
+    pub concurrency: usize,
+    /// Plugin flavour.
+    pub flavour: Flavour,
+    /// Timed event.
+    pub event: Event,
+    /// What to measure.
+    pub mode: Mode,
+    /// Pods in the sync state (sync mode).
+    pub sync_pods: usize,
+    /// Containers per pod in the sync state (sync mode).
+    pub sync_containers_per_pod: usize,
+    /// Wait after registration before reading idle RSS.
+    pub idle_wait: Duration,
+    /// Give up if the plugins are not all registered+synchronized by then.
+    pub registration_wait: Duration,
+    /// `--log-level` passed to the plugins.
+    pub plugin_log_level: String,
+    /// tokio scheduler.
+    pub tokio: TokioFlavour,
+    /// Worker threads for [`TokioFlavour::MultiThread`].
+    pub workers: usize,
+}
+
+impl Default for HarnessOptions {
+    fn default() -> Self {
+        HarnessOptions {
+            plugin_bin: PathBuf::from("nri-bench-plugin"),
+            k: 1,
+            n: 20000,
+            warmup: 1000,
+            concurrency: 1,
+            flavour: Flavour::Noop,
+            event: Event::CreateContainer,
+            mode: Mode::Latency,
+            sync_pods: 1000,
+            sync_containers_per_pod: 5,
+            idle_wait: Duration::from_millis(500),
+            registration_wait: Duration::from_secs(60),
+            plugin_log_level: "warn".into(),
+            tokio: TokioFlavour::MultiThread,
+            workers: 2,
+        }
+    }
+}
+
+/// The runtime's state and the sync timing probe.
+struct State {
+    pods: Vec<PodSandbox>,
+    ctrs: Vec<Container>,
+    list_at: Mutex<Vec<Instant>>,
+}
+
+impl RuntimeCallbacks for State {
+    fn list_pods_and_containers(&self) -> BoxFuture<'_, Result<Snapshot, CallbackError>> {
+        Box::pin(async move {
+            if let Ok(mut v) = self.list_at.lock() {
+                v.push(Instant::now());
+            }
+            Ok((self.pods.clone(), self.ctrs.clone()))
+        })
+    }
+
+    fn update_containers(
+        &self,
+        _updates: Vec<ContainerUpdate>,
+    ) -> BoxFuture<'_, Result<Vec<ContainerUpdate>, CallbackError>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+}
+
+/// The "registered and synchronized" hook: active plugin count and when it
+/// last changed.
+struct Count {
+    tx: watch::Sender<(usize, Instant)>,
+}
+
+impl Metrics for Count {
+    fn active_plugins(&self, count: usize) {
+        self.tx.send_replace((count, Instant::now()));
+    }
+}
+
+/// Runs one measurement in this process (builds its own tokio runtime) and
+/// returns the result; failures are reported in [`RunResult::error`] with
+/// whatever was measured up to then.
+pub fn run(o: &HarnessOptions) -> RunResult {
+    let mut res = RunResult {
+        implementation: "rust".into(),
+        nri_version: nri_api::NRI_VERSION.into(),
+        tokio_flavour: Some(
+            match o.tokio {
+                TokioFlavour::CurrentThread => "current_thread",
+                TokioFlavour::MultiThread => "multi_thread",
+            }
+            .into(),
+        ),
+        worker_threads: Some(match o.tokio {
+            TokioFlavour::CurrentThread => 1,
+            TokioFlavour::MultiThread => o.workers.max(1),
+        }),
+        mode: o.mode.as_str().into(),
+        flavour: o.flavour.as_str().into(),
+        k: o.k,
+        ..Default::default()
+    };
+    let rt = match o.tokio {
+        TokioFlavour::CurrentThread => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        TokioFlavour::MultiThread => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(o.workers.max(1))
+            .enable_all()
+            .build(),
+    };
+    let rt = match rt {
+        Ok(rt) => rt,
+        Err(e) => {
+            res.error = Some(format!("tokio runtime: {e}"));
+            return res;
+        }
+    };
+    let mut children = Vec::new();
+    let r = rt.block_on(run_async(o, &mut res, &mut children));
+    if let Err(e) = r {
+        res.error = Some(e.to_string());
+    }
+    reap(&mut children, &mut res);
+    drop(rt);
+    res
+}
+
+async fn run_async(
+    o: &HarnessOptions,
+    res: &mut RunResult,
+    children: &mut Vec<Child>,
+) -> Result<(), Error> {
+    let dir = TempDir::new()?;
+    let sock = dir.0.join("nri.sock");
+
+    let (pods, ctrs) = if o.mode == Mode::Sync {
+        crate::shape::state(o.sync_pods, o.sync_containers_per_pod)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    if o.mode == Mode::Sync {
+        let bytes = pods.iter().map(|p| p.encoded_len()).sum::<usize>()
+            + ctrs.iter().map(|c| c.encoded_len()).sum::<usize>();
+        res.sync = Some(SyncResult {
+            pods: pods.len(),
+            containers: ctrs.len(),
+            proto_bytes: bytes,
+            ..Default::default()
+        });
+    }
+    let state = Arc::new(State {
+        pods,
+        ctrs,
+        list_at: Mutex::new(Vec::new()),
+    });
+    let (tx, mut rx) = watch::channel((0usize, Instant::now()));
+    let a = Adaptation::builder("nri-bench-runtime", env!("CARGO_PKG_VERSION"))
+        .socket_path(&sock)
+        .plugin_dir(dir.0.join("no-plugins"))
+        .config_dir(dir.0.join("no-conf.d"))
+        .metrics(Arc::new(Count { tx }))
+        .build(state.clone())?;
+    a.start().await?;
+
+    let result = async {
+        let t0 = Instant::now();
+        for i in 0..o.k {
+            let child = Command::new(&o.plugin_bin)
+                .args(["--bench", "--socket"])
+                .arg(&sock)
+                .args(["--name", "bench", "--idx"])
+                .arg(format!("{:02}", 10 + i))
+                .args(["--adjust", o.flavour.as_str(), "--log-level"])
+                .arg(&o.plugin_log_level)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .map_err(|e| Error::Spawn {
+                    program: o.plugin_bin.display().to_string(),
+                    source: e,
+                })?;
+            children.push(child);
+        }
+        let wait = tokio::time::timeout(o.registration_wait, rx.wait_for(|(n, _)| *n >= o.k)).await;
+        let active_at = match wait.map(|r| r.map(|v| v.1)) {
+            Ok(Ok(at)) => at,
+            _ => {
+                let n = rx.borrow().0;
+                return Err(Error::Registration {
+                    registered: n,
+                    wanted: o.k,
+                    after: o.registration_wait,
+                });
+            }
+        };
+        res.startup_ms = ms(active_at.saturating_duration_since(t0));
+        if let Some(s) = res.sync.as_mut() {
+            s.registered_synced_ms = res.startup_ms;
+            let lists = state.list_at.lock().map(|v| v.clone()).unwrap_or_default();
+            for l in lists {
+                s.sync_callback_ms
+                    .push(ms(active_at.saturating_duration_since(l)));
+            }
+        }
+        tokio::time::sleep(o.idle_wait).await;
+        res.rss.runtime_idle = procfs::read_mem(None);
+        res.rss.plugins_idle = plugin_mem(children);
+        if o.mode != Mode::Latency {
+            return Ok(());
+        }
+        res.event = Some(o.event.as_str().into());
+        res.n = Some(o.n);
+        res.warmup = Some(o.warmup);
+        res.concurrency = Some(o.concurrency);
+        latency(o, &a, res, children).await
+    }
+    .await;
+    a.stop().await;
+    result
+}
+
+/// Per-call context shared by the callers.
+struct Calls {
+    a: Adaptation,
+    event: Event,
+    pod: PodSandbox,
+    tmpl: Container,
+    seq: std::sync::atomic::AtomicU64,
+    errors: std::sync::atomic::AtomicU64,
+}
+
+impl Calls {
+    fn new_container(&self) -> Container {
+        let mut c = self.tmpl.clone();
+        let n = self.seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        c.id = crate::shape::hex_id("bench-ctr", n);
+        c
+    }
+
+    async fn call(&self) -> Duration {
+        match self.event {
+            Event::StartContainer => {
+                let t = Instant::now();
+                let r = self.a.start_container(&self.pod, &self.tmpl).await;
+                let d = t.elapsed();
+                if r.is_err() {
+                    self.errors
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                d
+            }
+            Event::CreateContainer => {
+                let c = self.new_container(); // built outside the timed region
+                let t = Instant::now();
+                let r = self.a.create_container(&self.pod, &c).await;
+                let d = t.elapsed();
+                if r.is_err() {
+                    self.errors
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                drop(r);
+                d
+            }
+        }
+    }
+}
+
+async fn latency(
+    o: &HarnessOptions,
+    a: &Adaptation,
+    res: &mut RunResult,
+    children: &[Child],
+) -> Result<(), Error> {
+    let pod = crate::shape::pod(0);
+    let tmpl = crate::shape::container(&pod, 0, 0);
+    let calls = Arc::new(Calls {
+        a: a.clone(),
+        event: o.event,
+        pod,
+        tmpl,
+        seq: Default::default(),
+        errors: Default::default(),
+    });
+
+    if o.event == Event::CreateContainer {
+        let c = calls.new_container();
+        res.adjust_check = Some(match a.create_container(&calls.pod, &c).await {
+            Err(e) => format!("error: {e}"),
+            Ok(out) => {
+                let envs = out
+                    .adjustment
+                    .env
+                    .iter()
+                    .filter(|e| e.key.starts_with("BENCH_PLUGIN_"))
+                    .count();
+                let anns = out
+                    .adjustment
+                    .annotations
+                    .keys()
+                    .filter(|k| k.starts_with("bench.example.com/plugin-"))
+                    .count();
+                let want = if o.flavour == Flavour::Adjusting {
+                    o.k
+                } else {
+                    0
+                };
+                if envs == want && anns == want {
+                    format!("ok: {envs} env, {anns} annotations")
+                } else {
+                    format!("mismatch: {envs} env, {anns} annotations, want {want}")
+                }
+            }
+        });
+    }
+
+    for _ in 0..o.warmup {
+        calls.call().await;
+    }
+    calls.errors.store(0, std::sync::atomic::Ordering::Relaxed);
+
+    let pid_ticks = || -> u64 {
+        children
+            .iter()
+            .map(|c| procfs::cpu_ticks(Some(c.id())))
+            .sum()
+    };
+    let (cpu0, ticks0) = (procfs::self_cpu_ns(), pid_ticks());
+    let t0 = Instant::now();
+    let mut lats: Vec<Duration> = Vec::with_capacity(o.n);
+    if o.concurrency <= 1 {
+        for _ in 0..o.n {
+            lats.push(calls.call().await);
+        }
+    } else {
+        let per = o.n / o.concurrency;
+        let mut set = tokio::task::JoinSet::new();
+        for g in 0..o.concurrency {
+            let cnt = if g == 0 {
+                per + o.n - per * o.concurrency
+            } else {
+                per
+            };
+            let calls = calls.clone();
+            set.spawn(async move {
+                let mut local = Vec::with_capacity(cnt);
+                for _ in 0..cnt {
+                    local.push(calls.call().await);
+                }
+                local
+            });
+        }
+        while let Some(r) = set.join_next().await {
+            match r {
+                Ok(local) => lats.extend(local),
+                Err(e) => return Err(Error::Task(e.to_string())),
+            }
+        }
+    }
+    let wall = t0.elapsed();
+    let (cpu1, ticks1) = (procfs::self_cpu_ns(), pid_ticks());
+
+    let n = o.n as f64;
+    res.latency_us = stats(&mut lats);
+    res.wall_ms = Some(ms(wall));
+    res.events_per_sec = Some(round1(n / wall.as_secs_f64()));
+    res.runtime_cpu_us_per_event = Some(round1(cpu1.saturating_sub(cpu0) as f64 / 1e3 / n));
+    res.plugins_cpu_us_per_event = Some(round1(
+        ticks1.saturating_sub(ticks0) as f64 * 1e6 / procfs::CLOCK_TICKS as f64 / n,
+    ));
+    res.call_errors = calls.errors.load(std::sync::atomic::Ordering::Relaxed);
+    res.rss.runtime_after = Some(procfs::read_mem(None));
+    res.rss.plugins_after = Some(plugin_mem(children));
+    if res.call_errors > 0 {
+        return Err(Error::Check(format!("{} calls failed", res.call_errors)));
+    }
+    if let Some(c) = &res.adjust_check
+        && !c.starts_with("ok")
+    {
+        return Err(Error::Check(format!("adjustment check failed: {c}")));
+    }
+    Ok(())
+}
+
+fn plugin_mem(children: &[Child]) -> Vec<Mem> {
+    children
+        .iter()
+        .map(|c| procfs::read_mem(Some(c.id())))
+        .collect()
+}
+
+/// Collects the plugins after the adaptation stopped: they should exit by
+/// themselves (the runtime sends Shutdown and closes); after 300 ms each
+/// remaining one gets SIGTERM, after 3 s more SIGKILL, by PID.
+fn reap(children: &mut [Child], res: &mut RunResult) {
+    let mut left: Vec<usize> = (0..children.len()).collect();
+    let wait = |children: &mut [Child], left: &mut Vec<usize>, d: Duration| -> usize {
+        let deadline = Instant::now() + d;
+        let before = left.len();
+        loop {
+            left.retain(|&i| !matches!(children[i].try_wait(), Ok(Some(_))));
+            if left.is_empty() || Instant::now() >= deadline {
+                return before - left.len();
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    res.plugins_exited_by_themselves = wait(children, &mut left, Duration::from_millis(300));
+    for &i in &left {
+        // SIGTERM without libc: the `kill` utility, by PID.
+        let _ = Command::new("kill")
+            .args(["-TERM", &children[i].id().to_string()])
+            .stderr(Stdio::null())
+            .status();
+    }
+    res.plugins_terminated = wait(children, &mut left, Duration::from_secs(3));
+    res.plugins_killed = left.len();
+    for &i in &left {
+        let _ = children[i].kill();
+        let _ = children[i].wait();
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    round1(d.as_nanos() as f64 / 1e6)
+}
+
+/// A fresh directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Result<Self, Error> {
+        let base = std::env::temp_dir();
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        for attempt in 0..100u32 {
+            let p = base.join(format!(
+                "nri-bench-{}-{stamp:08x}-{attempt}",
+                std::process::id()
+            ));
+            match std::fs::create_dir(&p) {
+                Ok(()) => return Ok(TempDir(p)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    return Err(Error::Io {
+                        what: "creating a temp dir",
+                        source: e,
+                    });
+                }
+            }
+        }
+        Err(Error::Io {
+            what: "creating a temp dir",
+            source: std::io::Error::other("no free name"),
+        })
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

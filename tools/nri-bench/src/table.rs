@@ -1,0 +1,240 @@
+//! Markdown tables of a [`BenchReport`].
+
+use std::io::Write;
+
+use crate::driver::{BenchReport, CellReport, MetricSummary, Stack};
+use crate::{Error, Mode};
+
+fn num(v: f64) -> String {
+    if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+fn cell_value(m: Option<MetricSummary>) -> String {
+    match m {
+        None => "-".into(),
+        Some(m) if m.runs <= 1 || m.min == m.max => num(m.median),
+        Some(m) => format!("{} [{}–{}]", num(m.median), num(m.min), num(m.max)),
+    }
+}
+
+fn mb(m: Option<MetricSummary>) -> String {
+    match m {
+        None => "-".into(),
+        Some(m) if m.runs <= 1 || m.min == m.max => format!("{:.1}", m.median / 1024.0),
+        Some(m) => format!(
+            "{:.1} [{:.1}–{:.1}]",
+            m.median / 1024.0,
+            m.min / 1024.0,
+            m.max / 1024.0
+        ),
+    }
+}
+
+fn ratio(c: &CellReport, s: Stack, metric: &str) -> String {
+    match (c.metric(s, metric), c.metric(Stack::GoGo, metric)) {
+        (Some(a), Some(b)) if s != Stack::GoGo && b.median > 0.0 => {
+            format!("{:.3}x", a.median / b.median)
+        }
+        _ => "".into(),
+    }
+}
+
+/// Prints `report` as Markdown tables: latency and throughput, sync,
+/// plugin memory and CPU, runtime RSS per plugin, and the targets.
+///
+/// # Errors
+///
+/// [`Error::Output`] if writing fails.
+pub fn print_table(report: &BenchReport, w: &mut dyn Write) -> Result<(), Error> {
+    write_all(report, w).map_err(Error::Output)
+}
+
+fn write_all(r: &BenchReport, w: &mut dyn Write) -> std::io::Result<()> {
+    let m = &r.machine;
+    writeln!(
+        w,
+        "nri-bench: {} rep(s){}, {} CPUs, kernel {}, load1 during runs min/median/max {:.1}/{:.1}/{:.1} (loadavg start `{}`, end `{}`), {:.0} s",
+        r.options.reps,
+        if r.options.quick { ", quick" } else { "" },
+        m.cpus,
+        m.kernel,
+        m.load1_min_median_max[0],
+        m.load1_min_median_max[1],
+        m.load1_min_median_max[2],
+        m.loadavg_start,
+        m.loadavg_end,
+        m.wall_s
+    )?;
+    writeln!(
+        w,
+        "stacks are runtime/plugins; values: median of per-run values [min–max over runs]; ratios vs go/go\n"
+    )?;
+
+    let lat: Vec<&CellReport> = r
+        .cells
+        .iter()
+        .filter(|c| c.cell.mode == Mode::Latency && !c.cell.id.starts_with("plugin-"))
+        .collect();
+    if !lat.is_empty() {
+        writeln!(w, "### Runtime: latency and throughput\n")?;
+        writeln!(
+            w,
+            "| cell | N | stack | median µs | ratio | p99 µs | events/s | ratio | runtime CPU µs/ev | plugins CPU µs/ev | adjust check |"
+        )?;
+        writeln!(w, "|---|---|---|---|---|---|---|---|---|---|---|")?;
+        for c in lat {
+            for s in &c.stacks {
+                let g = |k: &str| c.metric(s.stack, k);
+                writeln!(
+                    w,
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    c.cell.label,
+                    c.cell.n,
+                    s.stack.label(),
+                    cell_value(g("latency_median_us")),
+                    ratio(c, s.stack, "latency_median_us"),
+                    cell_value(g("latency_p99_us")),
+                    cell_value(g("events_per_sec")),
+                    ratio(c, s.stack, "events_per_sec"),
+                    cell_value(g("runtime_cpu_us_per_event")),
+                    cell_value(g("plugins_cpu_us_per_event")),
+                    if s.errors.is_empty() {
+                        s.adjust_checks.join("; ")
+                    } else {
+                        format!("ERRORS: {}", s.errors.join("; "))
+                    }
+                )?;
+            }
+        }
+        writeln!(w)?;
+
+        // Runtime RSS per connected plugin, from the idle RSS at K=1 and K=8.
+        if let (Some(k1), Some(k8)) = (r.cell("create-noop-k1"), r.cell("create-noop-k8")) {
+            writeln!(w, "### Runtime: RSS per connected plugin (idle, noop)\n")?;
+            writeln!(
+                w,
+                "| stack | runtime RSS K=1 MB | runtime RSS K=8 MB | per extra plugin KiB | runtime RSS after K=1 run MB |"
+            )?;
+            writeln!(w, "|---|---|---|---|---|")?;
+            for s in &k1.stacks {
+                let a = k1.metric(s.stack, "runtime_idle_rss_kb");
+                let b = k8.metric(s.stack, "runtime_idle_rss_kb");
+                let per = match (a, b) {
+                    (Some(a), Some(b)) => format!("{:.0}", (b.median - a.median) / 7.0),
+                    _ => "-".into(),
+                };
+                writeln!(
+                    w,
+                    "| {} | {} | {} | {} | {} |",
+                    s.stack.label(),
+                    mb(a),
+                    mb(b),
+                    per,
+                    mb(k1.metric(s.stack, "runtime_after_rss_kb"))
+                )?;
+            }
+            writeln!(w)?;
+        }
+    }
+
+    let sync: Vec<&CellReport> = r
+        .cells
+        .iter()
+        .filter(|c| c.cell.mode == Mode::Sync)
+        .collect();
+    if !sync.is_empty() {
+        writeln!(w, "### Register + sync\n")?;
+        writeln!(
+            w,
+            "| cell | stack | launch → registered+synced ms | ratio | sync part ms | runtime RSS after sync MB | plugin RSS after sync MB | plugin peak (HWM) MB | ratio |"
+        )?;
+        writeln!(w, "|---|---|---|---|---|---|---|---|---|")?;
+        for c in sync {
+            for s in &c.stacks {
+                let g = |k: &str| c.metric(s.stack, k);
+                writeln!(
+                    w,
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} |{}",
+                    c.cell.label,
+                    s.stack.label(),
+                    cell_value(g("startup_ms")),
+                    ratio(c, s.stack, "startup_ms"),
+                    cell_value(g("sync_callback_ms")),
+                    mb(g("runtime_idle_rss_kb")),
+                    mb(g("plugin_idle_rss_kb")),
+                    mb(g("plugin_hwm_kb")),
+                    ratio(c, s.stack, "plugin_hwm_kb"),
+                    if s.errors.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ERRORS: {}", s.errors.join("; "))
+                    }
+                )?;
+            }
+        }
+        writeln!(w)?;
+    }
+
+    let pl: Vec<&CellReport> = r
+        .cells
+        .iter()
+        .filter(|c| c.cell.id.starts_with("plugin-"))
+        .collect();
+    if !pl.is_empty() {
+        writeln!(w, "### Plugin SDK under the Go runtime (K=1, noop)\n")?;
+        writeln!(
+            w,
+            "| events | stack | plugin idle RSS MB | ratio | plugin RSS after MB | plugin HWM MB | plugin CPU µs/ev | ratio | median µs (whole call) |"
+        )?;
+        writeln!(w, "|---|---|---|---|---|---|---|---|---|")?;
+        for c in pl {
+            for s in &c.stacks {
+                let g = |k: &str| c.metric(s.stack, k);
+                writeln!(
+                    w,
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} |{}",
+                    c.cell.n,
+                    s.stack.label(),
+                    mb(g("plugin_idle_rss_kb")),
+                    ratio(c, s.stack, "plugin_idle_rss_kb"),
+                    mb(g("plugin_after_rss_kb")),
+                    mb(g("plugin_hwm_kb")),
+                    cell_value(g("plugins_cpu_us_per_event")),
+                    ratio(c, s.stack, "plugins_cpu_us_per_event"),
+                    cell_value(g("latency_median_us")),
+                    if s.errors.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ERRORS: {}", s.errors.join("; "))
+                    }
+                )?;
+            }
+        }
+        writeln!(w)?;
+    }
+
+    if !r.targets.is_empty() {
+        writeln!(w, "### Targets\n")?;
+        writeln!(w, "| target | wanted | measured | met |")?;
+        writeln!(w, "|---|---|---|---|")?;
+        for t in &r.targets {
+            writeln!(
+                w,
+                "| {} | {} | {} | {} |",
+                t.name,
+                t.target,
+                t.detail,
+                match t.met {
+                    Some(true) => "yes",
+                    Some(false) => "**no**",
+                    None => "n/a",
+                }
+            )?;
+        }
+    }
+    Ok(())
+}
