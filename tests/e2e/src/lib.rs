@@ -344,6 +344,25 @@ pub fn events_in_log(log: &str, marker: &str) -> Vec<String> {
         .collect()
 }
 
+/// The events of a log that prints each event over several lines, every
+/// line prefixed `<Event>:` (the sample `logger`): the first event name
+/// followed by `:` on each line, runs of the same event collapsed into one.
+/// (Lines merely listing event names, e.g. the subscription, do not count.)
+pub fn event_blocks(log: &str) -> Vec<String> {
+    let mut out: Vec<String> = strip_ansi(log)
+        .lines()
+        .filter_map(|l| {
+            EVENT_NAMES
+                .iter()
+                .filter_map(|e| l.find(&format!(" {e}:")).map(|i| (i, *e)))
+                .min()
+                .map(|(_, e)| e.to_owned())
+        })
+        .collect();
+    out.dedup();
+    out
+}
+
 /// Whether `want` is a subsequence of `got`.
 pub fn is_subsequence(want: &[&str], got: &[String]) -> bool {
     let mut it = got.iter();
@@ -562,6 +581,27 @@ impl Containerd {
         self.run(&args.iter().map(String::as_str).collect::<Vec<_>>())
     }
 
+    /// The output lines of container `ctr` of pod `pod` (names, as given to
+    /// [`Self::pod`] and [`Self::container`]) logged so far: the message
+    /// part of each CRI log line (`TIME STREAM TAG message`).
+    pub fn container_log(&self, pod: &str, ctr: &str) -> Vec<String> {
+        let path = self.work.join(format!("logs/pods/{pod}/{ctr}.log"));
+        fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.splitn(4, ' ').nth(3).map(str::to_owned))
+            .collect()
+    }
+
+    /// Waits until container `ctr` of pod `pod` has logged at least `n`
+    /// lines; returns them.
+    pub fn wait_container_log(&self, pod: &str, ctr: &str, n: usize) -> Result<Vec<String>> {
+        poll(&format!("{n} log lines of {pod}/{ctr}"), timeout(), || {
+            let lines = self.container_log(pod, ctr);
+            Ok((lines.len() >= n).then_some(lines))
+        })
+    }
+
     /// Runs `cmd` in a container; returns its output (whatever the status).
     pub fn exec(&self, id: &str, cmd: &[&str]) -> Result<Output> {
         let mut args = vec!["exec", self.w(), id];
@@ -757,6 +797,24 @@ impl PluginProcess {
             Ok(is_subsequence(want, &got).then_some(got))
         });
         r.map_err(|e| anyhow!("{e}; events seen: {:?}", events_in_log(&self.log(), marker)))
+    }
+
+    /// Waits until the event blocks of the whole log (see [`event_blocks`])
+    /// include `want` as a subsequence; returns all of them. For plugins
+    /// that print each event over several lines, all prefixed with the event
+    /// name.
+    pub fn wait_event_blocks(&mut self, want: &[&str]) -> Result<Vec<String>> {
+        let what = format!("plugin {} to log events {want:?}", self.name);
+        let r = poll(&what, timeout(), || {
+            let got = event_blocks(&self.log());
+            Ok(is_subsequence(want, &got).then_some(got))
+        });
+        r.map_err(|e| anyhow!("{e}; events seen: {:?}", event_blocks(&self.log())))
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Whether it is still running.
