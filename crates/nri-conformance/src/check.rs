@@ -503,7 +503,9 @@ pub struct TimeoutOutcome {
 /// Request timeout, against our contract (a timeout fails that one event
 /// for that plugin, counts a strike, does not disconnect on the first miss;
 /// the next request works). Codes: `disconnected-on-first-timeout`,
-/// `next-create-failed`.
+/// `closed-plugin-still-called` (the slow creation failed with an error
+/// about a closed connection: the runtime called the plugin it had just
+/// dropped), `next-create-failed`.
 pub fn check_request_timeout(o: &TimeoutOutcome) -> Vec<Violation> {
     let mut out = Vec::new();
     if o.disconnected || !o.next_seen_by_slow_plugin {
@@ -524,6 +526,15 @@ pub fn check_request_timeout(o: &TimeoutOutcome) -> Vec<Violation> {
                     Some(e) => format!("failed ({e})"),
                 },
                 o.slow_elapsed_ms
+            ),
+        ));
+    }
+    if let Some(e) = o.slow_error.as_deref().filter(|e| e.contains("closed")) {
+        out.push(Violation::new(
+            "closed-plugin-still-called",
+            format!(
+                "after dropping the late plugin the runtime still called it in the same request \
+                 and failed the creation: {e}"
             ),
         ));
     }

@@ -103,7 +103,7 @@ impl Crictl {
         if out.status.success() {
             Ok(Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned()))
         } else {
-            Ok(Err(String::from_utf8_lossy(&out.stderr).trim().to_owned()))
+            Ok(Err(crictl_error(&String::from_utf8_lossy(&out.stderr))))
         }
     }
 
@@ -186,4 +186,22 @@ impl Crictl {
 
 fn path_str(p: &Path) -> String {
     p.to_string_lossy().into_owned()
+}
+
+/// The error message of a failed crictl call: the `msg="..."` of its last
+/// `level=fatal` line (unescaped), else its last non-empty line.
+pub(crate) fn crictl_error(stderr: &str) -> String {
+    let last = stderr
+        .lines()
+        .rev()
+        .find(|l| l.contains("level=fatal"))
+        .or_else(|| stderr.lines().rev().find(|l| !l.trim().is_empty()))
+        .unwrap_or_default();
+    match last.split_once("msg=\"") {
+        Some((_, rest)) => {
+            let rest = rest.rsplit_once('"').map_or(rest, |(m, _)| m);
+            rest.replace("\\\"", "\"")
+        }
+        None => last.trim().to_owned(),
+    }
 }

@@ -707,7 +707,17 @@ fn evaluate(
     if shutdown_asked {
         out.push(classify(
             Clause::Shutdown,
-            "runtime stopped by the stop command".into(),
+            format!(
+                "runtime stopped with the stop command; {}",
+                if records
+                    .iter()
+                    .any(|r| r.instance == main && r.kind == RecordKind::Shutdown)
+                {
+                    "Shutdown received"
+                } else {
+                    "no Shutdown received"
+                }
+            ),
             check::check_shutdown(records, main),
         ));
     } else {
@@ -744,8 +754,8 @@ fn passive_teardown(records: &[crate::Record], main: &str) -> TeardownExpectatio
 fn one_line(s: &str) -> String {
     let s = s.lines().last().unwrap_or_default();
     let mut s = s.to_owned();
-    if s.len() > 160 {
-        let mut cut = 157;
+    if s.len() > 200 {
+        let mut cut = 197;
         while !s.is_char_boundary(cut) {
             cut -= 1;
         }
