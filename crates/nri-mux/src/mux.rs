@@ -10,8 +10,9 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::task::{Context, Poll, Waker};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use tokio::net::UnixStream;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -122,7 +123,8 @@ struct ConnShared {
 
 /// State shared by the handles and the two tasks.
 struct Inner {
-    stream: UnixStream,
+    /// Write half of the trunk; the read half is owned by the reader task.
+    stream: OwnedWriteHalf,
     conns: Mutex<HashMap<ConnId, Arc<ConnShared>>>,
     write: Mutex<WriteState>,
     /// Wakes the flusher task when the backlog became non-empty.
@@ -151,7 +153,10 @@ impl Inner {
         // Shut the socket down now, even while handles still hold it, so the
         // peer sees end of file. A dup shares the socket, so shutting the dup
         // down shuts down ours; errors (already shut down) do not matter.
-        if let Ok(fd) = self.stream.as_fd().try_clone_to_owned() {
+        if let Ok(fd) = AsRef::<UnixStream>::as_ref(&self.stream)
+            .as_fd()
+            .try_clone_to_owned()
+        {
             let _ = std::os::unix::net::UnixStream::from(fd).shutdown(std::net::Shutdown::Both);
         }
         let conns: Vec<_> = lock(&self.conns).values().cloned().collect();
@@ -248,10 +253,13 @@ impl Inner {
         true
     }
 
-    async fn read_loop(self: Arc<Self>) {
+    async fn read_loop(self: Arc<Self>, mut rd: OwnedReadHalf) {
+        // One cancellation future for the whole loop, not one per turn.
+        let ended = self.ended.cancelled();
+        tokio::pin!(ended);
         tokio::select! {
             biased;
-            _ = self.ended.cancelled() => return,
+            _ = &mut ended => return,
             _ = self.started.cancelled() => {}
         }
         let mut buf = BytesMut::with_capacity(READ_CHUNK);
@@ -271,16 +279,17 @@ impl Inner {
             if buf.capacity() - buf.len() < READ_CHUNK / 4 {
                 buf.reserve(READ_CHUNK);
             }
-            tokio::select! {
+            // `AsyncRead::poll_read` of the tokio read half forgets the
+            // socket's readiness after a read that returned less than asked
+            // for (a stream socket gives all it has), so the next turn waits
+            // for the next readiness event instead of reading again just to
+            // get `EAGAIN`: one `recvfrom` per burst instead of two.
+            let res = tokio::select! {
                 biased;
-                _ = self.ended.cancelled() => return,
-                r = self.stream.readable() => {
-                    if let Err(e) = r {
-                        return self.finish(End::Failed(Error::io("read from trunk", e)));
-                    }
-                }
-            }
-            match self.stream.try_read_buf(&mut buf) {
+                _ = &mut ended => return,
+                r = rd.read_buf(&mut buf) => r,
+            };
+            match res {
                 Ok(0) => {
                     let end = match dec.decode_eof(&mut buf) {
                         Ok(_) => End::PeerEof,
@@ -313,10 +322,12 @@ impl Inner {
     }
 
     async fn flush_loop(self: Arc<Self>) {
+        let ended = self.ended.cancelled();
+        tokio::pin!(ended);
         loop {
             tokio::select! {
                 biased;
-                _ = self.ended.cancelled() => return,
+                _ = &mut ended => return,
                 _ = self.flush_needed.notified() => {}
             }
             loop {
@@ -336,7 +347,7 @@ impl Inner {
                     Ok(None) => {
                         tokio::select! {
                             biased;
-                            _ = self.ended.cancelled() => return,
+                            _ = &mut ended => return,
                             r = self.stream.writable() => {
                                 if let Err(e) = r {
                                     return self.finish(End::Failed(Error::io("write to trunk", e)));
@@ -515,8 +526,9 @@ impl Mux {
     ///
     /// If called outside a tokio runtime.
     pub fn new_paused(stream: UnixStream) -> Mux {
+        let (rd, wr) = stream.into_split();
         let inner = Arc::new(Inner {
-            stream,
+            stream: wr,
             conns: Mutex::new(HashMap::new()),
             write: Mutex::new(WriteState::default()),
             flush_needed: Notify::new(),
@@ -526,7 +538,7 @@ impl Mux {
             end: OnceLock::new(),
             counters: Counters::default(),
         });
-        let reader = tokio::spawn(Arc::clone(&inner).read_loop());
+        let reader = tokio::spawn(Arc::clone(&inner).read_loop(rd));
         let flusher = tokio::spawn(Arc::clone(&inner).flush_loop());
         Mux {
             owner: Arc::new(Owner {
