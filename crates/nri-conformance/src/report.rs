@@ -194,7 +194,7 @@ pub fn print_table(report: &Report, out: &mut impl Write) -> io::Result<()> {
         report.duration_ms as f64 / 1000.0
     )?;
     let w = Clause::ALL.iter().map(|c| c.id().len()).max().unwrap_or(10);
-    writeln!(out, "{:<11}  {:<w$}  {}", "STATUS", "CLAUSE", "DETAIL")?;
+    writeln!(out, "{:<11}  {:<w$}  DETAIL", "STATUS", "CLAUSE")?;
     for c in &report.clauses {
         writeln!(
             out,

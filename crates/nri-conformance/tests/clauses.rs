@@ -1,6 +1,8 @@
 //! The clause checkers on synthetic event logs: a conforming log passes,
 //! and each clause detects its violations with the documented code.
 
+#![allow(clippy::unwrap_used)] // tests: a failed unwrap is a failed test
+
 use nri_conformance::check::{
     self, CreateErrorOutcome, TeardownExpectation, TimeoutOutcome, check_container_order,
     check_pod_order, check_pod_scope, check_shutdown, check_sync_exactly_once, check_teardown,
