@@ -11,7 +11,9 @@ const BIN: &str = env!("CARGO_BIN_EXE_device-injector");
 
 #[test]
 fn injects_devices_cdi_devices_and_mounts() {
-    let Some(mut rt) = GoRuntime::start(&[]) else { return };
+    let Some(mut rt) = GoRuntime::start(&[]) else {
+        return;
+    };
     let _plugin = PluginProcess::external(BIN, &rt.socket, &["-idx", "10"]);
     rt.wait_plugins(1);
     rt.run_pod(
@@ -32,13 +34,21 @@ fn injects_devices_cdi_devices_and_mounts() {
         json!([{"path": "/dev/nri-null", "type": "c", "major": "1", "minor": "3", "file_mode": {"value": 438}}]),
         "{r}"
     );
-    assert_eq!(adj["CDI_devices"], json!([{"name": "vendor0.com/device=null"}]), "{r}");
+    assert_eq!(
+        adj["CDI_devices"],
+        json!([{"name": "vendor0.com/device=null"}]),
+        "{r}"
+    );
     assert_eq!(
         adj["mounts"],
         json!([{"source": "/home", "destination": "/host-home", "type": "bind", "options": ["bind", "ro"]}]),
         "{r}"
     );
-    assert_eq!(adj["linux"]["sysctl"], json!({"net.core.somaxconn": "256"}), "{r}");
+    assert_eq!(
+        adj["linux"]["sysctl"],
+        json!({"net.core.somaxconn": "256"}),
+        "{r}"
+    );
 
     // Another container of the pod gets the pod-wide mount only.
     let r = rt.create_container("p1", "c1", "c1", json!({}));
@@ -49,7 +59,10 @@ fn injects_devices_cdi_devices_and_mounts() {
     let r = rt.create_container("p1", "c2", "bad", json!({}));
     assert_eq!(r["ok"], json!(false), "{r}");
     let err = r["error"].as_str().unwrap();
-    assert!(err.contains("devices.noderesource.dev/container.bad"), "{err}");
+    assert!(
+        err.contains("devices.noderesource.dev/container.bad"),
+        "{err}"
+    );
     assert!(err.contains("\"z\""), "{err}");
     rt.stop();
 }
