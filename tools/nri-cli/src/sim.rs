@@ -1,0 +1,238 @@
+//! `nri sim`: replay a scenario against plugins in an embedded runtime.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use nri_sim::{ExtraPlugin, Options, Record, Reporter, Scenario};
+
+use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE};
+
+const AFTER_HELP: &str = "\
+Examples:
+  nri sim
+      Run the built-in demo with the bundled plugins (adjusters, a conflict,
+      a hanging plugin, a crash, a late registration).
+  nri sim scenario.yaml
+      Replay a scenario file (format: docs/sim/format.md).
+  nri sim --plugin ./target/debug/my-plugin:15
+      Run your plugin (index 15) through the built-in `lifecycle` scenario.
+  nri sim scenario.yaml --plugin ./my-plugin --no-bundled --json > run.jsonl
+      Only your plugin, machine-readable output (one JSON object per line).
+  nri sim --plugin-dir /opt/nri/plugins --policy my-plugin=required scenario.yaml
+      Launch NN-name executables from a directory, as containerd does.
+  nri sim --print-scenario demo > my.yaml
+      Start a scenario of your own from a built-in one.
+
+Exit status: 0 every expectation held, 1 an expectation failed,
+2 usage error, invalid scenario, or the simulation could not run.";
+
+/// Arguments of `nri sim`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct Args {
+    /// Scenario file (YAML; `-` reads stdin). Default: the built-in `demo`,
+    /// or `lifecycle` when plugins are given with --plugin/--plugin-dir.
+    scenario: Option<PathBuf>,
+    /// Run a built-in scenario instead of a file (`demo`, `lifecycle`).
+    #[arg(long, value_name = "NAME", conflicts_with = "scenario")]
+    builtin: Option<String>,
+    /// Start a plugin executable (repeatable). The index comes from `:IDX`,
+    /// else from a file name `NN-name`, else 50.
+    #[arg(long = "plugin", value_name = "PATH[:IDX]")]
+    plugins: Vec<String>,
+    /// Launch the `NN-name` executables of a directory, with their
+    /// `NN-name.conf` configuration from the same directory.
+    #[arg(long, value_name = "DIR")]
+    plugin_dir: Option<PathBuf>,
+    /// Do not start the scenario's bundled plugins.
+    #[arg(long)]
+    no_bundled: bool,
+    /// Failure policy of a plugin by name: ignore, fail or required (repeatable).
+    #[arg(long = "policy", value_name = "NAME=POLICY")]
+    policies: Vec<String>,
+    /// Machine-readable output: one JSON object per line.
+    #[arg(long)]
+    json: bool,
+    /// Show every line the plugins write.
+    #[arg(long)]
+    plugin_output: bool,
+    /// Print the full final OCI spec of each container, not just the diff.
+    #[arg(long)]
+    full_spec: bool,
+    /// Only print expectations and the summary.
+    #[arg(short, long)]
+    quiet: bool,
+    /// Check the scenario and exit.
+    #[arg(long)]
+    check: bool,
+    /// Print a built-in scenario and exit.
+    #[arg(long, value_name = "NAME", num_args = 0..=1, default_missing_value = "demo")]
+    print_scenario: Option<String>,
+    /// List the bundled plugins and exit.
+    #[arg(long)]
+    list_bundled: bool,
+}
+
+fn builtin(name: &str) -> Option<&'static str> {
+    nri_sim::BUILTIN_SCENARIOS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, t)| *t)
+}
+
+fn usage(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("nri sim: error: {msg}");
+    ExitCode::from(EXIT_USAGE)
+}
+
+fn load(args: &Args) -> Result<Scenario, nri_sim::Error> {
+    let (file, dir, text) = match (&args.scenario, &args.builtin) {
+        (Some(p), _) if p.as_os_str() == "-" => {
+            let mut s = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|e| {
+                nri_sim::Error::Io {
+                    context: "reading the scenario from stdin".into(),
+                    source: e,
+                }
+            })?;
+            ("<stdin>".to_owned(), PathBuf::from("."), s)
+        }
+        (Some(p), _) => {
+            let text = std::fs::read_to_string(p).map_err(|e| nri_sim::Error::Io {
+                context: format!("reading {}", p.display()),
+                source: e,
+            })?;
+            let dir = p
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| PathBuf::from("."));
+            (p.display().to_string(), dir, text)
+        }
+        (None, name) => {
+            let name = name.clone().unwrap_or_else(|| {
+                if args.plugins.is_empty() && args.plugin_dir.is_none() {
+                    "demo".into()
+                } else {
+                    "lifecycle".into()
+                }
+            });
+            let text = builtin(&name).ok_or_else(|| nri_sim::Error::Invalid {
+                at: nri_sim::Position {
+                    file: "--builtin".into(),
+                    line: 0,
+                    column: 0,
+                },
+                message: format!("no built-in scenario {name:?} (try demo or lifecycle)"),
+            })?;
+            (
+                format!("<built-in {name}>"),
+                PathBuf::from("."),
+                text.to_owned(),
+            )
+        }
+    };
+    Scenario::parse(&file, &dir, &text)
+}
+
+/// Writes JSON lines.
+struct Json<W: Write + Send>(W);
+
+impl<W: Write + Send> Reporter for Json<W> {
+    fn report(&mut self, record: &Record) {
+        if let Ok(line) = serde_json::to_string(record) {
+            let _ = writeln!(self.0, "{line}");
+        }
+    }
+}
+
+pub fn run(args: Args) -> ExitCode {
+    if args.list_bundled {
+        for (name, what) in nri_sim::bundled::Kind::describe() {
+            println!("{name:<8} {what}");
+        }
+        return ExitCode::from(EXIT_OK);
+    }
+    if let Some(name) = &args.print_scenario {
+        return match builtin(name) {
+            Some(t) => {
+                print!("{t}");
+                ExitCode::from(EXIT_OK)
+            }
+            None => usage(format!(
+                "no built-in scenario {name:?} (try demo or lifecycle)"
+            )),
+        };
+    }
+    let mut extra = Vec::new();
+    for p in &args.plugins {
+        match ExtraPlugin::parse(p) {
+            Ok(x) => extra.push(x),
+            Err(e) => return usage(format!("--plugin {e}")),
+        }
+    }
+    let mut policies = Vec::new();
+    for p in &args.policies {
+        let parsed = p
+            .split_once('=')
+            .and_then(|(n, v)| nri_sim::scenario::parse_policy(v).map(|v| (n.to_owned(), v)));
+        match parsed {
+            Some(x) => policies.push(x),
+            None => {
+                return usage(format!(
+                    "--policy {p:?}: expected NAME=POLICY with POLICY ignore, fail or required"
+                ));
+            }
+        }
+    }
+    let scenario = match load(&args) {
+        Ok(s) => s,
+        Err(e) => return usage(e),
+    };
+    if args.check {
+        println!(
+            "{}: ok ({} plugins, {} pods, {} steps, {} expectations)",
+            scenario.file,
+            scenario.plugins.len(),
+            scenario.pods.len(),
+            scenario.steps.len(),
+            scenario.expect.len()
+        );
+        return ExitCode::from(EXIT_OK);
+    }
+    let opts = Options {
+        self_exe: std::env::current_exe().ok(),
+        extra_plugins: extra,
+        plugin_dir: args.plugin_dir.clone(),
+        no_bundled: args.no_bundled,
+        policies,
+        plugin_output: args.plugin_output,
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return usage(format!("cannot start the async runtime: {e}")),
+    };
+    let stdout = std::io::stdout();
+    let result = if args.json {
+        let mut rep = Json(std::io::stdout());
+        rt.block_on(nri_sim::run(&scenario, &opts, &mut rep))
+    } else {
+        let color =
+            stdout.is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+        let progress = std::io::stderr().is_terminal();
+        let mut rep = crate::human::Human::new(std::io::stdout(), color, progress)
+            .quiet(args.quiet)
+            .full_spec(args.full_spec);
+        rt.block_on(nri_sim::run(&scenario, &opts, &mut rep))
+    };
+    match result {
+        Ok(s) if s.passed() => ExitCode::from(EXIT_OK),
+        Ok(_) => ExitCode::from(EXIT_FAILED),
+        Err(e) => usage(e),
+    }
+}
