@@ -5,7 +5,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -362,7 +362,10 @@ impl Server {
         }
         let reject = |st: Status, tasks: &mut JoinSet<()>| {
             let conn = conn.clone();
-            tasks.spawn(async move { conn.respond(id, st, Bytes::new()).await });
+            spawn_polled(
+                tasks,
+                async move { conn.respond(id, st, Bytes::new()).await },
+            );
         };
         if id % 2 != 1 {
             let err = Error::InvalidStreamId {
@@ -404,7 +407,7 @@ impl Server {
         };
         let payload = req.payload;
         let conn = conn.clone();
-        tasks.spawn(async move {
+        spawn_polled(tasks, async move {
             let result = run_handler(&*service, ctx, payload).await;
             let (status, payload) = match result {
                 Ok(p) => (Status::ok(), p),
@@ -419,27 +422,58 @@ impl Server {
     }
 }
 
+/// Polls `fut` once right here and spawns it into `tasks` only if it is not
+/// finished: most handlers answer at once, and then the request costs no
+/// task and no hand-off.
+///
+/// The first poll uses a no-op waker. A future that is pending has
+/// registered that waker somewhere; the spawned task polls it again at once
+/// with its own waker, which replaces it (every future re-registers its
+/// waker on each poll), so no wake-up is lost.
+fn spawn_polled<F>(tasks: &mut JoinSet<()>, fut: F)
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let mut fut = Box::pin(fut);
+    let mut cx = Context::from_waker(Waker::noop());
+    if fut.as_mut().poll(&mut cx).is_pending() {
+        tasks.spawn(fut);
+    }
+}
+
 async fn run_handler(service: &dyn Service, ctx: RequestContext, payload: Bytes) -> HandlerResult {
     let deadline = ctx.deadline;
     let method = ctx.method.clone();
     let fut =
         match std::panic::catch_unwind(AssertUnwindSafe(|| service.call(ctx, &method, payload))) {
-            Ok(fut) => CatchUnwind {
-                fut,
-                method: method.clone(),
-            },
+            Ok(fut) => CatchUnwind { fut },
             Err(_) => return Err(panicked(&method)),
         };
-    match deadline {
+    let res = match deadline {
         None => fut.await,
-        Some(d) => tokio::time::timeout_at(d, fut).await.unwrap_or_else(|_| {
-            tracing::debug!(method = %method, "ttrpc server: handler deadline exceeded");
-            Err(Status::new(
-                Code::DeadlineExceeded,
-                format!("method {method}: deadline exceeded"),
-            ))
-        }),
-    }
+        Some(d) => {
+            let mut fut = std::pin::pin!(fut);
+            // Poll once before arming the deadline timer: a handler that
+            // answers at once needs no timer. A deadline that has already
+            // passed still lets a ready handler answer, as `timeout_at`
+            // (which polls its future first) does.
+            let first = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await;
+            match first {
+                Poll::Ready(r) => r,
+                Poll::Pending => match tokio::time::timeout_at(d, fut).await {
+                    Ok(r) => r,
+                    Err(_elapsed) => {
+                        tracing::debug!(method = %method, "ttrpc server: handler deadline exceeded");
+                        return Err(Status::new(
+                            Code::DeadlineExceeded,
+                            format!("method {method}: deadline exceeded"),
+                        ));
+                    }
+                },
+            }
+        }
+    };
+    res.map_err(|Panicked| panicked(&method))?
 }
 
 fn panicked(method: &str) -> Status {
@@ -447,20 +481,24 @@ fn panicked(method: &str) -> Status {
     Status::new(Code::Internal, format!("method {method}: handler panicked"))
 }
 
-/// Turns a panic inside a handler future into an `INTERNAL` status.
+/// A handler future panicked.
+struct Panicked;
+
+/// Catches a panic inside a handler future (turned into an `INTERNAL`
+/// status by [`run_handler`]).
 struct CatchUnwind {
     fut: BoxFuture<'static, HandlerResult>,
-    method: String,
 }
 
 impl Future for CatchUnwind {
-    type Output = HandlerResult;
+    type Output = Result<HandlerResult, Panicked>;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<HandlerResult> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let fut = &mut self.fut;
         match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
-            Ok(p) => p,
-            Err(_) => Poll::Ready(Err(panicked(&self.method))),
+            Ok(Poll::Ready(r)) => Poll::Ready(Ok(r)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(_) => Poll::Ready(Err(Panicked)),
         }
     }
 }
@@ -479,7 +517,10 @@ fn on_rejected(err: Error, conn: &Arc<ConnWriter>, tasks: &mut JoinSet<()>) {
     if answer {
         let conn = conn.clone();
         let st = Status::from(err);
-        tasks.spawn(async move { conn.respond(id, st, Bytes::new()).await });
+        spawn_polled(
+            tasks,
+            async move { conn.respond(id, st, Bytes::new()).await },
+        );
     }
 }
 
