@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::codec::{self, Frame, MessageType};
 use crate::error::Error;
 use crate::io::{ReadEvent, Reader};
-use crate::proto::{KeyValue, Request, Response};
+use crate::proto::{KeyValue, Response};
 
 /// Options of one call: its timeout (every call has one) and metadata.
 ///
@@ -333,17 +333,19 @@ impl Client {
         let timeout_nano = i64::try_from(opts.timeout.as_nanos())
             .unwrap_or(i64::MAX)
             .max(1);
-        let req = Request {
-            service: service.to_owned(),
-            method: method.to_owned(),
-            payload,
-            timeout_nano,
-            metadata: opts.metadata,
-        };
-        // Encode outside the lock; the stream id is patched in under it.
+        // Encode outside the lock, straight from the borrowed parts; the
+        // stream id is patched in under it.
         let mut buf = BytesMut::new();
-        codec::encode_message(0, MessageType::Request, 0, &req, &mut buf)?;
-        drop(req);
+        codec::encode_request(
+            0,
+            service,
+            method,
+            &payload,
+            timeout_nano,
+            &opts.metadata,
+            &mut buf,
+        )?;
+        drop(payload);
 
         let (tx, rx) = oneshot::channel();
         let mut pending = {

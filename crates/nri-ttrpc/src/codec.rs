@@ -19,6 +19,7 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::error::Error;
+use crate::proto::KeyValue;
 
 /// Length of the ttRPC message header (mirrors ttrpc `messageHeaderLength`).
 pub const HEADER_LEN: usize = 10;
@@ -329,6 +330,78 @@ pub fn encode_message<M: prost::Message>(
     };
     dst.put_slice(&header.to_bytes());
     msg.encode_raw(dst);
+    Ok(())
+}
+
+/// Appends one request message built from borrowed parts, byte for byte
+/// what [`encode_message`] gives for the equivalent [`Request`] (fields in
+/// tag order, default values omitted), without building the `Request` (no
+/// copies of `service`, `method`, `payload` or `metadata`). Refuses
+/// messages whose encoding exceeds [`MAX_MESSAGE_LEN`]; `dst` is left
+/// unchanged then.
+///
+/// [`Request`]: crate::proto::Request
+pub fn encode_request(
+    stream_id: u32,
+    service: &str,
+    method: &str,
+    payload: &[u8],
+    timeout_nano: i64,
+    metadata: &[KeyValue],
+    dst: &mut BytesMut,
+) -> Result<(), Error> {
+    use prost::encoding::{self, WireType};
+
+    fn bytes_len(tag: u32, b: &[u8]) -> usize {
+        if b.is_empty() {
+            0
+        } else {
+            encoding::key_len(tag) + encoding::encoded_len_varint(b.len() as u64) + b.len()
+        }
+    }
+    fn put_bytes(tag: u32, b: &[u8], dst: &mut BytesMut) {
+        if !b.is_empty() {
+            encoding::encode_key(tag, WireType::LengthDelimited, dst);
+            encoding::encode_varint(b.len() as u64, dst);
+            dst.put_slice(b);
+        }
+    }
+    // Field numbers of `ttrpc.Request` (see `proto::Request`).
+    const SERVICE: u32 = 1;
+    const METHOD: u32 = 2;
+    const PAYLOAD: u32 = 3;
+    const TIMEOUT_NANO: u32 = 4;
+    const METADATA: u32 = 5;
+
+    let len = bytes_len(SERVICE, service.as_bytes())
+        + bytes_len(METHOD, method.as_bytes())
+        + bytes_len(PAYLOAD, payload)
+        + if timeout_nano == 0 {
+            0
+        } else {
+            encoding::key_len(TIMEOUT_NANO) + encoding::encoded_len_varint(timeout_nano as u64)
+        }
+        + encoding::message::encoded_len_repeated(METADATA, metadata);
+    let length = check_len(len)?;
+    dst.reserve(HEADER_LEN + len);
+    let header = Header {
+        length,
+        stream_id,
+        message_type: MESSAGE_TYPE_REQUEST,
+        flags: 0,
+    };
+    dst.put_slice(&header.to_bytes());
+    put_bytes(SERVICE, service.as_bytes(), dst);
+    put_bytes(METHOD, method.as_bytes(), dst);
+    put_bytes(PAYLOAD, payload, dst);
+    if timeout_nano != 0 {
+        encoding::encode_key(TIMEOUT_NANO, WireType::Varint, dst);
+        // int64 is encoded as the two's complement u64 varint.
+        encoding::encode_varint(timeout_nano as u64, dst);
+    }
+    for kv in metadata {
+        encoding::message::encode(METADATA, kv, dst);
+    }
     Ok(())
 }
 

@@ -130,6 +130,29 @@ proptest! {
         prop_assert_eq!(Response::decode(&enc[..]).unwrap(), resp);
     }
 
+    /// `encode_request` (borrowed parts) writes exactly the bytes of
+    /// `encode_message` with the equivalent `Request`.
+    #[test]
+    fn encode_request_matches_encode_message(
+        service in ".{0,40}", method in ".{0,40}",
+        payload in proptest::collection::vec(any::<u8>(), 0..200),
+        timeout_nano in prop_oneof![Just(0i64), Just(-1i64), any::<i64>()],
+        md in proptest::collection::vec((".{0,10}", ".{0,10}"), 0..5),
+        stream_id in any::<u32>(),
+    ) {
+        let metadata: Vec<KeyValue> = md.into_iter().map(|(k, v)| KeyValue::new(k, v)).collect();
+        let req = Request {
+            service: service.clone(), method: method.clone(), payload: Bytes::from(payload.clone()),
+            timeout_nano, metadata: metadata.clone(),
+        };
+        let mut want = BytesMut::new();
+        codec::encode_message(stream_id, MessageType::Request, 0, &req, &mut want).unwrap();
+        let mut got = BytesMut::from(&b"prefix"[..]);
+        codec::encode_request(stream_id, &service, &method, &payload, timeout_nano, &metadata, &mut got).unwrap();
+        prop_assert_eq!(&got[..6], b"prefix");
+        prop_assert_eq!(&got[6..], &want[..]);
+    }
+
     #[test]
     fn arbitrary_envelope_bytes_never_panic(input in proptest::collection::vec(any::<u8>(), 0..300)) {
         let _ = codec::decode_message::<Request>("request envelope", Bytes::from(input.clone()));

@@ -118,3 +118,17 @@ async fn client_fails_only_the_stream_with_an_oversized_response() {
     .await;
     assert_eq!(&second.await.unwrap().unwrap()[..], b"fine");
 }
+
+#[test]
+fn encode_request_refuses_oversize_and_leaves_dst_unchanged() {
+    use bytes::BytesMut;
+    use nri_ttrpc::codec;
+    let big = vec![0u8; codec::MAX_MESSAGE_LEN];
+    let mut dst = BytesMut::from(&b"keep"[..]);
+    let err = codec::encode_request(1, SVC, "Echo", &big, 0, &[], &mut dst).unwrap_err();
+    assert!(
+        matches!(err, nri_ttrpc::Error::MessageTooLarge { .. }),
+        "{err:?}"
+    );
+    assert_eq!(&dst[..], b"keep");
+}
