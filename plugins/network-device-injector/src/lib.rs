@@ -20,7 +20,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use nri_plugin::api::{
     Container, ContainerAdjustment, CreateContainerResponse, Event, LinuxNetDevice, PodSandbox,
 };
-use nri_plugin::{EventMask, HandlerResult, Plugin, SyncKind};
+use nri_plugin::{ConfigureInfo, EventMask, HandlerResult, NriVersion, Plugin, SyncKind};
 use serde::Deserialize;
 
 /// The annotation key upstream's code reads (with `/pod` or bare).
@@ -52,6 +52,19 @@ pub enum Error {
         index: usize,
         /// What is wrong.
         reason: String,
+    },
+    /// The runtime's NRI version has no net device adjustment: it would
+    /// drop the devices silently.
+    #[error(
+        "runtime {runtime} (NRI {version}) cannot move network devices {devices:?} into pods: NRI v0.11 or later needed"
+    )]
+    Unsupported {
+        /// Runtime name and version.
+        runtime: String,
+        /// Its NRI version.
+        version: NriVersion,
+        /// The interfaces asked for.
+        devices: Vec<String>,
     },
     /// The pod runs in the host network namespace.
     #[error("pod {pod:?} uses the host network: cannot inject network devices {devices:?}")]
@@ -235,10 +248,24 @@ struct Pods {
 /// a bad one fails the pod), CreateContainer (adds the devices to the first
 /// container of the pod), PostCreateContainer (confirms it),
 /// StopPodSandbox and RemovePodSandbox (forget the pod).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct NetDeviceInjector {
     pods: Mutex<Pods>,
+    /// The runtime, when its NRI version lacks net devices.
+    unsupported: Mutex<Option<(String, NriVersion)>>,
 }
+
+impl Default for NetDeviceInjector {
+    fn default() -> Self {
+        NetDeviceInjector {
+            pods: Mutex::new(Pods::default()),
+            unsupported: Mutex::new(None),
+        }
+    }
+}
+
+/// The first NRI version with net device adjustments.
+pub const NET_DEVICES_SINCE: NriVersion = NriVersion::new(0, 11, 0);
 
 impl NetDeviceInjector {
     /// A plugin with no state.
@@ -248,6 +275,27 @@ impl NetDeviceInjector {
 
     fn pods(&self) -> MutexGuard<'_, Pods> {
         self.pods.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The devices of `pod`, refused if the runtime cannot move them.
+    fn devices(&self, pod: &PodSandbox) -> Result<Vec<NetDevice>, Error> {
+        let devices = pod_netdevices(pod)?;
+        if devices.is_empty() {
+            return Ok(devices);
+        }
+        let unsupported = self
+            .unsupported
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        match unsupported {
+            Some((runtime, version)) => Err(Error::Unsupported {
+                runtime,
+                version,
+                devices: devices.iter().map(|d| d.name.clone()).collect(),
+            }),
+            None => Ok(devices),
+        }
     }
 
     fn forget(&self, pod: &PodSandbox) {
@@ -265,6 +313,24 @@ impl Plugin for NetDeviceInjector {
         Event::CreateContainer,
         Event::PostCreateContainer,
     ]);
+
+    async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<Option<EventMask>> {
+        let version = info.runtime.nri_version.version;
+        let unsupported = (version < NET_DEVICES_SINCE).then(|| {
+            tracing::warn!(
+                runtime = %info.runtime.name,
+                runtime_version = %info.runtime.version,
+                nri_version = %version,
+                "this runtime cannot move network devices (NRI v0.11+ needed): pods asking for them will fail"
+            );
+            (format!("{} {}", info.runtime.name, info.runtime.version), version)
+        });
+        *self
+            .unsupported
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = unsupported;
+        Ok(None)
+    }
 
     async fn synchronize(
         &self,
@@ -289,7 +355,7 @@ impl Plugin for NetDeviceInjector {
     }
 
     async fn run_pod_sandbox(&self, pod: PodSandbox) -> HandlerResult<()> {
-        let devices = pod_netdevices(&pod)?;
+        let devices = self.devices(&pod)?;
         if !devices.is_empty() {
             tracing::info!(
                 pod = %format!("{}/{}", pod.namespace, pod.name),
@@ -315,7 +381,7 @@ impl Plugin for NetDeviceInjector {
         pod: PodSandbox,
         ctr: Container,
     ) -> HandlerResult<CreateContainerResponse> {
-        let devices = pod_netdevices(&pod)?;
+        let devices = self.devices(&pod)?;
         if devices.is_empty() {
             return Ok(CreateContainerResponse::default());
         }

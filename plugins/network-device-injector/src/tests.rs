@@ -252,3 +252,24 @@ async fn errors_reach_the_runtime() {
     let r = p.create_container(plain, ctr("c", "q")).await.unwrap();
     assert!(r.adjust.is_none());
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn old_runtime_fails_pods_asking_for_devices() {
+    let p = NetDeviceInjector::new();
+    *p.unsupported.lock().unwrap() = Some(("containerd v2.1.4".into(), NriVersion::new(0, 9, 0)));
+    let pd = pod("p", &[(NETDEVICE_KEY, "- name: dummy0")], true);
+    let e = p.run_pod_sandbox(pd.clone()).await.unwrap_err();
+    assert!(e.message().contains("NRI v0.11 or later needed"), "{e}");
+    assert!(e.message().contains("containerd v2.1.4"), "{e}");
+    assert!(p.create_container(pd, ctr("c", "p")).await.is_err());
+    // Pods without devices are not affected.
+    let plain = pod("q", &[], true);
+    p.run_pod_sandbox(plain.clone()).await.unwrap();
+    assert!(
+        p.create_container(plain, ctr("c", "q"))
+            .await
+            .unwrap()
+            .adjust
+            .is_none()
+    );
+}
