@@ -390,7 +390,10 @@ pub async fn run(
             )
         } else {
             let path = PathBuf::from(p.path.clone().unwrap_or_default());
-            let path = if path.is_relative() && path.components().count() > 1 {
+            let path = if path.is_relative()
+                && path.components().count() > 1
+                && scenario.base_dir != std::path::Path::new(".")
+            {
                 scenario.base_dir.join(path)
             } else {
                 path

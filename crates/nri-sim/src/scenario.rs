@@ -399,19 +399,35 @@ impl Scenario {
                 .location()
                 .map(|l| (l.line(), l.column()))
                 .unwrap_or((0, 0));
+            let mut message = e.without_snippet().to_string();
+            // The position is in front already.
+            let suffix = format!(" at line {line}, column {column}");
+            if let Some(m) = message.strip_suffix(&suffix) {
+                message = m.to_owned();
+            }
             Error::Parse {
                 at: Position {
                     file: file.to_owned(),
                     line,
                     column,
                 },
-                message: e.without_snippet().to_string(),
+                message,
             }
         })?;
         sc.file = file.to_owned();
         sc.base_dir = base_dir.to_owned();
         sc.check()?;
         Ok(sc)
+    }
+
+    /// The line `n` (1-based) of a scenario file and a caret under column
+    /// `col`, for error messages; `None` if unknown.
+    pub fn snippet(text: &str, line: u64, col: u64) -> Option<String> {
+        let l = text
+            .lines()
+            .nth(usize::try_from(line).ok()?.checked_sub(1)?)?;
+        let pad = " ".repeat(usize::try_from(col.saturating_sub(1)).ok()?);
+        Some(format!("{line:>4} | {l}\n     | {pad}^"))
     }
 
     /// The position of a location in this scenario's file.

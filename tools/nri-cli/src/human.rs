@@ -321,7 +321,7 @@ impl<W: Write + Send> nri_sim::Reporter for Human<W> {
                         self.paint(Style::Red, "plugin CRASHED")
                     );
                     self.line(&l);
-                    for o in output {
+                    for o in output.iter().rev().take(3).rev() {
                         let l = format!("       | {}", self.paint(Style::Dim, o));
                         self.line(&l);
                     }

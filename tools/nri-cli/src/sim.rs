@@ -188,7 +188,19 @@ pub fn run(args: Args) -> ExitCode {
     }
     let scenario = match load(&args) {
         Ok(s) => s,
-        Err(e) => return usage(e),
+        Err(e) => {
+            let code = usage(&e);
+            if let (
+                nri_sim::Error::Parse { at, .. } | nri_sim::Error::Invalid { at, .. },
+                Some(path),
+            ) = (&e, &args.scenario)
+                && let Ok(text) = std::fs::read_to_string(path)
+                && let Some(snip) = Scenario::snippet(&text, at.line, at.column)
+            {
+                eprintln!("{snip}");
+            }
+            return code;
+        }
     };
     if args.check {
         println!(

@@ -1,0 +1,263 @@
+//! `nri sim` end to end: the real binary, its bundled plugins, scenarios.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn nri() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_nri"));
+    c.env_remove("RUST_LOG").env("NO_COLOR", "1");
+    c
+}
+
+fn run(args: &[&str]) -> Output {
+    nri().args(args).output().expect("run nri")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}\n--- stderr ---\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn write(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, body).expect("write");
+    p
+}
+
+#[test]
+fn default_scenario_passes_and_shows_the_features() {
+    let o = run(&["sim"]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    for needle in [
+        "changed 10-env",                           // adjustments with owners
+        "changed 20-ulimit rlimits",                // rlimit adjuster
+        "changed 30-devices",                       // device/mount injector
+        "both tried to set Env \"GREETING\"",       // conflict
+        "60-sleepy",                                // hanging plugin ...
+        "plugin CRASHED 70-crashy",                 // crash ...
+        "StopContainer          web/sidecar",       // ... teardown goes on
+        "Synchronize with 2 pods and 3 containers", // late registration
+        "final OCI specs",
+        "+ process.env: GREETING=hello",
+        "~ process.rlimits[RLIMIT_NOFILE].hard: 1024 -> 4096",
+        "expectations held",
+    ] {
+        assert!(t.contains(needle), "missing {needle:?} in:\n{t}");
+    }
+    // The hang ends by the runtime's deadline or by the plugin SDK's own
+    // (ttRPC DEADLINE_EXCEEDED), whichever fires first.
+    assert!(
+        t.contains("60-sleepy timeout: no answer within") || t.contains("deadline exceeded"),
+        "{t}"
+    );
+    assert!(!t.contains("\x1b["), "no colour when not a terminal");
+}
+
+#[test]
+fn json_output_is_one_object_per_line() {
+    let o = run(&["sim", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let recs: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let types: Vec<&str> = recs.iter().filter_map(|r| r["type"].as_str()).collect();
+    for t in [
+        "start",
+        "plugin_registered",
+        "step",
+        "event",
+        "spec",
+        "expectation",
+        "summary",
+    ] {
+        assert!(types.contains(&t), "no {t} record in {types:?}");
+    }
+    let summary = recs.last().expect("records");
+    assert_eq!(summary["type"], "summary");
+    assert_eq!(summary["expectations_failed"], 0);
+    assert!(summary["conflicts"].as_u64() > Some(0));
+    let create = recs
+        .iter()
+        .find(|r| {
+            r["type"] == "event" && r["event"] == "CreateContainer" && r["target"] == "web/app"
+        })
+        .expect("CreateContainer web/app");
+    assert!(create["changes"].as_array().is_some_and(|c| {
+        c.iter()
+            .any(|c| c["plugin"] == "10-env" && c["field"] == "env")
+    }));
+}
+
+#[test]
+fn failing_expectation_exits_1() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = write(
+        dir.path(),
+        "s.yaml",
+        "plugins:\n  - name: env\n    bundled: env\n    config: { env: { A: '1' } }\npods:\n  - name: p\n    containers: [{ name: c }]\nsteps:\n  - up: p\nexpect:\n  - container: p/c\n    env: { A: '2' }\n",
+    );
+    let o = run(&["sim", f.to_str().expect("utf8")]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("FAILED p/c has env A=2: A=1"), "{t}");
+    assert!(t.contains("s.yaml:11:5"), "{t}");
+}
+
+#[test]
+fn bad_scenarios_give_file_line_column_and_exit_2() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cases = [
+        (
+            "pods:\n  - name: web\n    containers: 3\n",
+            "bad.yaml:3:17",
+            "expected",
+        ),
+        (
+            "pods:\n  - name: web\nsteps:\n  - run-pod: db\n",
+            "bad.yaml:4:14",
+            "unknown pod \"db\"",
+        ),
+        (
+            "name: x\nstepz: []\n",
+            "bad.yaml:2:1",
+            "unknown field `stepz`",
+        ),
+        (
+            "plugins:\n  - name: a\n    bundled: env\n    policy: sometimes\n",
+            "bad.yaml:4:13",
+            "unknown failure policy",
+        ),
+    ];
+    for (body, at, what) in cases {
+        let f = write(dir.path(), "bad.yaml", body);
+        let o = run(&["sim", f.to_str().expect("utf8")]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{body}: {}", text(&o));
+        assert!(err.contains(at), "{body}: want {at} in {err}");
+        assert!(err.contains(what), "{body}: want {what} in {err}");
+    }
+}
+
+#[test]
+fn missing_plugin_binary_is_reported_and_the_run_goes_on_per_policy() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let body = "runtime:\n  registration-timeout: 1s\nplugins:\n  - name: ghost\n    path: /nonexistent/ghost-plugin\n    policy: POLICY\n  - name: env\n    bundled: env\n    config: { env: { A: '1' } }\npods:\n  - name: p\n    containers: [{ name: c }]\nsteps:\n  - up: p\n    expect: EXPECT\n";
+    for (policy, expect) in [("ignore", "ok"), ("required", "fail")] {
+        let f = write(
+            dir.path(),
+            "m.yaml",
+            &body.replace("POLICY", policy).replace("EXPECT", expect),
+        );
+        let o = run(&["sim", f.to_str().expect("utf8")]);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(0), "{policy}: {t}");
+        assert!(
+            t.contains("plugin FAILED 10-ghost: cannot start /nonexistent/ghost-plugin"),
+            "{t}"
+        );
+        assert!(t.contains("plugin 20-env"), "{t}");
+        if policy == "required" {
+            assert!(
+                t.contains("required plugin 10-ghost is not connected"),
+                "{t}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_plugin_speaking_garbage_is_reported() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = write(
+        dir.path(),
+        "g.yaml",
+        "runtime:\n  registration-timeout: 500ms\nplugins:\n  - name: junk\n    bundled: garbage\n    policy: ignore\npods:\n  - name: p\n    containers: [{ name: c }]\nsteps:\n  - up: p\n    expect: ok\n",
+    );
+    let o = run(&["sim", f.to_str().expect("utf8")]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    assert!(t.contains("plugin FAILED 10-junk: did not register"), "{t}");
+}
+
+#[test]
+fn command_line_plugin_runs_the_lifecycle_scenario() {
+    // Any executable that speaks NRI on fd 3 works; use the bundled logger
+    // through a wrapper script named like a pre-launched plugin.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = write(
+        dir.path(),
+        "15-mylogger",
+        &format!(
+            "#!/bin/sh\nexec '{}' __bundled-plugin logger\n",
+            env!("CARGO_BIN_EXE_nri")
+        ),
+    );
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let o = run(&["sim", "--plugin", script.to_str().expect("utf8")]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    assert!(t.contains("nri sim: lifecycle"), "{t}");
+    assert!(t.contains("plugin 15-mylogger"), "{t}");
+    assert!(t.contains("UpdateContainer        demo/app"), "{t}");
+}
+
+#[test]
+fn every_documented_example_runs_and_holds() {
+    let dir = repo().join("docs/sim/examples");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).expect("docs/sim/examples") {
+        let p = entry.expect("entry").path();
+        if p.extension().is_some_and(|e| e == "yaml") {
+            n += 1;
+            let o = run(&["sim", "--json", p.to_str().expect("utf8")]);
+            assert_eq!(o.status.code(), Some(0), "{}: {}", p.display(), text(&o));
+        }
+    }
+    assert!(n >= 4, "only {n} examples");
+}
+
+#[test]
+fn help_of_every_subcommand_has_examples() {
+    for args in [vec!["--help"], vec!["sim", "--help"]] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(0));
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("Examples:"),
+            "{args:?}"
+        );
+    }
+    let o = run(&["sim", "--nope"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn print_check_and_list() {
+    let o = run(&["sim", "--print-scenario"]);
+    assert_eq!(o.status.code(), Some(0));
+    let demo = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(demo.contains("name: demo"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = write(dir.path(), "demo.yaml", &demo);
+    let o = run(&["sim", "--check", f.to_str().expect("utf8")]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = run(&["sim", "--list-bundled"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    for k in [
+        "env", "ulimit", "devices", "logger", "crash", "hang", "slow", "garbage",
+    ] {
+        assert!(out.contains(k), "{out}");
+    }
+}
