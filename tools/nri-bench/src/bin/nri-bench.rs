@@ -23,6 +23,9 @@ struct Args {
     /// Print the whole report as JSON instead of tables.
     #[arg(long)]
     json: bool,
+    /// Also write the whole report as JSON to this file.
+    #[arg(long)]
+    json_out: Option<PathBuf>,
     /// Timed calls at K=1 in the runtime cells (K plugins: n/K).
     #[arg(long)]
     n: Option<usize>,
@@ -110,6 +113,15 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    if let Some(path) = &a.json_out {
+        let written = serde_json::to_vec_pretty(&report)
+            .map_err(std::io::Error::from)
+            .and_then(|v| std::fs::write(path, v));
+        if let Err(e) = written {
+            eprintln!("nri-bench: writing {}: {e}", path.display());
+            return ExitCode::from(1);
+        }
+    }
     let mut out = std::io::stdout().lock();
     let r = if a.json {
         serde_json::to_writer_pretty(&mut out, &report)
