@@ -335,7 +335,7 @@ impl<W: Write + Send> nri_sim::Reporter for Human<W> {
                 );
                 self.line(&l);
             }
-            Record::Sync { pods, containers } if verbose => {
+            Record::Sync { pods, containers } if verbose && pods + containers > 0 => {
                 let l = format!(
                     "       runtime listed {pods} pods and {containers} containers for Synchronize"
                 );
@@ -406,7 +406,7 @@ impl<W: Write + Send> nri_sim::Reporter for Human<W> {
                         "\n{}",
                         self.paint(
                             Style::Bold,
-                            "final OCI specs (changes by plugins, against the spec built from the scenario)"
+                            "final OCI specs (diff against the spec built from the scenario: plugin adjustments and updates)"
                         )
                     );
                     self.line(&l);

@@ -1,0 +1,164 @@
+//! The engine without plugin processes: lifecycle semantics, records,
+//! expectations, and plugins that cannot start.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+
+use nri_sim::report::EventResult;
+use nri_sim::{Collect, Options, Record, Scenario};
+
+async fn run(yaml: &str) -> (nri_sim::Summary, Vec<Record>) {
+    let sc = Scenario::parse("t.yaml", Path::new("."), yaml).unwrap();
+    let mut rec = Collect::default();
+    let s = nri_sim::run(&sc, &Options::default(), &mut rec)
+        .await
+        .unwrap();
+    (s, rec.0)
+}
+
+fn events(recs: &[Record]) -> Vec<&EventResult> {
+    recs.iter()
+        .filter_map(|r| match r {
+            Record::Event(e) => Some(e),
+            _ => None,
+        })
+        .collect()
+}
+
+const PODS: &str = "pods:\n  - name: p\n    containers:\n      - name: c\n        env: { A: '1' }\n        resources: { memory: { limit: 64Mi } }\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lifecycle_without_plugins_delivers_every_event_in_order() {
+    let (s, recs) = run(&format!(
+        "{PODS}steps:\n  - up: p\n  - update: p/c\n    resources: {{ cpu: {{ shares: 10 }} }}\n  - down: p\nexpect:\n  - container: p/c\n    env: {{ A: '1' }}\n"
+    ))
+    .await;
+    let names: Vec<&str> = events(&recs).iter().map(|e| e.event.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "RunPodSandbox",
+            "CreateContainer",
+            "PostCreateContainer",
+            "StartContainer",
+            "PostStartContainer",
+            "UpdateContainer",
+            "PostUpdateContainer",
+            "StopContainer",
+            "RemoveContainer",
+            "StopPodSandbox",
+            "RemovePodSandbox"
+        ]
+    );
+    assert!(events(&recs).iter().all(|e| e.ok));
+    assert!(s.passed());
+    assert_eq!((s.expectations_held, s.events, s.failed_events), (1, 11, 0));
+    // No plugin changed anything; the update step did.
+    let diff = recs.iter().find_map(|r| match r {
+        Record::Spec {
+            container, diff, ..
+        } if container == "p/c" => Some(diff.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        diff,
+        Some(vec![nri_sim::spec::DiffLine::Added {
+            path: "linux.resources.cpu".into(),
+            value: "{\"shares\":10}".into()
+        }])
+    );
+    assert!(matches!(recs.last(), Some(Record::Summary(_))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_order_steps_fail_without_reaching_the_runtime() {
+    let (s, recs) = run(&format!(
+        "{PODS}steps:\n  - create: p/c\n    expect: fail\n  - run-pod: p\n  - run-pod: p\n    label: twice\n  - start: p/c\n    expect: fail\nexpect:\n  - step: twice\n    outcome: fail\n"
+    ))
+    .await;
+    let evs = events(&recs);
+    assert!(
+        evs[0]
+            .error
+            .as_deref()
+            .unwrap()
+            .contains("pod p is not running")
+    );
+    assert!(evs[2].error.as_deref().unwrap().contains("already running"));
+    assert!(evs[3].error.as_deref().unwrap().contains("was not created"));
+    assert!(s.passed(), "{recs:#?}");
+    assert_eq!(s.expectations_held, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_expectations_are_counted_with_their_position() {
+    let (s, recs) = run(&format!(
+        "{PODS}steps:\n  - up: p\nexpect:\n  - container: p/c\n    env: {{ A: '2' }}\n    mounts: [/nowhere]\n  - conflict: true\n"
+    ))
+    .await;
+    assert!(!s.passed());
+    assert_eq!(s.expectations_failed, 3);
+    let at: Vec<&str> = recs
+        .iter()
+        .filter_map(|r| match r {
+            Record::Expectation {
+                at, held: false, ..
+            } => Some(at.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(at, ["t.yaml:10:5", "t.yaml:10:5", "t.yaml:13:5"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugins_that_cannot_start_are_reported_and_required_ones_refuse_requests() {
+    let (s, recs) = run(&format!(
+        "plugins:\n  - name: b\n    bundled: logger\n  - name: x\n    path: /nonexistent/x\n    policy: required\n{PODS}steps:\n  - up: p\n    expect: fail\n"
+    ))
+    .await;
+    let failed: Vec<(&str, &str)> = recs
+        .iter()
+        .filter_map(|r| match r {
+            Record::PluginFailed { plugin, reason, .. } => Some((plugin.as_str(), reason.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(failed.len(), 2, "{failed:?}");
+    assert!(failed[0].1.contains("self_exe"), "{failed:?}"); // bundled without the nri binary
+    assert!(
+        failed[1].1.contains("cannot start /nonexistent/x"),
+        "{failed:?}"
+    );
+    assert_eq!(s.plugin_problems, 2);
+    assert!(s.passed());
+    let ev = events(&recs)[0];
+    assert!(
+        ev.error
+            .as_deref()
+            .unwrap()
+            .contains("required plugin 20-x")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallel_creations_all_land() {
+    let (s, recs) = run(
+        "pods:\n  - name: p\n    containers: [{name: a}, {name: b}, {name: c}]\nsteps:\n  - run-pod: p\n  - parallel:\n      - create: p/a\n      - create: p/b\n      - create: p/c\n",
+    )
+    .await;
+    assert_eq!(s.failed_events, 0);
+    let specs = recs
+        .iter()
+        .filter(|r| matches!(r, Record::Spec { .. }))
+        .count();
+    assert_eq!(specs, 3);
+    let subs: Vec<&str> = recs
+        .iter()
+        .filter_map(|r| match r {
+            Record::Step { index, .. } => Some(index.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(subs, ["1", "2", "2.1", "2.2", "2.3"]);
+}
