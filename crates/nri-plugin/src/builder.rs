@@ -11,7 +11,7 @@ use nri_api::{
 };
 
 use crate::handle::Shared;
-use crate::{Error, Plugin, Stub};
+use crate::{Error, Plugin, Stub, SyncMode};
 
 /// How the plugin reaches the runtime.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -116,6 +116,7 @@ pub struct Builder<P> {
     registration_timeout: Duration,
     request_timeout: Duration,
     reconnect: Option<ReconnectPolicy>,
+    sync_mode: SyncMode,
 }
 
 impl<P: Plugin> Builder<P> {
@@ -135,6 +136,7 @@ impl<P: Plugin> Builder<P> {
             registration_timeout: DEFAULT_REGISTRATION_TIMEOUT,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             reconnect: None,
+            sync_mode: SyncMode::Collect,
         }
     }
 
@@ -194,6 +196,16 @@ impl<P: Plugin> Builder<P> {
     /// Reconnects after the connection ends (external mode only).
     pub fn reconnect(mut self, policy: ReconnectPolicy) -> Self {
         self.reconnect = Some(policy);
+        self
+    }
+
+    /// How the synchronization reaches the plugin: all at once
+    /// ([`SyncMode::Collect`], default, [`Plugin::synchronize`]) or one
+    /// message at a time ([`SyncMode::Streaming`],
+    /// [`Plugin::synchronize_chunk`]), which bounds the memory a
+    /// synchronization takes to about one message.
+    pub fn sync_mode(mut self, mode: SyncMode) -> Self {
+        self.sync_mode = mode;
         self
     }
 
@@ -265,6 +277,7 @@ impl<P: Plugin> Builder<P> {
                 strict_events: self.strict_events,
                 registration_timeout: self.registration_timeout,
                 reconnect,
+                sync_mode: self.sync_mode,
             }),
         })
     }
@@ -281,6 +294,7 @@ pub(crate) struct Config {
     pub(crate) strict_events: bool,
     pub(crate) registration_timeout: Duration,
     pub(crate) reconnect: Option<ReconnectPolicy>,
+    pub(crate) sync_mode: SyncMode,
 }
 
 /// Index and name: builder, else environment, else the executable's name.

@@ -172,6 +172,24 @@ pub enum SyncKind {
     },
 }
 
+/// How the pods and containers of the runtime's synchronization reach the
+/// plugin. Chosen with [`Builder::sync_mode`](crate::Builder::sync_mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum SyncMode {
+    /// All messages of a split synchronization are collected and handed to
+    /// [`Plugin::synchronize`] in one call (what the Go stub does). Memory:
+    /// the whole decoded state, about four times its wire size (a sync of
+    /// 1000 pods / 5000 containers, 15 MB on the wire, peaks near 60 MB).
+    #[default]
+    Collect,
+    /// Each message is handed to [`Plugin::synchronize_chunk`] as it arrives
+    /// and dropped before the next one: at most one message (≤ 4 MiB on the
+    /// wire) is decoded at a time. For plugins that keep little or nothing
+    /// of the synchronized state.
+    Streaming,
+}
+
 /// An NRI plugin: one method per request of the protocol, each optional.
 ///
 /// Declare the events the plugin handles in [`Plugin::EVENTS`] and implement
@@ -209,6 +227,9 @@ pub trait Plugin: Send + Sync + 'static {
 
     /// The runtime's current pods and containers (all chunks of a split
     /// synchronization reassembled). Return updates for existing containers.
+    ///
+    /// Not called under [`SyncMode::Streaming`](crate::SyncMode::Streaming)
+    /// (see [`Plugin::synchronize_chunk`]).
     fn synchronize(
         &self,
         pods: Vec<PodSandbox>,
@@ -216,6 +237,34 @@ pub trait Plugin: Send + Sync + 'static {
         kind: SyncKind,
     ) -> impl Future<Output = HandlerResult<Vec<ContainerUpdate>>> + Send {
         let _ = (pods, containers, kind);
+        ready(Ok(Vec::new()))
+    }
+
+    /// One message of the runtime's synchronization, handed over as it
+    /// arrives: called instead of [`Plugin::synchronize`] when the stub was
+    /// built with [`SyncMode::Streaming`](crate::SyncMode::Streaming), once
+    /// per message, in order. `more` is true for every message but the last
+    /// (a synchronization that fits one message is a single call with
+    /// `more == false`); every call of one synchronization has the same
+    /// `kind`, and the first call of a [`SyncKind::Resync`] starts a new
+    /// state that replaces the old one.
+    ///
+    /// The chunk is dropped when the method returns, before the next message
+    /// is read, so at most one message's pods and containers are in memory:
+    /// keep only what the plugin needs. Updates returned by all calls are
+    /// sent together in the answer to the last message (the protocol allows
+    /// updates only there). An error fails the synchronization as in
+    /// [`Plugin::synchronize`].
+    ///
+    /// The default does nothing and returns no updates.
+    fn synchronize_chunk(
+        &self,
+        pods: Vec<PodSandbox>,
+        containers: Vec<Container>,
+        more: bool,
+        kind: SyncKind,
+    ) -> impl Future<Output = HandlerResult<Vec<ContainerUpdate>>> + Send {
+        let _ = (pods, containers, more, kind);
         ready(Ok(Vec::new()))
     }
 

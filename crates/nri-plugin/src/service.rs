@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use nri_api::api::{
-    ConfigureRequest, ConfigureResponse, Container, CreateContainerRequest, Event, PodSandbox,
-    PostCreateContainerRequest, PostStartContainerRequest, PostUpdateContainerRequest,
+    ConfigureRequest, ConfigureResponse, Container, ContainerUpdate, CreateContainerRequest, Event,
+    PodSandbox, PostCreateContainerRequest, PostStartContainerRequest, PostUpdateContainerRequest,
     PostUpdatePodSandboxRequest, RemoveContainerRequest, RemovePodSandboxRequest,
     RunPodSandboxRequest, StartContainerRequest, StateChangeEvent, StopContainerRequest,
     StopPodSandboxRequest, SynchronizeRequest, SynchronizeResponse, UpdateContainerRequest,
@@ -25,7 +25,7 @@ use crate::builder::Config;
 use crate::handle::{Shared, lock};
 use crate::{
     ConfigureInfo, Error, HandlerError, HandlerResult, Phase, Plugin, PluginHandle, RuntimeInfo,
-    SyncKind,
+    SyncKind, SyncMode,
 };
 
 /// Per-connection state shared by the service and the connection driver.
@@ -38,6 +38,8 @@ pub(crate) struct ConnState {
     pub(crate) fatal_notify: Notify,
     pub(crate) fatal: Mutex<Option<Error>>,
     sync_acc: Mutex<Option<(Vec<PodSandbox>, Vec<Container>)>>,
+    /// [`SyncMode::Streaming`]: updates returned for the chunks so far.
+    sync_updates: Mutex<Vec<ContainerUpdate>>,
     sync_kind: SyncKind,
 }
 
@@ -51,6 +53,7 @@ impl ConnState {
             fatal_notify: Notify::new(),
             fatal: Mutex::new(None),
             sync_acc: Mutex::new(None),
+            sync_updates: Mutex::new(Vec::new()),
             sync_kind,
         }
     }
@@ -239,53 +242,97 @@ impl<P: Plugin> PluginService<P> {
     }
 
     async fn synchronize(self, payload: Bytes) -> nri_ttrpc::HandlerResult {
-        let req: SynchronizeRequest = decode(payload)?;
-        if req.more {
-            let mut acc = lock(&self.conn.sync_acc);
-            let (pods, ctrs) = acc.get_or_insert_with(Default::default);
+        // `decode` consumes the payload: the message's bytes are released
+        // as soon as it is decoded, before the plugin sees the structs.
+        let SynchronizeRequest {
+            pods,
+            containers,
+            more,
+        } = decode(payload)?;
+        let kind = self.conn.sync_kind;
+        if self.config.sync_mode == SyncMode::Streaming {
             tracing::debug!(
-                pods = req.pods.len(),
-                containers = req.containers.len(),
+                pods = pods.len(),
+                containers = containers.len(),
+                more,
+                ?kind,
+                "nri-plugin: synchronizing a chunk"
+            );
+            let update = match self
+                .plugin
+                .synchronize_chunk(pods, containers, more, kind)
+                .await
+            {
+                Ok(u) => u,
+                Err(e) => {
+                    return Err(self.conn.fail(Error::SynchronizeFailed {
+                        reason: e.to_string(),
+                    }));
+                }
+            };
+            if more {
+                // Updates are only allowed in the answer to the last message.
+                lock(&self.conn.sync_updates).extend(update);
+                return Ok(encode(&SynchronizeResponse {
+                    update: Vec::new(),
+                    more: true,
+                }));
+            }
+            let mut all = std::mem::take(&mut *lock(&self.conn.sync_updates));
+            all.extend(update);
+            return Ok(self.synced(all));
+        }
+        if more {
+            tracing::debug!(
+                pods = pods.len(),
+                containers = containers.len(),
                 "nri-plugin: collecting a sync chunk"
             );
-            pods.extend(req.pods);
-            ctrs.extend(req.containers);
+            let mut acc = lock(&self.conn.sync_acc);
+            match &mut *acc {
+                // The first chunk is kept as decoded (no copy).
+                None => *acc = Some((pods, containers)),
+                Some((all_pods, all_ctrs)) => {
+                    all_pods.extend(pods);
+                    all_ctrs.extend(containers);
+                }
+            }
             return Ok(encode(&SynchronizeResponse {
                 update: Vec::new(),
                 more: true,
             }));
         }
         let (pods, containers) = match lock(&self.conn.sync_acc).take() {
-            None => (req.pods, req.containers),
-            Some((mut pods, mut ctrs)) => {
-                pods.extend(req.pods);
-                ctrs.extend(req.containers);
-                (pods, ctrs)
+            None => (pods, containers),
+            Some((mut all_pods, mut all_ctrs)) => {
+                all_pods.extend(pods);
+                all_ctrs.extend(containers);
+                (all_pods, all_ctrs)
             }
         };
         tracing::debug!(
             pods = pods.len(),
             containers = containers.len(),
-            kind = ?self.conn.sync_kind,
+            ?kind,
             "nri-plugin: synchronizing"
         );
-        match self
-            .plugin
-            .synchronize(pods, containers, self.conn.sync_kind)
-            .await
-        {
-            Ok(update) => {
-                self.conn.set_phase(Phase::Running);
-                self.conn.synced.notify_one();
-                Ok(encode(&SynchronizeResponse {
-                    update,
-                    more: false,
-                }))
-            }
+        match self.plugin.synchronize(pods, containers, kind).await {
+            Ok(update) => Ok(self.synced(update)),
             Err(e) => Err(self.conn.fail(Error::SynchronizeFailed {
                 reason: e.to_string(),
             })),
         }
+    }
+
+    /// The synchronization completed: the connection runs; the answer to
+    /// the last message.
+    fn synced(&self, update: Vec<ContainerUpdate>) -> Bytes {
+        self.conn.set_phase(Phase::Running);
+        self.conn.synced.notify_one();
+        encode(&SynchronizeResponse {
+            update,
+            more: false,
+        })
     }
 
     async fn state_change(self, payload: Bytes) -> nri_ttrpc::HandlerResult {

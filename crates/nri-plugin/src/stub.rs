@@ -303,6 +303,9 @@ impl<P: Plugin> Stub<P> {
                     return fail(self.fatal_end(&conn, &mut serve).await, &conn);
                 }
                 () = conn.synced.notified() => {
+                    // The synchronization's decoded state has been dropped
+                    // (unless the plugin kept it): return it to the OS.
+                    crate::mem::release_freed_memory();
                     tracing::info!(plugin = %self.config.plugin_name(), "nri-plugin: synchronized");
                 }
                 () = conn.shutdown.notified() => {
