@@ -64,10 +64,16 @@ struct Args {
     /// Seed of the restart choices.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Fail if the runtime's RSS grows by more than this (KiB) from the
-    /// start (after warm-up) to the end.
-    #[arg(long, default_value_t = 64 * 1024)]
+    /// Fail if the runtime's RSS grows by more than this (KiB) over the
+    /// second half of the run (a leak grows there; warm-up does not).
+    #[arg(long, default_value_t = 16 * 1024)]
     max_rss_growth_kib: u64,
+    /// Fail if the runtime's RSS ever exceeds this (KiB).
+    #[arg(long, default_value_t = 256 * 1024)]
+    max_rss_kib: u64,
+    /// Restart kinds: `both`, `kill` (SIGKILL + relaunch) or `reconnect`.
+    #[arg(long, default_value = "both")]
+    restart_kind: String,
     /// Runtime worker threads.
     #[arg(long, default_value_t = 2)]
     threads: usize,
@@ -509,15 +515,29 @@ async fn runtime_main(args: Args, handle: tokio::runtime::Handle) -> anyhow::Res
     let (mut kills, mut reconnects) = (0u64, 0u64);
     let restartable = args.plugins.saturating_sub(args.stable);
     let mut next_restart = warm + restart_every;
+    // Runtime RSS every 10 % of the events, to tell a plateau from a leak.
+    let mut samples: Vec<(u64, u64)> = Vec::new();
+    let mut next_sample = 0u64;
     while !driver.is_finished() {
         tokio::time::sleep(Duration::from_millis(5)).await; // pacing of the restart loop only
-        if restartable == 0 || sent.load(Ordering::SeqCst) < next_restart {
+        let now = sent.load(Ordering::SeqCst);
+        if now >= next_sample {
+            samples.push((now, rss_kib("self").unwrap_or(0)));
+            next_sample = now + total / 10;
+        }
+        if args.restarts == 0 || restartable == 0 || now < next_restart {
             continue;
         }
         next_restart += restart_every;
         let i = args.stable + (rng.next() % restartable as u64) as usize;
         generation[i] += 1;
-        if rng.next() % 2 == 0 {
+        let coin = rng.next() % 2 == 0;
+        let kill = match args.restart_kind.as_str() {
+            "kill" => true,
+            "reconnect" => false,
+            _ => coin,
+        };
+        if kill {
             // SIGKILL + relaunch.
             let mut old = std::mem::replace(
                 &mut children[i],
@@ -584,16 +604,32 @@ async fn runtime_main(args: Args, handle: tokio::runtime::Handle) -> anyhow::Res
             start.tasks, end.tasks
         ));
     }
-    let growth = end.rss_runtime.saturating_sub(start.rss_runtime);
+    let half = samples
+        .iter()
+        .find(|(n, _)| *n >= total / 2)
+        .map_or(start.rss_runtime, |s| s.1);
+    let growth = end.rss_runtime.saturating_sub(half);
     if growth > args.max_rss_growth_kib {
-        problems.push(format!("runtime RSS grew by {growth} KiB"));
+        problems.push(format!(
+            "runtime RSS grew by {growth} KiB over the second half ({half} -> {} KiB)",
+            end.rss_runtime
+        ));
+    }
+    let peak = samples
+        .iter()
+        .map(|s| s.1)
+        .chain([end.rss_runtime])
+        .max()
+        .unwrap_or(0);
+    if peak > args.max_rss_kib {
+        problems.push(format!("runtime RSS reached {peak} KiB"));
     }
     let failed_total: u64 = delivered.values().map(|v| v.1).sum();
     let report = format!(
         concat!(
             "{{\"plugins\":{},\"events\":{},\"concurrency\":{},\"elapsed_s\":{:.1},\"events_per_s\":{:.0},",
             "\"kills\":{},\"reconnects\":{},\"connections\":{},\"failed_calls\":{},",
-            "\"rss_kib\":{{\"runtime_start\":{},\"runtime_end\":{},\"plugins_start\":{:?},\"plugins_end\":{:?}}},",
+            "\"rss_kib\":{{\"runtime_start\":{},\"runtime_end\":{},\"runtime_by_events\":{:?},\"plugins_start\":{:?},\"plugins_end\":{:?}}},",
             "\"fds\":{{\"start\":{},\"end\":{}}},\"tokio_tasks\":{{\"start\":{},\"end\":{}}},\"problems\":{:?}}}"
         ),
         args.plugins,
@@ -607,6 +643,10 @@ async fn runtime_main(args: Args, handle: tokio::runtime::Handle) -> anyhow::Res
         failed_total,
         start.rss_runtime,
         end.rss_runtime,
+        samples
+            .iter()
+            .map(|(n, r)| vec![*n, *r])
+            .collect::<Vec<_>>(),
         start
             .rss_plugins
             .iter()
