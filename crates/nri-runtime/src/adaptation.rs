@@ -5,9 +5,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use nri_api::api::{
     Container, ContainerAdjustment, ContainerEviction, ContainerUpdate, CreateContainerResponse,
-    Empty, Event, LinuxResources, OwningPlugins, PodSandbox, StopContainerRequest,
-    StopContainerResponse, UpdateContainerResponse, UpdatePodSandboxRequest,
-    UpdatePodSandboxResponse, ValidateContainerAdjustmentResponse,
+    Empty, Event, LinuxResources, OwningPlugins, PodSandbox, StopContainerResponse,
+    UpdateContainerResponse, UpdatePodSandboxRequest, UpdatePodSandboxResponse,
+    ValidateContainerAdjustmentResponse,
 };
 use nri_api::method;
 use tokio::task::JoinSet;
@@ -19,7 +19,7 @@ use crate::error::Error;
 use crate::failure::{ErrorClass, FailurePolicy, PluginError, PluginFailure, is_teardown_event};
 use crate::merge::{CreateResult, PluginId, StopResult, UpdateResult};
 use crate::metrics::{Metrics, audit_owners};
-use crate::plugin::{Plugin, PluginInfo, PluginList, PluginOrigin};
+use crate::plugin::{Notification, Plugin, PluginInfo, PluginList, PluginOrigin};
 use crate::registry::{CreationGuard, Registry};
 use crate::validate::{self, DefaultValidator, Validator};
 
@@ -362,8 +362,9 @@ impl Adaptation {
         let (plugins, guard) = self.shared.registry.begin_creation(ev, pod, None);
         self.shared.check_required(ev, &plugins)?;
         let mut errors = Vec::new();
+        let n = Notification::new(ev, pod, None);
         for p in plugins.iter().filter(|p| p.subscribed(ev)) {
-            if let Err(f) = p.notify(&*self.shared.metrics, ev, pod, None).await {
+            if let Err(f) = p.notify_prepared(&*self.shared.metrics, &n).await {
                 self.shared.on_failure(p, ev, f, &mut errors)?;
             }
         }
@@ -386,14 +387,15 @@ impl Adaptation {
             overhead_linux_resources: overhead,
             linux_resources: resources,
         };
+        let payload = bytes::Bytes::from(prost::Message::encode_to_vec(&req));
         let mut errors = Vec::new();
         for p in plugins.iter().filter(|p| p.subscribed(ev)) {
             let r: Result<UpdatePodSandboxResponse, _> = p
-                .call(
+                .call_encoded(
                     &*self.shared.metrics,
                     ev.pretty_name(),
                     method::UPDATE_POD_SANDBOX,
-                    &req,
+                    payload.clone(),
                     p.timeout,
                 )
                 .await;
@@ -433,16 +435,19 @@ impl Adaptation {
         let sh = &self.shared;
         let (plugins, guard) = sh.registry.begin_creation(ev, pod, Some(container));
         sh.check_required(ev, &plugins)?;
-        let mut result = CreateResult::new(pod.clone(), container.clone());
+        // The pod is only needed by validation (set there); the container is
+        // copied once (pristine) and again only when a plugin adjusts it.
+        let mut result = CreateResult::new(PodSandbox::default(), container.clone());
+        let mut payload = crate::encode::CreatePayload::new(pod);
         let mut errors = Vec::new();
         for p in plugins.iter() {
             if !p.subscribed(ev) {
                 result.note_plugin(&p.id);
                 continue;
             }
-            let req = result.request();
+            let req = payload.request(result.revision(), result.container());
             let r: Result<CreateContainerResponse, _> = p
-                .call(&*sh.metrics, op, method::CREATE_CONTAINER, &req, p.timeout)
+                .call_encoded(&*sh.metrics, op, method::CREATE_CONTAINER, req, p.timeout)
                 .await;
             let resp = match r {
                 Ok(resp) => resp,
@@ -453,16 +458,14 @@ impl Adaptation {
             };
             let (nu, ne) = (resp.update.len(), resp.evict.len());
             match result.apply_response(&p.id, resp) {
-                Ok(()) => sh
-                    .metrics
-                    .plugin_adjustments(&p.id.to_string(), op, 0, nu, ne),
+                Ok(()) => sh.metrics.plugin_adjustments(&p.name, op, 0, nu, ne),
                 Err(e) => {
                     let f = sh.merge_failure(p, op, e);
                     sh.on_failure(p, ev, f, &mut errors)?;
                 }
             }
         }
-        sh.validate(&plugins, &result, &mut errors).await?;
+        sh.validate(&plugins, pod, &mut result, &mut errors).await?;
         let owners = result.owners().to_wire();
         for (plugin, n) in audit_owners(op, &owners) {
             sh.metrics.plugin_adjustments(&plugin, op, n, 0, 0);
@@ -537,9 +540,7 @@ impl Adaptation {
             };
             let (nu, ne) = (resp.update.len(), resp.evict.len());
             match result.apply_response(&p.id, resp) {
-                Ok(()) => sh
-                    .metrics
-                    .plugin_adjustments(&p.id.to_string(), op, 0, nu, ne),
+                Ok(()) => sh.metrics.plugin_adjustments(&p.name, op, 0, nu, ne),
                 Err(e) => {
                     let f = sh.merge_failure(p, op, e);
                     sh.on_failure(p, ev, f, &mut errors)?;
@@ -577,23 +578,28 @@ impl Adaptation {
         let op = ev.pretty_name();
         let sh = &self.shared;
         let plugins = sh.registry.begin_event(ev, pod, Some(container));
-        let req = StopContainerRequest {
-            pod: Some(pod.clone()),
-            container: Some(container.clone()),
-        };
+        // The request does not depend on other plugins' answers: send it to
+        // every plugin at once, then merge the answers in plugin order.
+        let req = crate::encode::pod_container_request(pod, Some(container));
+        let targets: Vec<&Arc<Plugin>> = plugins.iter().filter(|p| p.subscribed(ev)).collect();
+        let answers = join_all(targets.iter().map(|p| {
+            p.call_encoded::<StopContainerResponse>(
+                &*sh.metrics,
+                op,
+                method::STOP_CONTAINER,
+                req.clone(),
+                p.timeout,
+            )
+        }))
+        .await;
         let mut result = StopResult::new();
         let mut errors = Vec::new();
-        for p in plugins.iter().filter(|p| p.subscribed(ev)) {
-            let r: Result<StopContainerResponse, _> = p
-                .call(&*sh.metrics, op, method::STOP_CONTAINER, &req, p.timeout)
-                .await;
+        for (p, r) in targets.into_iter().zip(answers) {
             match r {
                 Ok(resp) => {
                     let nu = resp.update.len();
                     match result.apply_response(&p.id, resp) {
-                        Ok(()) => sh
-                            .metrics
-                            .plugin_adjustments(&p.id.to_string(), op, 0, nu, 0),
+                        Ok(()) => sh.metrics.plugin_adjustments(&p.name, op, 0, nu, 0),
                         Err(e) => {
                             let f = sh.merge_failure(p, op, e);
                             sh.on_failure(p, ev, f, &mut errors)?;
@@ -638,14 +644,61 @@ impl Adaptation {
         }
         let sh = &self.shared;
         let plugins = sh.registry.begin_event(ev, pod, container);
+        let n = Notification::new(ev, pod, container);
         let mut errors = Vec::new();
-        for p in plugins.iter().filter(|p| p.subscribed(ev)) {
-            if let Err(f) = p.notify(&*sh.metrics, ev, pod, container).await {
-                sh.on_failure(p, ev, f, &mut errors)?;
+        if is_teardown_event(ev) {
+            // Teardown reaches every plugin whatever the others answer, so
+            // nothing orders the calls: deliver to all at once, report the
+            // failures in plugin order.
+            let targets: Vec<&Arc<Plugin>> = plugins.iter().filter(|p| p.subscribed(ev)).collect();
+            let answers =
+                join_all(targets.iter().map(|p| p.notify_prepared(&*sh.metrics, &n))).await;
+            for (p, r) in targets.into_iter().zip(answers) {
+                if let Err(f) = r {
+                    sh.on_failure(p, ev, f, &mut errors)?;
+                }
+            }
+        } else {
+            for p in plugins.iter().filter(|p| p.subscribed(ev)) {
+                if let Err(f) = p.notify_prepared(&*sh.metrics, &n).await {
+                    sh.on_failure(p, ev, f, &mut errors)?;
+                }
             }
         }
         Ok(EventReport { errors })
     }
+}
+
+/// Runs the futures concurrently on the calling task; their outputs in input
+/// order. One future is simply awaited.
+async fn join_all<F: Future>(futs: impl IntoIterator<Item = F>) -> Vec<F::Output> {
+    let mut futs: Vec<std::pin::Pin<Box<F>>> = futs.into_iter().map(Box::pin).collect();
+    if futs.len() <= 1 {
+        let mut out = Vec::with_capacity(futs.len());
+        if let Some(f) = futs.pop() {
+            out.push(f.await);
+        }
+        return out;
+    }
+    let mut out: Vec<Option<F::Output>> = futs.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (f, o) in futs.iter_mut().zip(out.iter_mut()) {
+            if o.is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *o = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    out.into_iter().flatten().collect()
 }
 
 impl Shared {
@@ -657,7 +710,7 @@ impl Shared {
         failure: PluginFailure,
         errors: &mut Vec<PluginError>,
     ) -> Result<(), Error> {
-        let plugin = p.id.to_string();
+        let plugin = p.name.clone();
         let ev = event.pretty_name();
         if is_teardown_event(event) {
             tracing::warn!(plugin = %plugin, event = ev, error = %failure, class = %failure.class(), "NRI plugin failed a teardown event (reported, not fatal)");
@@ -694,19 +747,19 @@ impl Shared {
     }
 
     fn merge_failure(&self, p: &Plugin, op: &str, e: Error) -> PluginFailure {
-        let name = p.id.to_string();
+        let name = p.name.as_str();
         match e {
             Error::Conflict { .. } => {
-                self.metrics.plugin_conflict(&name, op);
+                self.metrics.plugin_conflict(name, op);
                 self.metrics
-                    .plugin_invocation(&name, op, Err(ErrorClass::Conflict));
+                    .plugin_invocation(name, op, Err(ErrorClass::Conflict));
                 PluginFailure::Conflict {
                     message: e.to_string(),
                 }
             }
             other => {
                 self.metrics
-                    .plugin_invocation(&name, op, Err(ErrorClass::InvalidResponse));
+                    .plugin_invocation(name, op, Err(ErrorClass::InvalidResponse));
                 PluginFailure::InvalidResponse {
                     message: other.to_string(),
                 }
@@ -744,7 +797,8 @@ impl Shared {
     async fn validate(
         &self,
         plugins: &PluginList,
-        result: &CreateResult,
+        pod: &PodSandbox,
+        result: &mut CreateResult,
         errors: &mut Vec<PluginError>,
     ) -> Result<(), Error> {
         let ev = Event::ValidateContainerAdjustment;
@@ -757,6 +811,7 @@ impl Shared {
         if vplugins.is_empty() && self.validators.is_empty() {
             return Ok(());
         }
+        result.set_pod(pod.clone());
         let req = validate::build_request(result);
         for (id, v) in &self.validators {
             if let Err(rej) = v.validate(&req) {

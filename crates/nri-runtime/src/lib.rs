@@ -39,6 +39,7 @@ pub use merge::PluginId;
 mod adaptation;
 mod config;
 mod connect;
+mod encode;
 pub mod failure;
 pub mod launch;
 mod listener;

@@ -6,12 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
-use nri_api::api::{
-    Container, Event, PodSandbox, PostCreateContainerRequest, PostStartContainerRequest,
-    PostUpdateContainerRequest, PostUpdatePodSandboxRequest, RemoveContainerRequest,
-    RemovePodSandboxRequest, RunPodSandboxRequest, StartContainerRequest, StateChangeEvent,
-    StopPodSandboxRequest,
-};
+use nri_api::api::{Container, Event, PodSandbox};
 use nri_api::{EventMask, PLUGIN_SERVICE, method};
 use nri_ttrpc::{CallOptions, Client, Code};
 use prost::Message;
@@ -61,6 +56,8 @@ pub struct PluginInfo {
 
 pub(crate) struct Plugin {
     pub(crate) id: PluginId,
+    /// `id` as a string, built once (metrics labels, error reports).
+    pub(crate) name: String,
     pub(crate) origin: PluginOrigin,
     pub(crate) mask: EventMask,
     pub(crate) timeout: Duration,
@@ -78,7 +75,7 @@ pub(crate) struct Plugin {
 impl std::fmt::Debug for Plugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Plugin")
-            .field("id", &self.id.to_string())
+            .field("id", &self.name)
             .field("mask", &self.mask)
             .finish_non_exhaustive()
     }
@@ -99,6 +96,7 @@ pub(crate) struct PluginParts {
 impl Plugin {
     pub(crate) fn new(p: PluginParts) -> Self {
         Self {
+            name: p.id.to_string(),
             id: p.id,
             origin: p.origin,
             mask: p.mask,
@@ -166,21 +164,20 @@ impl Plugin {
             .call(PLUGIN_SERVICE, method, payload, CallOptions::new(timeout))
             .await;
         let elapsed = start.elapsed();
-        metrics.plugin_latency(&self.id.to_string(), operation, elapsed);
+        metrics.plugin_latency(&self.name, operation, elapsed);
         let res = res.map_err(|e| PluginFailure::from_ttrpc(&e));
         self.account(metrics, operation, &res);
         res
     }
 
     fn account<T>(&self, metrics: &dyn Metrics, operation: &str, res: &Result<T, PluginFailure>) {
-        let name = self.id.to_string();
         match res {
             Ok(_) => {
                 self.strikes.store(0, Ordering::Relaxed);
-                metrics.plugin_invocation(&name, operation, Ok(()));
+                metrics.plugin_invocation(&self.name, operation, Ok(()));
             }
             Err(f) => {
-                metrics.plugin_invocation(&name, operation, Err(f.class()));
+                metrics.plugin_invocation(&self.name, operation, Err(f.class()));
                 match f.class() {
                     ErrorClass::Timeout => {
                         let n = self.strikes.fetch_add(1, Ordering::Relaxed) + 1;
@@ -205,7 +202,25 @@ impl Plugin {
         req: &Req,
         timeout: Duration,
     ) -> Result<Resp, PluginFailure> {
-        let payload = Bytes::from(req.encode_to_vec());
+        self.call_encoded(
+            metrics,
+            operation,
+            method,
+            Bytes::from(req.encode_to_vec()),
+            timeout,
+        )
+        .await
+    }
+
+    /// Calls a method with an already encoded request and a typed response.
+    pub(crate) async fn call_encoded<Resp: Message + Default>(
+        &self,
+        metrics: &dyn Metrics,
+        operation: &str,
+        method: &str,
+        payload: Bytes,
+        timeout: Duration,
+    ) -> Result<Resp, PluginFailure> {
         let bytes = self
             .call_raw(metrics, operation, method, payload, timeout)
             .await?;
@@ -224,6 +239,22 @@ impl Plugin {
         pod: &PodSandbox,
         container: Option<&Container>,
     ) -> Result<(), PluginFailure> {
+        self.notify_prepared(metrics, &Notification::new(event, pod, container))
+            .await
+    }
+
+    /// [`notify`](Self::notify) with the request encoded once per event.
+    pub(crate) async fn notify_prepared(
+        &self,
+        metrics: &dyn Metrics,
+        n: &Notification<'_>,
+    ) -> Result<(), PluginFailure> {
+        let Notification {
+            event,
+            pod,
+            container,
+            ref dedicated,
+        } = *n;
         let op = event.pretty_name();
         if !self.legacy.load(Ordering::Relaxed) {
             let Some(method) = event.method_name() else {
@@ -231,7 +262,7 @@ impl Plugin {
                     message: format!("no RPC for event {op}"),
                 });
             };
-            let payload = dedicated_request(event, pod, container);
+            let payload = dedicated.clone();
             let start = Instant::now();
             let res = self
                 .client
@@ -251,24 +282,19 @@ impl Plugin {
                     self.legacy.store(true, Ordering::Relaxed);
                 }
                 other => {
-                    metrics.plugin_latency(&self.id.to_string(), op, start.elapsed());
+                    metrics.plugin_latency(&self.name, op, start.elapsed());
                     let res = other.map(|_| ()).map_err(|e| PluginFailure::from_ttrpc(&e));
                     self.account(metrics, op, &res);
                     return res;
                 }
             }
         }
-        let ev = StateChangeEvent {
-            event: event as i32,
-            pod: Some(pod.clone()),
-            container: container.cloned(),
-        };
         let res = self
             .call_raw(
                 metrics,
                 op,
                 method::STATE_CHANGE,
-                Bytes::from(ev.encode_to_vec()),
+                crate::encode::state_change(event, pod, container),
                 self.timeout,
             )
             .await
@@ -287,23 +313,26 @@ impl Plugin {
     }
 }
 
-fn dedicated_request(event: Event, pod: &PodSandbox, container: Option<&Container>) -> Bytes {
-    let pod = Some(pod.clone());
-    let container = container.cloned();
-    let v = match event {
-        Event::RunPodSandbox => RunPodSandboxRequest { pod }.encode_to_vec(),
-        Event::StopPodSandbox => StopPodSandboxRequest { pod }.encode_to_vec(),
-        Event::RemovePodSandbox => RemovePodSandboxRequest { pod }.encode_to_vec(),
-        Event::PostUpdatePodSandbox => PostUpdatePodSandboxRequest { pod }.encode_to_vec(),
-        Event::PostCreateContainer => PostCreateContainerRequest { pod, container }.encode_to_vec(),
-        Event::StartContainer => StartContainerRequest { pod, container }.encode_to_vec(),
-        Event::PostStartContainer => PostStartContainerRequest { pod, container }.encode_to_vec(),
-        Event::PostUpdateContainer => PostUpdateContainerRequest { pod, container }.encode_to_vec(),
-        Event::RemoveContainer => RemoveContainerRequest { pod, container }.encode_to_vec(),
-        // Only the nine events above come here.
-        _ => Vec::new(),
-    };
-    Bytes::from(v)
+/// One notification event, its dedicated request encoded once for all
+/// plugins.
+pub(crate) struct Notification<'a> {
+    pub(crate) event: Event,
+    pub(crate) pod: &'a PodSandbox,
+    pub(crate) container: Option<&'a Container>,
+    dedicated: Bytes,
+}
+
+impl<'a> Notification<'a> {
+    /// Encodes the dedicated request of `event` (one of the nine events that
+    /// [`Plugin::notify`] delivers; all of them are `{pod, container}`).
+    pub(crate) fn new(event: Event, pod: &'a PodSandbox, container: Option<&'a Container>) -> Self {
+        Self {
+            event,
+            pod,
+            container,
+            dedicated: crate::encode::pod_container_request(pod, container),
+        }
+    }
 }
 
 /// Sorted, shared list of plugins.

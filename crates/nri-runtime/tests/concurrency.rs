@@ -79,3 +79,27 @@ fn split_sync_respects_the_limit_and_keeps_everything() {
     assert_eq!(many.iter().map(|m| m.pods.len()).sum::<usize>(), 100);
     assert_eq!(many.iter().map(|m| m.containers.len()).sum::<usize>(), 100);
 }
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn teardown_fans_out_to_all_plugins_at_once() {
+    let env = TestEnv::new();
+    let a = env.start(env.builder()).await;
+    let mut conns = Vec::new();
+    for name in ["a", "b", "c", "d"] {
+        let p = FakePlugin::new("10", name)
+            .delay("StopContainer", Duration::from_millis(100))
+            .delay("RemoveContainer", Duration::from_millis(100));
+        conns.push(p.connect(&env.socket).await.unwrap());
+    }
+    wait_active(&a, 4).await;
+    let (p, c) = (pod("p"), ctr("p", "c0"));
+    let t0 = tokio::time::Instant::now();
+    let stop = a.stop_container(&p, &c).await.unwrap();
+    assert!(stop.errors.is_empty());
+    let removed = a.remove_container(&p, &c).await.unwrap();
+    assert!(removed.errors.is_empty());
+    let took = t0.elapsed();
+    // One plugin after the other this would take 800 ms.
+    assert!(took < Duration::from_millis(300), "{took:?}");
+    a.stop().await;
+}

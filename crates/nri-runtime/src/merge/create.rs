@@ -34,11 +34,16 @@ pub struct CreateResult {
     pristine: Container,
     state: CreateState,
     plugins: Vec<PluginId>,
+    /// Bumped whenever an applied response changed the container the next
+    /// plugin sees (lets the fan-out reuse an encoded request).
+    revision: u64,
 }
 
 #[derive(Debug, Clone, Default)]
 struct CreateState {
-    container: Container,
+    /// The adjusted container; `None` while no plugin adjusted it (copy on
+    /// write: then it is the pristine one).
+    container: Option<Container>,
     adjust: ContainerAdjustment,
     owners: Ownership,
     updates: Vec<ContainerUpdate>,
@@ -50,13 +55,22 @@ impl CreateResult {
     pub fn new(pod: PodSandbox, container: Container) -> Self {
         Self {
             pod,
-            state: CreateState {
-                container: container.clone(),
-                ..CreateState::default()
-            },
+            state: CreateState::default(),
             pristine: container,
             plugins: Vec::new(),
+            revision: 0,
         }
+    }
+
+    /// Replaces the pod (the fan-out starts without one and sets it only when
+    /// validation needs it).
+    pub(crate) fn set_pod(&mut self, pod: PodSandbox) {
+        self.pod = pod;
+    }
+
+    /// Changes whenever [`container`](Self::container) may have changed.
+    pub(crate) fn revision(&self) -> u64 {
+        self.revision
     }
 
     /// The pod.
@@ -72,14 +86,14 @@ impl CreateResult {
     /// The container as adjusted by the plugins applied so far: what the next
     /// plugin must see.
     pub fn container(&self) -> &Container {
-        &self.state.container
+        self.state.container.as_ref().unwrap_or(&self.pristine)
     }
 
     /// The CreateContainer request for the next plugin.
     pub fn request(&self) -> CreateContainerRequest {
         CreateContainerRequest {
             pod: Some(self.pod.clone()),
-            container: Some(self.state.container.clone()),
+            container: Some(self.container().clone()),
         }
     }
 
@@ -133,10 +147,16 @@ impl CreateResult {
         updates: Vec<ContainerUpdate>,
         evictions: Vec<ContainerEviction>,
     ) -> Result<(), Error> {
+        if adjust.is_none() && updates.is_empty() && evictions.is_empty() {
+            // Nothing to merge: skip the all-or-nothing copy of the state.
+            note(&mut self.plugins, plugin);
+            return Ok(());
+        }
         let mut next = self.state.clone();
         let id = self.pristine.id.as_str();
+        let adjusted = adjust.is_some();
         if let Some(a) = adjust.as_ref() {
-            next.adjust_container(id, &plugin.to_string(), a)?;
+            next.adjust_container(&self.pristine, id, &plugin.to_string(), a)?;
         }
         merge_updates(
             &mut next.owners,
@@ -148,6 +168,9 @@ impl CreateResult {
         )?;
         collect_evictions(&mut next.evictions, plugin, evictions, Some(id))?;
         self.state = next;
+        if adjusted {
+            self.revision += 1;
+        }
         note(&mut self.plugins, plugin);
         Ok(())
     }
@@ -307,6 +330,7 @@ impl CreateState {
     /// decides which conflict is reported first.
     fn adjust_container(
         &mut self,
+        pristine: &Container,
         id: &str,
         plugin: &str,
         a: &ContainerAdjustment,
@@ -317,6 +341,7 @@ impl CreateState {
             owners,
             ..
         } = self;
+        let container = container.get_or_insert_with(|| pristine.clone());
         let mut cx = Ctx { owners, id, plugin };
 
         if !a.annotations.is_empty() {
