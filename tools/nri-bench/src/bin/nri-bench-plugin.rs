@@ -9,7 +9,8 @@
 //!
 //! Same flags and behaviour as `nri-go-plugin` in bench mode (`--events`
 //! and `--dump` are accepted and ignored there too): subscribes to
-//! CreateContainer and StartContainer; Synchronize returns no updates;
+//! CreateContainer and StartContainer; Synchronize returns no updates
+//! (streamed: `SyncMode::Streaming`, one message at a time);
 //! CreateContainer returns nothing (`noop`) or, for `adjusting`, env
 //! `BENCH_PLUGIN_<idx>=<idx>-<name>` and annotation
 //! `bench.example.com/plugin-<idx>=<idx>-<name>`; StartContainer does
@@ -26,7 +27,7 @@ use nri_plugin::api::{
     Container, ContainerAdjustment, ContainerUpdate, CreateContainerResponse, Event, KeyValue,
     PodSandbox,
 };
-use nri_plugin::{Builder, Error, EventMask, HandlerResult, Plugin, SyncKind};
+use nri_plugin::{Builder, Error, EventMask, HandlerResult, Plugin, SyncKind, SyncMode};
 
 struct BenchPlugin {
     /// `Some((env key, annotation key, value))` for the adjusting flavour.
@@ -37,10 +38,13 @@ impl Plugin for BenchPlugin {
     const EVENTS: EventMask =
         EventMask::from_events(&[Event::CreateContainer, Event::StartContainer]);
 
-    async fn synchronize(
+    // Streaming sync (see `run`): each message is dropped as soon as it is
+    // handed over, so the no-op plugin never holds the whole state.
+    async fn synchronize_chunk(
         &self,
         _pods: Vec<PodSandbox>,
         _containers: Vec<Container>,
+        _more: bool,
         _kind: SyncKind,
     ) -> HandlerResult<Vec<ContainerUpdate>> {
         Ok(Vec::new())
@@ -201,7 +205,10 @@ async fn run(args: Args) -> ExitCode {
             )
         }),
     };
-    let mut b = Builder::new(plugin).name(name).index(idx);
+    let mut b = Builder::new(plugin)
+        .name(name)
+        .index(idx)
+        .sync_mode(SyncMode::Streaming);
     if let Some(s) = args.socket {
         b = b.socket_path(s);
     }
