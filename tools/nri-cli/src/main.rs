@@ -1,16 +1,17 @@
 //! The `nri` command: tools for NRI plugin authors and operators.
 //!
-//! Subcommands live in their own modules (`sim`, the hidden
-//! `__bundled-plugin`); `conformance` and `bench` are to be added the same
-//! way: a module with an `Args` struct (clap `Args` derive, with
-//! `after_help` examples) and a `run(args) -> ExitCode` function, plus one
-//! variant in [`Command`].
+//! Subcommands live in their own modules (`sim`, `conformance`, `bench`,
+//! the hidden `__bundled-plugin`): each is a module with an `Args` struct
+//! (clap `Args` derive, with `after_help` examples) and a `run` function
+//! returning the [`ExitCode`], plus one variant in [`Command`].
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod bundled_plugin;
+mod conformance;
 mod human;
 mod sim;
 
@@ -25,8 +26,8 @@ pub const EXIT_USAGE: u8 = 2;
 #[command(
     name = "nri",
     version,
-    about = "NRI (Node Resource Interface) tools: simulate a runtime for your plugins",
-    after_help = "Examples:\n  nri sim                          run the built-in demo with the bundled plugins\n  nri sim my-scenario.yaml         replay a scenario\n  nri sim --plugin ./target/debug/my-plugin   try your plugin on a standard lifecycle\n  nri sim --help                   scenario options"
+    about = "NRI (Node Resource Interface) tools: simulate a runtime for your plugins, check a runtime's conformance, benchmark",
+    after_help = "Examples:\n  nri sim                          run the built-in demo with the bundled plugins\n  nri sim my-scenario.yaml         replay a scenario\n  nri sim --plugin ./target/debug/my-plugin   try your plugin on a standard lifecycle\n  nri sim --help                   scenario options\n  sudo nri conformance --cri-endpoint unix:///run/containerd/containerd.sock --image busybox:latest\n                                   check a runtime against the NRI lifecycle contract\n  nri bench --quick                Rust vs Go benchmark, smoke variant"
 )]
 struct Cli {
     /// More logs from the embedded runtime on stderr (-v warnings, -vv info, -vvv debug).
@@ -40,14 +41,23 @@ struct Cli {
 enum Command {
     /// Replay a scenario against NRI plugins in an embedded runtime.
     Sim(sim::Args),
+    /// Check a real runtime (containerd, CRI-O) against the NRI lifecycle contract.
+    Conformance(conformance::Args),
+    /// Benchmark the Rust NRI plugin SDK and runtime library against the Go reference.
+    Bench(bench::Args),
     /// Runs a bundled plugin (started by `nri sim`; not for direct use).
     #[command(name = "__bundled-plugin", hide = true)]
     BundledPlugin(bundled_plugin::Args),
 }
 
 fn init_logs(verbose: u8) {
+    init_logs_default(verbose, "off");
+}
+
+/// Logs on stderr: `RUST_LOG` if set, else by `-v`, else `quiet`.
+fn init_logs_default(verbose: u8, quiet: &str) {
     let default = match verbose {
-        0 => "off",
+        0 => quiet,
         1 => "warn",
         2 => "info",
         _ => "debug",
@@ -72,6 +82,14 @@ fn main() -> ExitCode {
         Command::Sim(args) => {
             init_logs(cli.verbose);
             sim::run(args)
+        }
+        Command::Conformance(args) => {
+            init_logs_default(cli.verbose, "warn,nri_plugin=error,nri_mux=error");
+            conformance::run(args)
+        }
+        Command::Bench(args) => {
+            init_logs(cli.verbose);
+            bench::run(args, cli.verbose)
         }
         Command::BundledPlugin(args) => bundled_plugin::run(args),
     }
