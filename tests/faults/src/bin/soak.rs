@@ -525,7 +525,7 @@ async fn runtime_main(args: Args, handle: tokio::runtime::Handle) -> anyhow::Res
             samples.push((now, rss_kib("self").unwrap_or(0)));
             next_sample = now + total / 10;
         }
-        if args.restarts == 0 || restartable == 0 || now < next_restart {
+        if args.restarts == 0 || restartable == 0 || now < next_restart || next_restart >= total {
             continue;
         }
         next_restart += restart_every;
