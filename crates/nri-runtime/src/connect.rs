@@ -22,6 +22,9 @@ use crate::merge::PluginId;
 use crate::plugin::{Plugin, PluginOrigin, PluginParts};
 use crate::registry::Deferred;
 
+/// How long a refused plugin gets to read the refusal before the runtime
+/// closes the connection.
+const REFUSAL_LINGER: std::time::Duration = std::time::Duration::from_secs(1);
 /// Largest Synchronize message we send: ttRPC's 4 MiB cap minus room for
 /// the ttRPC request envelope.
 pub(crate) const SYNC_MESSAGE_LIMIT: usize = 4 * 1024 * 1024 - 64 * 1024;
@@ -122,8 +125,11 @@ impl Shared {
             Err(reason) => {
                 let _ = reply.send(Err(Status::new(Code::InvalidArgument, reason.clone())));
                 tracing::warn!(peer = %peer, name = %req.plugin_name, index = %req.plugin_idx, reason = %reason, "refusing NRI plugin registration");
-                // Let the answer reach the plugin before closing.
-                tokio::task::yield_now().await;
+                // Let the answer reach the plugin before closing: closing the
+                // trunk discards unsent data, so give the plugin a bounded
+                // moment to read the refusal and hang up itself.
+                let linger = self.config.registration_timeout.min(REFUSAL_LINGER);
+                let _ = tokio::time::timeout(linger, mux.closed()).await;
                 cleanup(&mux, &client, &closed);
                 kill_child(&mut pending.child).await;
                 return Err(reg_err(reason));
@@ -163,6 +169,11 @@ impl Shared {
             Ok(m) => m,
             Err(reason) => {
                 self.registry.release(&full);
+                // The RegisterPlugin answer may still be on its way (its
+                // handler runs in its own task); closing the trunk would
+                // discard it, so let the plugin hang up first (bounded).
+                let linger = self.config.registration_timeout.min(REFUSAL_LINGER);
+                let _ = tokio::time::timeout(linger, mux.closed()).await;
                 cleanup(&mux, &client, &closed);
                 kill_child(&mut pending.child).await;
                 return Err(fail(reason));

@@ -65,8 +65,8 @@ impl PluginFailure {
         }
     }
 
-    /// Classifies a ttRPC client error.
-    pub(crate) fn from_ttrpc(err: &nri_ttrpc::Error) -> Self {
+    /// Classifies a ttRPC client error of a call made with `timeout`.
+    pub(crate) fn from_ttrpc(err: &nri_ttrpc::Error, timeout: Duration) -> Self {
         match err {
             nri_ttrpc::Error::DeadlineExceeded { timeout, .. } => {
                 PluginFailure::Timeout { timeout: *timeout }
@@ -76,6 +76,14 @@ impl PluginFailure {
             | nri_ttrpc::Error::Truncated { .. } => {
                 PluginFailure::Disconnected { reason: chain(err) }
             }
+            // A plugin that enforces the deadline we sent (timeout_nano), as
+            // our SDK and Go's ttrpc server do, can answer DEADLINE_EXCEEDED
+            // a moment before our own timer fires: that is the same timeout,
+            // not a handler error, and must count as a strike.
+            nri_ttrpc::Error::Status {
+                code: nri_ttrpc::Code::DeadlineExceeded,
+                ..
+            } => PluginFailure::Timeout { timeout },
             nri_ttrpc::Error::Status { code, message } => PluginFailure::Status {
                 code: i32::from(*code),
                 message: message.clone(),
@@ -283,5 +291,34 @@ mod opt_millis {
     ) -> Result<Option<Duration>, D::Error> {
         let v: Option<u64> = serde::Deserialize::deserialize(d)?;
         Ok(v.map(Duration::from_millis))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadline_status_from_the_plugin_is_a_timeout() {
+        let err = nri_ttrpc::Error::Status {
+            code: nri_ttrpc::Code::DeadlineExceeded,
+            message: "context deadline exceeded".into(),
+        };
+        let f = PluginFailure::from_ttrpc(&err, Duration::from_secs(2));
+        assert!(
+            matches!(f, PluginFailure::Timeout { timeout } if timeout == Duration::from_secs(2)),
+            "{f:?}"
+        );
+        assert_eq!(f.class(), ErrorClass::Timeout);
+    }
+
+    #[test]
+    fn other_status_from_the_plugin_is_a_plugin_error() {
+        let err = nri_ttrpc::Error::Status {
+            code: nri_ttrpc::Code::Internal,
+            message: "boom".into(),
+        };
+        let f = PluginFailure::from_ttrpc(&err, Duration::from_secs(2));
+        assert_eq!(f.class(), ErrorClass::PluginError);
     }
 }

@@ -165,7 +165,7 @@ impl Plugin {
             .await;
         let elapsed = start.elapsed();
         metrics.plugin_latency(&self.name, operation, elapsed);
-        let res = res.map_err(|e| PluginFailure::from_ttrpc(&e));
+        let res = res.map_err(|e| PluginFailure::from_ttrpc(&e, timeout));
         self.account(metrics, operation, &res);
         res
     }
@@ -283,7 +283,9 @@ impl Plugin {
                 }
                 other => {
                     metrics.plugin_latency(&self.name, op, start.elapsed());
-                    let res = other.map(|_| ()).map_err(|e| PluginFailure::from_ttrpc(&e));
+                    let res = other
+                        .map(|_| ())
+                        .map_err(|e| PluginFailure::from_ttrpc(&e, self.timeout));
                     self.account(metrics, op, &res);
                     return res;
                 }
