@@ -65,7 +65,11 @@ async fn permission_denied() {
     // Root bypasses file permissions: run the example plugin as `nobody`
     // against the root-owned 0600 socket (dir must be traversable).
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let bin = example_bin("logger");
+    // The build dir may not be reachable for `nobody` (e.g. under /root):
+    // run a copy from the test's own directory.
+    let bin = dir.path().join("logger");
+    std::fs::copy(example_bin("logger"), &bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
     let out = tokio::process::Command::new(&bin)
         .args([
             "--socket",
