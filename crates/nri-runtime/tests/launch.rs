@@ -14,6 +14,18 @@ use std::time::Duration;
 use common::*;
 use nri_runtime::launch::discover;
 
+/// Serialises the tests of this file: tracing caches per-callsite interest,
+/// and the discovery test hitting the "invalid name" callsite on a thread
+/// without a subscriber, at the same moment as the log-capturing test,
+/// can leave that callsite disabled for the capturing test.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn write_exec(path: &Path, body: &str) {
     std::fs::write(path, body).unwrap();
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -21,6 +33,7 @@ fn write_exec(path: &Path, body: &str) {
 
 #[test]
 fn discovery_skips_bad_names_and_finds_config() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let plugins = dir.path().join("plugins");
     let conf = dir.path().join("conf.d");
@@ -59,7 +72,11 @@ impl Write for Buf {
 }
 
 #[tokio::test(flavor = "current_thread")]
+// The guard only keeps the other test of this file from running at the same
+// time; nothing else in this test takes it, so holding it across awaits is fine.
+#[allow(clippy::await_holding_lock)]
 async fn launched_plugin_gets_env_fd3_path_and_its_output_is_logged() {
+    let _serial = serial();
     let buf = Buf::default();
     let b2 = buf.clone();
     let subscriber = tracing_subscriber::fmt()
