@@ -226,6 +226,14 @@ impl<P: Plugin> Stub<P> {
             r = register => r,
             r = &mut serve => return fail(lost(&conn, r.err()), &conn),
         };
+        // A runtime may call Configure before it answers RegisterPlugin
+        // (NRI v0.8.0 does) and close the connection when our Configure
+        // handler refuses: the handler's error is the real cause then.
+        if registered.is_err() {
+            if let Some(e) = conn.take_fatal() {
+                return fail(e, &conn);
+            }
+        }
         match registered {
             Ok(_) => {}
             Err(nri_ttrpc::Error::DeadlineExceeded { .. })
