@@ -221,12 +221,14 @@ impl Adaptation {
         &self.shared.config
     }
 
-    /// The active plugins, in call order.
+    /// The active plugins, in call order: synchronized, with the events
+    /// that happened during their synchronization delivered.
     pub fn plugins(&self) -> Vec<PluginInfo> {
         self.shared
             .registry
             .snapshot()
             .iter()
+            .filter(|p| p.is_ready())
             .map(|p| p.info())
             .collect()
     }

@@ -285,6 +285,10 @@ impl Shared {
         req: UpdateContainersRequest,
     ) -> Result<UpdateContainersResponse, Status> {
         let plugin = id.to_string();
+        if let Err(e) = crate::merge::check_unsolicited(id, &req.update) {
+            tracing::warn!(plugin = %plugin, error = %e, "refusing unsolicited container updates");
+            return Err(Status::new(Code::InvalidArgument, e.to_string()));
+        }
         let updates = crate::merge::merge_unsolicited(req.update);
         for u in &updates {
             tracing::info!(target: crate::metrics::AUDIT_TARGET, operation = "UpdateContainers", plugin = %plugin, container = %u.container_id, field = "LinuxResources", key = "", removed = false, "plugin requested unsolicited update");
@@ -347,14 +351,14 @@ impl Shared {
                 }
             }
         }
-        while let Some(batch) = self.registry.drain_or_activate(plugin) {
-            for d in batch {
-                if plugin.is_closed() {
-                    return Err("connection lost during synchronization".into());
-                }
-                self.deliver_deferred(plugin, d).await;
+        let backlog = self.registry.activate(plugin).unwrap_or_default();
+        for d in backlog {
+            if plugin.is_closed() {
+                break;
             }
+            self.deliver_deferred(plugin, d).await;
         }
+        plugin.mark_ready();
         if plugin.is_closed() {
             return Err("connection lost during synchronization".into());
         }

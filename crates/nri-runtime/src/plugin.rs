@@ -10,6 +10,7 @@ use nri_api::api::{Container, Event, PodSandbox};
 use nri_api::{EventMask, PLUGIN_SERVICE, method};
 use nri_ttrpc::{CallOptions, Client, Code};
 use prost::Message;
+use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -70,6 +71,10 @@ pub(crate) struct Plugin {
     /// Cancelled when the runtime closes the plugin.
     pub(crate) closed: CancellationToken,
     pub(crate) child: Mutex<Option<tokio::process::Child>>,
+    /// `true` once the events deferred by the plugin's synchronization have
+    /// been delivered; until then direct lifecycle calls wait (see
+    /// [`Plugin::call_encoded`] and `registry.rs`).
+    ready: watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -109,6 +114,37 @@ impl Plugin {
             strike_limit: p.strike_limit,
             closed: p.closed,
             child: Mutex::new(p.child),
+            ready: watch::channel(false).0,
+        }
+    }
+
+    /// Opens the gate for direct lifecycle calls: the plugin's backlog of
+    /// deferred events has been delivered (or the plugin is gone).
+    pub(crate) fn mark_ready(&self) {
+        self.ready.send_replace(true);
+    }
+
+    /// Whether the gate for direct lifecycle calls is open.
+    pub(crate) fn is_ready(&self) -> bool {
+        *self.ready.borrow()
+    }
+
+    /// Waits (within `timeout`) until the plugin is ready for direct calls;
+    /// returns the time left of `timeout`.
+    async fn wait_ready(&self, timeout: Duration) -> Result<Duration, PluginFailure> {
+        if self.is_ready() {
+            return Ok(timeout);
+        }
+        let start = Instant::now();
+        let mut rx = self.ready.subscribe();
+        tokio::select! {
+            r = tokio::time::timeout(timeout, rx.wait_for(|ready| *ready)) => match r {
+                Ok(_) => Ok(timeout.saturating_sub(start.elapsed())),
+                Err(_) => Err(PluginFailure::Timeout { timeout }),
+            },
+            () = self.closed.cancelled() => Err(PluginFailure::Disconnected {
+                reason: "closed while synchronizing".into(),
+            }),
         }
     }
 
@@ -193,7 +229,8 @@ impl Plugin {
         }
     }
 
-    /// Calls a method with a typed request and response.
+    /// Calls a method with a typed request and response, without waiting
+    /// for the ready gate (synchronization and its deferred deliveries).
     pub(crate) async fn call<Req: Message, Resp: Message + Default>(
         &self,
         metrics: &dyn Metrics,
@@ -202,17 +239,21 @@ impl Plugin {
         req: &Req,
         timeout: Duration,
     ) -> Result<Resp, PluginFailure> {
-        self.call_encoded(
-            metrics,
-            operation,
-            method,
-            Bytes::from(req.encode_to_vec()),
-            timeout,
-        )
-        .await
+        let bytes = self
+            .call_raw(
+                metrics,
+                operation,
+                method,
+                Bytes::from(req.encode_to_vec()),
+                timeout,
+            )
+            .await?;
+        decode_response(method, bytes)
     }
 
-    /// Calls a method with an already encoded request and a typed response.
+    /// Calls a method with an already encoded request and a typed response:
+    /// a direct lifecycle call, made once the plugin is ready (the wait
+    /// counts toward `timeout`).
     pub(crate) async fn call_encoded<Resp: Message + Default>(
         &self,
         metrics: &dyn Metrics,
@@ -221,17 +262,24 @@ impl Plugin {
         payload: Bytes,
         timeout: Duration,
     ) -> Result<Resp, PluginFailure> {
+        let res = self.wait_ready(timeout).await;
+        let left = match res {
+            Ok(left) => left,
+            Err(f) => {
+                // Not a strike: the plugin was busy with its own backlog.
+                metrics.plugin_invocation(&self.name, operation, Err(f.class()));
+                return Err(f);
+            }
+        };
         let bytes = self
-            .call_raw(metrics, operation, method, payload, timeout)
+            .call_raw(metrics, operation, method, payload, left)
             .await?;
-        Resp::decode(bytes).map_err(|e| PluginFailure::InvalidResponse {
-            message: format!("cannot decode {method} response: {e}"),
-        })
+        decode_response(method, bytes)
     }
 
     /// Delivers one of the nine events that older plugins receive through
-    /// `StateChange`: the dedicated RPC first; on UNIMPLEMENTED the plugin
-    /// is switched to `StateChange` for good.
+    /// `StateChange`, without waiting for the ready gate (deferred
+    /// deliveries of a synchronization).
     pub(crate) async fn notify(
         &self,
         metrics: &dyn Metrics,
@@ -239,15 +287,37 @@ impl Plugin {
         pod: &PodSandbox,
         container: Option<&Container>,
     ) -> Result<(), PluginFailure> {
-        self.notify_prepared(metrics, &Notification::new(event, pod, container))
-            .await
+        self.notify_now(
+            metrics,
+            &Notification::new(event, pod, container),
+            self.timeout,
+        )
+        .await
     }
 
-    /// [`notify`](Self::notify) with the request encoded once per event.
+    /// A direct lifecycle notification (the request encoded once per
+    /// event), made once the plugin is ready.
     pub(crate) async fn notify_prepared(
         &self,
         metrics: &dyn Metrics,
         n: &Notification<'_>,
+    ) -> Result<(), PluginFailure> {
+        match self.wait_ready(self.timeout).await {
+            Ok(left) => self.notify_now(metrics, n, left).await,
+            Err(f) => {
+                metrics.plugin_invocation(&self.name, n.event.pretty_name(), Err(f.class()));
+                Err(f)
+            }
+        }
+    }
+
+    /// The dedicated RPC first; on UNIMPLEMENTED the plugin is switched to
+    /// `StateChange` for good.
+    async fn notify_now(
+        &self,
+        metrics: &dyn Metrics,
+        n: &Notification<'_>,
+        timeout: Duration,
     ) -> Result<(), PluginFailure> {
         let Notification {
             event,
@@ -266,12 +336,7 @@ impl Plugin {
             let start = Instant::now();
             let res = self
                 .client
-                .call(
-                    PLUGIN_SERVICE,
-                    method,
-                    payload,
-                    CallOptions::new(self.timeout),
-                )
+                .call(PLUGIN_SERVICE, method, payload, CallOptions::new(timeout))
                 .await;
             match res {
                 Err(nri_ttrpc::Error::Status {
@@ -285,7 +350,7 @@ impl Plugin {
                     metrics.plugin_latency(&self.name, op, start.elapsed());
                     let res = other
                         .map(|_| ())
-                        .map_err(|e| PluginFailure::from_ttrpc(&e, self.timeout));
+                        .map_err(|e| PluginFailure::from_ttrpc(&e, timeout));
                     self.account(metrics, op, &res);
                     return res;
                 }
@@ -297,7 +362,7 @@ impl Plugin {
                 op,
                 method::STATE_CHANGE,
                 crate::encode::state_change(event, pod, container),
-                self.timeout,
+                timeout,
             )
             .await
             .map(|_| ());
@@ -313,6 +378,16 @@ impl Plugin {
         }
         res
     }
+}
+
+/// Decodes a plugin's answer to `method`.
+fn decode_response<Resp: Message + Default>(
+    method: &str,
+    bytes: Bytes,
+) -> Result<Resp, PluginFailure> {
+    Resp::decode(bytes).map_err(|e| PluginFailure::InvalidResponse {
+        message: format!("cannot decode {method} response: {e}"),
+    })
 }
 
 /// One notification event, its dedicated request encoded once for all

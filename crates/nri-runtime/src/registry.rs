@@ -16,9 +16,12 @@
 //! P's queue are removed from P's Synchronize snapshot and delivered to P as
 //! events after the snapshot (a queued creation is delivered only if its
 //! fan-out succeeded). Every other creation finished (guard released) before
-//! P started syncing, so the runtime lists it in the snapshot. P becomes
-//! active (and gets later events directly) only once its queue is empty,
-//! which the registration task checks under the mutex.
+//! P started syncing, so the runtime lists it in the snapshot. Once the
+//! snapshot is sent, P becomes active and its queue (the backlog) is closed
+//! in one step under the mutex; events that start later see P as active and
+//! wait for P's ready gate, which opens when the backlog has been delivered.
+//! The backlog is bounded by what happened during the sync, so activation
+//! never waits for a quiet moment.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -268,18 +271,21 @@ impl Registry {
         containers.retain(|c| !ctr_ids.contains(&c.id));
     }
 
-    /// Takes the plugin's queued deliveries; when there are none, makes the
-    /// plugin active (atomically) and returns `None`.
-    pub(crate) fn drain_or_activate(&self, plugin: &Arc<Plugin>) -> Option<Vec<Deferred>> {
+    /// Makes the plugin active (atomically) and returns its queued
+    /// deliveries, the backlog; `None` if the plugin is no longer syncing.
+    ///
+    /// From here on nothing more is queued for the plugin: later events see
+    /// it in the active list and wait for its ready gate (opened with
+    /// [`Plugin::mark_ready`] once the backlog is delivered), so the backlog
+    /// always reaches the plugin first and activation cannot be starved by a
+    /// steady stream of events.
+    pub(crate) fn activate(&self, plugin: &Arc<Plugin>) -> Option<VecDeque<Deferred>> {
         let mut st = self.lock();
         let pos = st
             .syncing
             .iter()
             .position(|s| Arc::ptr_eq(&s.plugin, plugin))?;
-        if !st.syncing[pos].queue.is_empty() {
-            return Some(st.syncing[pos].queue.drain(..).collect());
-        }
-        st.syncing.remove(pos);
+        let backlog = st.syncing.remove(pos).queue;
         if plugin.is_closed() {
             return None;
         }
@@ -290,7 +296,7 @@ impl Registry {
         let n = st.active.len();
         drop(st);
         self.metrics.active_plugins(n);
-        None
+        Some(backlog)
     }
 
     /// Forgets a plugin (closed or failed); releases its name.

@@ -133,3 +133,114 @@ async fn a_slow_sync_does_not_block_lifecycle_events() {
     );
     a.stop().await;
 }
+
+/// A plugin that registers while creations never pause still becomes
+/// active, and its backlog (what happened during its sync) is delivered
+/// before the events that follow activation. Before the ready gate, the
+/// deferred queue was drained one call at a time while 8 creators kept
+/// adding to it: the plugin stayed "syncing" (and the queue grew) for as
+/// long as the load lasted, so `wait_active` below never returned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_plugin_registering_under_sustained_load_becomes_active() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    const CREATORS: usize = 8;
+    let env = TestEnv::new();
+    let a = env.start(env.builder()).await;
+    let rt = env.runtime.clone();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut creators = tokio::task::JoinSet::new();
+    for w in 0..CREATORS {
+        let (a, rt, stop) = (a.clone(), rt.clone(), stop.clone());
+        creators.spawn(async move {
+            let mut k = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                let p = pod(&format!("w{w}-p{k}"));
+                let run = a.run_pod_sandbox(&p).await.unwrap();
+                rt.add_pod(p.clone());
+                drop(run.guard);
+                let c = ctr(&p.id, &format!("w{w}-c{k}"));
+                let out = a.create_container(&p, &c).await.unwrap();
+                rt.add_container(c);
+                drop(out.guard);
+                k += 1;
+                // About 8 x 1000 creations per second in all.
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        });
+    }
+    // Slow enough per call that a one-at-a-time drain cannot keep up with
+    // 8 creators that do not wait for this plugin.
+    let plugin = FakePlugin::new("10", "late")
+        .events("RunPodSandbox,CreateContainer".parse().unwrap())
+        .delay("Synchronize", Duration::from_millis(20))
+        .delay("CreateContainer", Duration::from_millis(1))
+        .delay("RunPodSandbox", Duration::from_millis(1));
+    let conn = plugin.clone().connect(&env.socket).await.unwrap();
+    wait_active(&a, 1).await;
+    // The load is still on when the plugin becomes active.
+    assert!(!creators.is_empty());
+    // A little more load reaches the active plugin directly, then stop.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    stop.store(true, Ordering::Relaxed);
+    while let Some(r) = creators.join_next().await {
+        r.unwrap();
+    }
+    // One more creation: it reaches the plugin directly, so only after the
+    // whole backlog has been delivered.
+    let p = pod("last");
+    let run = a.run_pod_sandbox(&p).await.unwrap();
+    assert!(run.errors.is_empty(), "{:?}", run.errors);
+    rt.add_pod(p);
+    drop(run.guard);
+
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut order = Vec::new();
+    for r in plugin.received() {
+        for id in r.sync_pods.iter().chain(r.sync_containers.iter()) {
+            *seen.entry(id.clone()).or_default() += 1;
+        }
+        match r.method.as_str() {
+            "RunPodSandbox" => {
+                let id = r.pod.clone().unwrap();
+                order.push(id.clone());
+                *seen.entry(id).or_default() += 1;
+            }
+            "CreateContainer" => {
+                let id = r.container.clone().unwrap();
+                order.push(id.clone());
+                *seen.entry(id).or_default() += 1;
+            }
+            _ => {}
+        }
+    }
+    let pods: Vec<_> = rt
+        .pods
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|p| p.id.clone())
+        .collect();
+    let ctrs: Vec<_> = rt
+        .containers
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|c| (c.id.clone(), c.pod_sandbox_id.clone()))
+        .collect();
+    assert!(pods.len() > 50, "load ran: {} pods", pods.len());
+    for id in pods.iter().chain(ctrs.iter().map(|(c, _)| c)) {
+        assert_eq!(seen.get(id).copied(), Some(1), "{id}");
+    }
+    assert_eq!(seen.len(), pods.len() + ctrs.len());
+    // Every container announced after its pod (or its pod was in the sync).
+    let pos: HashMap<&String, usize> = order.iter().enumerate().map(|(i, id)| (id, i)).collect();
+    for (c, p) in &ctrs {
+        if let (Some(ci), Some(pi)) = (pos.get(c), pos.get(p)) {
+            assert!(pi < ci, "{c} reached the plugin before its pod {p}");
+        }
+    }
+    drop(conn);
+    a.stop().await;
+}

@@ -8,6 +8,7 @@ use nri_api::api::{
     LinuxRdt, LinuxResources, PodSandbox,
 };
 
+use super::check::check_adjustment;
 use super::owners::{Ownership, split_removal};
 use super::plugin::PluginId;
 use super::resources::{Targets, merge_resources};
@@ -137,7 +138,9 @@ impl CreateResult {
     /// updates of other containers and its evictions.
     ///
     /// Errors: [`Error::Conflict`] when the plugin touches a field another
-    /// plugin owns (or claims one key twice); [`Error::InvalidUpdate`] for an
+    /// plugin owns (or claims one key twice); [`Error::InvalidAdjustment`]
+    /// for an adjustment no runtime can apply (a mount without destination,
+    /// an unnamed env var, a negative limit...); [`Error::InvalidUpdate`] for an
     /// update or eviction of the container being created, or one without a
     /// container id. On error the collector is unchanged.
     pub fn apply(
@@ -147,6 +150,9 @@ impl CreateResult {
         updates: Vec<ContainerUpdate>,
         evictions: Vec<ContainerEviction>,
     ) -> Result<(), Error> {
+        if let Some(a) = adjust.as_ref() {
+            check_adjustment(plugin, a)?;
+        }
         if adjust.is_none() && updates.is_empty() && evictions.is_empty() {
             // Nothing to merge: skip the all-or-nothing copy of the state.
             note(&mut self.plugins, plugin);

@@ -50,6 +50,7 @@
 //! reflected in the container seen by later plugins; every `apply` is
 //! all-or-nothing.
 
+mod check;
 mod create;
 mod owners;
 mod plugin;
@@ -62,4 +63,4 @@ pub use owners::{
     mark_removal, split_removal,
 };
 pub use plugin::PluginId;
-pub use updates::{Eviction, StopResult, UpdateResult, merge_unsolicited};
+pub use updates::{Eviction, StopResult, UpdateResult, check_unsolicited, merge_unsolicited};

@@ -6,6 +6,7 @@ use nri_api::api::{
     PodSandbox, StopContainerResponse, UpdateContainerRequest, UpdateContainerResponse,
 };
 
+use super::check::check_update;
 use super::owners::Ownership;
 use super::plugin::PluginId;
 use super::resources::{Targets, merge_resources};
@@ -116,6 +117,7 @@ pub(crate) fn merge_updates(
                 reason: "update of the container being created (adjust it instead)".into(),
             });
         }
+        check_update(plugin, &u)?;
         let Some(src) = u.linux.as_ref().and_then(|l| l.resources.as_ref()) else {
             continue;
         };
@@ -383,6 +385,8 @@ impl StopResult {
 /// appearance. A later update of the same field replaces an earlier one
 /// (there is a single sender, so there is no ownership); `ignore_failure` is
 /// the logical AND. Updates without a container id are dropped.
+/// Structurally invalid updates are the caller's to refuse first (see
+/// [`check_unsolicited`]).
 pub fn merge_unsolicited(updates: Vec<ContainerUpdate>) -> Vec<ContainerUpdate> {
     let mut out: Vec<ContainerUpdate> = Vec::new();
     for u in updates {
@@ -424,6 +428,15 @@ pub fn merge_unsolicited(updates: Vec<ContainerUpdate>) -> Vec<ContainerUpdate> 
         debug_assert!(merged.is_ok(), "claims that always succeed cannot fail");
     }
     out
+}
+
+/// Refuses a plugin's unsolicited updates if any of them cannot be applied
+/// (for instance a negative memory limit).
+///
+/// Errors: [`Error::InvalidUpdate`] naming the plugin, the container and
+/// the problem.
+pub fn check_unsolicited(plugin: &PluginId, updates: &[ContainerUpdate]) -> Result<(), Error> {
+    updates.iter().try_for_each(|u| check_update(plugin, u))
 }
 
 pub(crate) fn note(plugins: &mut Vec<PluginId>, plugin: &PluginId) {
