@@ -2,17 +2,17 @@
 //! logical connections.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{self, IoSlice};
-use std::os::fd::AsFd;
+use std::io::{self, IoSlice, Read, Write};
+use std::os::unix::net::UnixStream as StdUnixStream;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::task::{Context, Poll, Waker};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::UnixStream;
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -124,7 +124,16 @@ struct ConnShared {
 /// State shared by the handles and the two tasks.
 struct Inner {
     /// Write half of the trunk; the read half is owned by the reader task.
-    stream: OwnedWriteHalf,
+    /// The trunk socket (non-blocking), written to directly. The reader
+    /// task watches a duplicate of it registered with the reactor for
+    /// readability only: were the socket registered for writability too (as
+    /// a `tokio::net::UnixStream` is), every read by the peer would wake
+    /// this side's reactor for nothing (the kernel reports write space on
+    /// each read), doubling the wake-ups per round trip. Only a write that
+    /// would block registers a short-lived writability watch
+    /// (`wait_writable`). `None` only if the socket was lost while taking it
+    /// over from tokio (the trunk then ends at once).
+    stream: Option<StdUnixStream>,
     conns: Mutex<HashMap<ConnId, Arc<ConnShared>>>,
     write: Mutex<WriteState>,
     /// Wakes the flusher task when the backlog became non-empty.
@@ -153,11 +162,8 @@ impl Inner {
         // Shut the socket down now, even while handles still hold it, so the
         // peer sees end of file. A dup shares the socket, so shutting the dup
         // down shuts down ours; errors (already shut down) do not matter.
-        if let Ok(fd) = AsRef::<UnixStream>::as_ref(&self.stream)
-            .as_fd()
-            .try_clone_to_owned()
-        {
-            let _ = std::os::unix::net::UnixStream::from(fd).shutdown(std::net::Shutdown::Both);
+        if let Some(s) = &self.stream {
+            let _ = s.shutdown(std::net::Shutdown::Both);
         }
         let conns: Vec<_> = lock(&self.conns).values().cloned().collect();
         for c in conns {
@@ -172,6 +178,12 @@ impl Inner {
             std::mem::take(&mut w.waiters)
         };
         waiters.into_iter().for_each(Waker::wake);
+    }
+
+    fn socket(&self) -> io::Result<&StdUnixStream> {
+        self.stream
+            .as_ref()
+            .ok_or_else(|| io::ErrorKind::NotConnected.into())
     }
 
     fn end_error(&self) -> Option<Error> {
@@ -253,7 +265,7 @@ impl Inner {
         true
     }
 
-    async fn read_loop(self: Arc<Self>, mut rd: OwnedReadHalf) {
+    async fn read_loop(self: Arc<Self>, rd: io::Result<AsyncFd<StdUnixStream>>) {
         // One cancellation future for the whole loop, not one per turn.
         let ended = self.ended.cancelled();
         tokio::pin!(ended);
@@ -262,7 +274,14 @@ impl Inner {
             _ = &mut ended => return,
             _ = self.started.cancelled() => {}
         }
+        let rd = match rd {
+            Ok(rd) => rd,
+            Err(e) => return self.finish(End::Failed(Error::io("register trunk socket", e))),
+        };
         let mut buf = BytesMut::with_capacity(READ_CHUNK);
+        // Reads land here first (initialized once), then are appended to
+        // `buf`: safe code cannot read into `buf`'s uninitialized capacity.
+        let mut chunk = vec![0u8; READ_CHUNK];
         let mut dec = Decoder::new();
         loop {
             loop {
@@ -276,18 +295,10 @@ impl Inner {
                     Err(e) => return self.finish(End::Failed(e)),
                 }
             }
-            if buf.capacity() - buf.len() < READ_CHUNK / 4 {
-                buf.reserve(READ_CHUNK);
-            }
-            // `AsyncRead::poll_read` of the tokio read half forgets the
-            // socket's readiness after a read that returned less than asked
-            // for (a stream socket gives all it has), so the next turn waits
-            // for the next readiness event instead of reading again just to
-            // get `EAGAIN`: one `recvfrom` per burst instead of two.
             let res = tokio::select! {
                 biased;
                 _ = &mut ended => return,
-                r = rd.read_buf(&mut buf) => r,
+                r = read_some(&rd, &mut chunk) => r,
             };
             match res {
                 Ok(0) => {
@@ -297,20 +308,27 @@ impl Inner {
                     };
                     return self.finish(end);
                 }
-                Ok(_) => {}
-                Err(e)
-                    if e.kind() == io::ErrorKind::WouldBlock
-                        || e.kind() == io::ErrorKind::Interrupted => {}
+                Ok(n) => buf.extend_from_slice(chunk.get(..n).unwrap_or_default()),
                 Err(e) => return self.finish(End::Failed(Error::io("read from trunk", e))),
             }
         }
+    }
+
+    /// Waits until the trunk takes more bytes, through a duplicate of the
+    /// socket registered for writability only while we wait (so the
+    /// reactor is not woken by write space the rest of the time).
+    async fn wait_writable(&self) -> io::Result<()> {
+        let dup = self.socket()?.try_clone()?;
+        let watch = register(dup, Interest::WRITABLE)?;
+        let _ready = watch.writable().await?;
+        Ok(())
     }
 
     /// Writes as much of the backlog as the socket takes. `Ok(true)` when
     /// the backlog is empty.
     fn drain(&self, w: &mut WriteState) -> io::Result<bool> {
         while !w.pending.is_empty() {
-            match self.stream.try_write(&w.pending) {
+            match self.socket().and_then(|mut s| s.write(&w.pending)) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => w.pending.advance(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
@@ -348,7 +366,7 @@ impl Inner {
                         tokio::select! {
                             biased;
                             _ = &mut ended => return,
-                            r = self.stream.writable() => {
+                            r = self.wait_writable() => {
                                 if let Err(e) = r {
                                     return self.finish(End::Failed(Error::io("write to trunk", e)));
                                 }
@@ -404,7 +422,7 @@ impl Inner {
             append_unsent(&mut w.pending, slices, 0);
         } else {
             loop {
-                match self.stream.try_write_vectored(slices) {
+                match self.socket().and_then(|mut s| s.write_vectored(slices)) {
                     Ok(n) if n == total => break,
                     Ok(n) => {
                         append_unsent(&mut w.pending, slices, n);
@@ -448,6 +466,39 @@ impl Inner {
         self.flush_needed.notify_one();
         Poll::Pending
     }
+}
+
+/// One read from the trunk, waiting for readability as needed.
+async fn read_some(rd: &AsyncFd<StdUnixStream>, chunk: &mut [u8]) -> io::Result<usize> {
+    loop {
+        let mut guard = rd.readable().await?;
+        match guard.get_inner().read(chunk) {
+            Ok(n) => {
+                // A stream socket gives all it has: a short read means it
+                // is drained, so wait for the next readiness event rather
+                // than read again just to get `EAGAIN` (one `recvfrom`
+                // per burst). The reactor's tick keeps this safe against
+                // data that arrived meanwhile.
+                if n > 0 && n < chunk.len() {
+                    guard.clear_ready();
+                }
+                return Ok(n);
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => guard.clear_ready(),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Registers a socket with the reactor for `interest` only.
+#[allow(unsafe_code)]
+fn register(sock: StdUnixStream, interest: Interest) -> io::Result<AsyncFd<StdUnixStream>> {
+    // SAFETY: a `StdUnixStream` owns its descriptor: `as_raw_fd` always
+    // returns that same open fd, which refers to the same file description
+    // until the stream is dropped, and the `AsyncFd` owns the stream for
+    // its whole life (nothing else can close or replace the fd).
+    unsafe { AsyncFd::register_with_interest(sock, interest) }.map_err(io::Error::from)
 }
 
 /// Appends the bytes of `slices` after the first `skip` to `dst`.
@@ -526,9 +577,18 @@ impl Mux {
     ///
     /// If called outside a tokio runtime.
     pub fn new_paused(stream: UnixStream) -> Mux {
-        let (rd, wr) = stream.into_split();
+        // `into_std` only fails if the socket cannot be deregistered, and
+        // registering the reader's duplicate only for lack of memory or
+        // descriptors: either way the reader ends the trunk at once.
+        let (stream, rd) = match stream.into_std() {
+            Ok(s) => {
+                let rd = s.try_clone().and_then(|d| register(d, Interest::READABLE));
+                (Some(s), rd)
+            }
+            Err(e) => (None, Err(e)),
+        };
         let inner = Arc::new(Inner {
-            stream: wr,
+            stream,
             conns: Mutex::new(HashMap::new()),
             write: Mutex::new(WriteState::default()),
             flush_needed: Notify::new(),
