@@ -151,6 +151,24 @@ pub enum Error {
         reason: String,
     },
 
+    /// A `Synchronize` message from the runtime cannot be decoded: its
+    /// framing is broken (checked before
+    /// [`Plugin::synchronize_chunk`](crate::Plugin::synchronize_chunk) is
+    /// called; the runtime gets an `INVALID_ARGUMENT` answer), or one pod or
+    /// container in it is undecodable (reported by
+    /// [`SyncChunk::pods`](crate::SyncChunk::pods) /
+    /// [`SyncChunk::containers`](crate::SyncChunk::containers) when reached).
+    #[error("malformed Synchronize message at byte {offset}: {reason}")]
+    MalformedSync {
+        /// Byte offset in the message of the field that failed.
+        offset: usize,
+        /// What is wrong.
+        reason: String,
+        /// protobuf's decoding error, when it found the problem.
+        #[source]
+        source: Option<prost::DecodeError>,
+    },
+
     /// The connection to the runtime ended (runtime restarted or stopped,
     /// or a transport error).
     #[error("connection to the runtime lost while {phase}")]

@@ -87,8 +87,8 @@
 //! 4. **Synchronize.** [`Plugin::synchronize`] gets all existing pods and
 //!    containers in one call, even when the runtime split them into several
 //!    messages, and returns updates. With [`Builder::sync_mode`]`(`[`SyncMode::Streaming`]`)`
-//!    [`Plugin::synchronize_chunk`] gets each message as it arrives instead
-//!    (at most one message in memory; see [Footprint](#footprint)).
+//!    [`Plugin::synchronize_chunk`] gets each message as it arrives instead,
+//!    as a lazily decoded [`SyncChunk`] (see [Footprint](#footprint)).
 //! 5. **Events.** The runtime calls the event methods; NRI v0.12 runtimes
 //!    use one RPC per event, older ones `StateChange` for nine of them; both
 //!    end in the same method. A method that is not implemented answers
@@ -133,14 +133,18 @@
 //!
 //! **Synchronization memory.** In the default [`SyncMode::Collect`] the
 //! whole decoded state is in memory at once (a sync of 1000 pods / 5000
-//! containers, 15 MB on the wire, takes about 50 MB of heap). A plugin that
+//! containers, 15 MB on the wire, takes about 50 MB of heap); each
+//! message's bytes are released as soon as it is decoded. A plugin that
 //! keeps little of it should use [`SyncMode::Streaming`] and
 //! [`Plugin::synchronize_chunk`]: each message (≤ 4 MiB on the wire) is
-//! decoded, handed over and dropped before the next one is read. In both
-//! modes each message's bytes are released as soon as it is decoded, and
-//! after every completed synchronization the SDK calls glibc's
-//! `malloc_trim(0)` once (Linux with glibc only), so the freed memory goes
-//! back to the OS instead of staying in the allocator's arenas.
+//! handed over undecoded as a [`SyncChunk`], whose iterators decode one pod
+//! or container at a time, and is dropped before the next message is read.
+//! Only one message's bytes and the item at hand are then in memory
+//! (decoded structs take about three times their wire size, so decoding a
+//! whole message up front would triple that). After every completed
+//! synchronization the SDK calls glibc's `malloc_trim(0)` once (Linux with
+//! glibc only), so the freed memory goes back to the OS instead of staying
+//! in the allocator's arenas.
 //!
 //! **Binary size and idle RSS.** Most of a small plugin's idle RSS is code
 //! (its own text and the shared glibc pages), not heap. Build plugins with
@@ -157,6 +161,7 @@ mod mem;
 mod plugin;
 mod service;
 mod stub;
+mod sync_chunk;
 
 pub use builder::{Builder, ConnectMode, ReconnectPolicy};
 pub use error::{BoxError, Error, Phase};
@@ -165,6 +170,7 @@ pub use plugin::{
     ConfigureInfo, HandlerError, HandlerResult, Plugin, RuntimeInfo, SyncKind, SyncMode,
 };
 pub use stub::Stub;
+pub use sync_chunk::{SyncChunk, SyncItems};
 
 /// The protocol types (re-exported from `nri_api::api`).
 pub use nri_api::api;

@@ -11,7 +11,7 @@ use nri_api::api::{
 use nri_api::{EventMask, RuntimeNriVersion};
 use nri_ttrpc::{Code, Status};
 
-use crate::{Error, PluginHandle};
+use crate::{Error, PluginHandle, SyncChunk};
 
 /// What a handler returns.
 pub type HandlerResult<T> = Result<T, HandlerError>;
@@ -183,10 +183,14 @@ pub enum SyncMode {
     /// 1000 pods / 5000 containers, 15 MB on the wire, peaks near 60 MB).
     #[default]
     Collect,
-    /// Each message is handed to [`Plugin::synchronize_chunk`] as it arrives
-    /// and dropped before the next one: at most one message (≤ 4 MiB on the
-    /// wire) is decoded at a time. For plugins that keep little or nothing
-    /// of the synchronized state.
+    /// Each message is handed to [`Plugin::synchronize_chunk`] as it arrives,
+    /// undecoded, as a [`SyncChunk`] that decodes one pod or container at a
+    /// time, and dropped before the next message is read: at most one
+    /// message's bytes (≤ 4 MiB) plus the items the plugin keeps are in
+    /// memory (a plugin that decodes and drops every item of a sync of 1000
+    /// pods / 5000 containers peaks at 14-17 MB of RSS, against about 72 MB
+    /// for the Go stub). For plugins that keep little or nothing of the
+    /// synchronized state.
     Streaming,
 }
 
@@ -243,28 +247,34 @@ pub trait Plugin: Send + Sync + 'static {
     /// One message of the runtime's synchronization, handed over as it
     /// arrives: called instead of [`Plugin::synchronize`] when the stub was
     /// built with [`SyncMode::Streaming`](crate::SyncMode::Streaming), once
-    /// per message, in order. `more` is true for every message but the last
-    /// (a synchronization that fits one message is a single call with
-    /// `more == false`); every call of one synchronization has the same
-    /// `kind`, and the first call of a [`SyncKind::Resync`] starts a new
-    /// state that replaces the old one.
+    /// per message, in order. [`SyncChunk::more`] is true for every message
+    /// but the last (a synchronization that fits one message is a single
+    /// call with `more() == false`); every call of one synchronization has
+    /// the same `kind`, and the first call of a [`SyncKind::Resync`] starts
+    /// a new state that replaces the old one.
     ///
-    /// The chunk is dropped when the method returns, before the next message
-    /// is read, so at most one message's pods and containers are in memory:
-    /// keep only what the plugin needs. Updates returned by all calls are
-    /// sent together in the answer to the last message (the protocol allows
-    /// updates only there). An error fails the synchronization as in
-    /// [`Plugin::synchronize`].
+    /// The chunk holds the message's wire bytes (≤ 4 MiB) and decodes its
+    /// pods and containers one at a time as [`SyncChunk::pods`] and
+    /// [`SyncChunk::containers`] yield them: look at each item and keep
+    /// only what the plugin needs, so that no more than one message's bytes
+    /// and the item at hand are in memory. [`SyncChunk::into_vecs`] decodes
+    /// everything at once. The message's framing was checked before this
+    /// call (a malformed message is answered with an error without calling
+    /// the plugin); an item that cannot be decoded is an
+    /// [`Error::MalformedSync`](crate::Error::MalformedSync) from the
+    /// iterator, which converts into a [`HandlerError`] with `?`.
+    ///
+    /// Updates returned by all calls are sent together in the answer to the
+    /// last message (the protocol allows updates only there). An error fails
+    /// the synchronization as in [`Plugin::synchronize`].
     ///
     /// The default does nothing and returns no updates.
     fn synchronize_chunk(
         &self,
-        pods: Vec<PodSandbox>,
-        containers: Vec<Container>,
-        more: bool,
+        chunk: SyncChunk,
         kind: SyncKind,
     ) -> impl Future<Output = HandlerResult<Vec<ContainerUpdate>>> + Send {
-        let _ = (pods, containers, more, kind);
+        let _ = (chunk, kind);
         ready(Ok(Vec::new()))
     }
 

@@ -25,7 +25,7 @@ use crate::builder::Config;
 use crate::handle::{Shared, lock};
 use crate::{
     ConfigureInfo, Error, HandlerError, HandlerResult, Phase, Plugin, PluginHandle, RuntimeInfo,
-    SyncKind, SyncMode,
+    SyncChunk, SyncKind, SyncMode,
 };
 
 /// Per-connection state shared by the service and the connection driver.
@@ -242,6 +242,9 @@ impl<P: Plugin> PluginService<P> {
     }
 
     async fn synchronize(self, payload: Bytes) -> nri_ttrpc::HandlerResult {
+        if self.config.sync_mode == SyncMode::Streaming {
+            return self.synchronize_chunk(payload).await;
+        }
         // `decode` consumes the payload: the message's bytes are released
         // as soon as it is decoded, before the plugin sees the structs.
         let SynchronizeRequest {
@@ -250,38 +253,6 @@ impl<P: Plugin> PluginService<P> {
             more,
         } = decode(payload)?;
         let kind = self.conn.sync_kind;
-        if self.config.sync_mode == SyncMode::Streaming {
-            tracing::debug!(
-                pods = pods.len(),
-                containers = containers.len(),
-                more,
-                ?kind,
-                "nri-plugin: synchronizing a chunk"
-            );
-            let update = match self
-                .plugin
-                .synchronize_chunk(pods, containers, more, kind)
-                .await
-            {
-                Ok(u) => u,
-                Err(e) => {
-                    return Err(self.conn.fail(Error::SynchronizeFailed {
-                        reason: e.to_string(),
-                    }));
-                }
-            };
-            if more {
-                // Updates are only allowed in the answer to the last message.
-                lock(&self.conn.sync_updates).extend(update);
-                return Ok(encode(&SynchronizeResponse {
-                    update: Vec::new(),
-                    more: true,
-                }));
-            }
-            let mut all = std::mem::take(&mut *lock(&self.conn.sync_updates));
-            all.extend(update);
-            return Ok(self.synced(all));
-        }
         if more {
             tracing::debug!(
                 pods = pods.len(),
@@ -322,6 +293,46 @@ impl<P: Plugin> PluginService<P> {
                 reason: e.to_string(),
             })),
         }
+    }
+
+    /// [`SyncMode::Streaming`]: hands the message to the plugin undecoded
+    /// (framing checked first) and keeps its updates for the last answer.
+    async fn synchronize_chunk(self, payload: Bytes) -> nri_ttrpc::HandlerResult {
+        let chunk = SyncChunk::new(payload).map_err(|e| {
+            // The message with its causes (as a handler error shows them).
+            let message = HandlerError::from(e).to_string();
+            tracing::warn!(error = %message, "nri-plugin: refusing a Synchronize message");
+            Status::new(Code::InvalidArgument, message)
+        })?;
+        let kind = self.conn.sync_kind;
+        let more = chunk.more();
+        tracing::debug!(
+            pods = chunk.pod_count(),
+            containers = chunk.container_count(),
+            bytes = chunk.wire_len(),
+            more,
+            ?kind,
+            "nri-plugin: synchronizing a chunk"
+        );
+        let update = match self.plugin.synchronize_chunk(chunk, kind).await {
+            Ok(u) => u,
+            Err(e) => {
+                return Err(self.conn.fail(Error::SynchronizeFailed {
+                    reason: e.to_string(),
+                }));
+            }
+        };
+        if more {
+            // Updates are only allowed in the answer to the last message.
+            lock(&self.conn.sync_updates).extend(update);
+            return Ok(encode(&SynchronizeResponse {
+                update: Vec::new(),
+                more: true,
+            }));
+        }
+        let mut all = std::mem::take(&mut *lock(&self.conn.sync_updates));
+        all.extend(update);
+        Ok(self.synced(all))
     }
 
     /// The synchronization completed: the connection runs; the answer to

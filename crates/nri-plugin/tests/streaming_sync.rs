@@ -1,6 +1,8 @@
 //! `SyncMode::Streaming`: each Synchronize message goes to
-//! `Plugin::synchronize_chunk` as it arrives; the updates of all chunks are
-//! answered with the last message; `Plugin::synchronize` is not called.
+//! `Plugin::synchronize_chunk` as it arrives, as a lazily decoded
+//! `SyncChunk`; the updates of all chunks are answered with the last
+//! message; `Plugin::synchronize` is not called; a malformed message is
+//! refused before the plugin sees it, an undecodable item fails the sync.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod common;
@@ -12,12 +14,17 @@ use nri_api::api::{
     Container, ContainerUpdate, Event, PodSandbox, SynchronizeRequest, SynchronizeResponse,
 };
 use nri_api::method;
-use nri_plugin::{Builder, EventMask, HandlerError, HandlerResult, Plugin, SyncKind, SyncMode};
+use nri_plugin::{
+    Builder, EventMask, HandlerError, HandlerResult, Plugin, SyncChunk, SyncKind, SyncMode,
+};
+use prost::Message;
 
 #[derive(Default)]
 struct Chunks {
     /// (pods, containers, more, kind) per call.
     seen: Mutex<Vec<(usize, usize, bool, SyncKind)>>,
+    /// Ids of every pod and container decoded, in the order handed over.
+    ids: Mutex<Vec<String>>,
     collected: Mutex<u32>,
     fail_on: Option<usize>,
 }
@@ -37,25 +44,34 @@ impl Plugin for Chunks {
 
     async fn synchronize_chunk(
         &self,
-        pods: Vec<PodSandbox>,
-        containers: Vec<Container>,
-        more: bool,
+        chunk: SyncChunk,
         kind: SyncKind,
     ) -> HandlerResult<Vec<ContainerUpdate>> {
         let n = {
             let mut seen = self.seen.lock().unwrap();
-            seen.push((pods.len(), containers.len(), more, kind));
+            seen.push((
+                chunk.pod_count(),
+                chunk.container_count(),
+                chunk.more(),
+                kind,
+            ));
             seen.len() - 1
         };
         if self.fail_on == Some(n) {
             return Err(HandlerError::msg("chunk rejected"));
         }
+        // Decoded one at a time; an undecodable item fails the sync.
+        let mut first = None;
+        for pod in chunk.pods() {
+            self.ids.lock().unwrap().push(pod?.id);
+        }
+        for ctr in chunk.containers() {
+            let ctr = ctr?;
+            first.get_or_insert_with(|| ctr.id.clone());
+            self.ids.lock().unwrap().push(ctr.id);
+        }
         // One update per chunk, for its first container.
-        Ok(containers
-            .first()
-            .map(|c| recorder_update(&c.id))
-            .into_iter()
-            .collect())
+        Ok(first.map(|id| recorder_update(&id)).into_iter().collect())
     }
 }
 
@@ -122,6 +138,20 @@ async fn chunks_are_handed_over_one_by_one() {
         ]
     );
     assert_eq!(*stub.plugin().collected.lock().unwrap(), 0);
+    let want: Vec<String> = (0..4)
+        .flat_map(|n| {
+            let req = chunk(n, n < 3);
+            req.pods
+                .into_iter()
+                .map(|p| p.id)
+                .chain(req.containers.into_iter().map(|c| c.id))
+        })
+        .collect();
+    assert_eq!(
+        *stub.plugin().ids.lock().unwrap(),
+        want,
+        "every pod and container of every message, in order"
+    );
 }
 
 #[tokio::test]
@@ -190,4 +220,97 @@ async fn failing_chunk_fails_the_sync() {
         }
         other => panic!("expected SynchronizeFailed, got {other:?}"),
     }
+}
+
+/// A streaming plugin whose runtime sends `payload` as the first
+/// Synchronize message: the runtime gets an error answer naming the
+/// problem, the plugin is not called.
+async fn malformed_message_is_refused(payload: Vec<u8>, want: &str) {
+    let rt = FakeRuntime::new();
+    let stub = Builder::new(Chunks::default())
+        .name("test")
+        .index("10")
+        .socket_path(&rt.path)
+        .sync_mode(SyncMode::Streaming)
+        .build()
+        .unwrap();
+    let handle = stub.handle();
+    let driver = async {
+        let conn = rt.accept(Register::Accept).await;
+        conn.registered().await;
+        conn.configure(configure_req("v0.12.2")).await.unwrap();
+        let err = conn
+            .call_raw(method::SYNCHRONIZE, payload.into())
+            .await
+            .unwrap_err();
+        match &err {
+            nri_ttrpc::Error::Status { code, message } => {
+                assert_eq!(*code, nri_ttrpc::Code::InvalidArgument, "{err}");
+                assert!(message.contains("malformed Synchronize message"), "{err}");
+                assert!(message.contains(want), "{err}");
+            }
+            other => panic!("expected an error status, got {other:?}"),
+        }
+        handle.stop();
+    };
+    let (res, ()) = tokio::join!(stub.run(), driver);
+    res.unwrap();
+    assert!(stub.plugin().seen.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn truncated_message_is_refused() {
+    let mut bytes = chunk(0, false).encode_to_vec();
+    bytes.truncate(bytes.len() - 3);
+    malformed_message_is_refused(bytes, "overruns the message").await;
+}
+
+#[tokio::test]
+async fn wrong_wire_type_is_refused() {
+    // Field 2 (containers) as a varint.
+    malformed_message_is_refused(
+        vec![0x10, 0x01],
+        "field 2 (containers) has wire type varint",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn garbage_is_refused() {
+    malformed_message_is_refused(vec![0xff; 16], "invalid field key").await;
+}
+
+#[tokio::test]
+async fn undecodable_item_fails_the_sync() {
+    let rt = FakeRuntime::new();
+    let stub = Builder::new(Chunks::default())
+        .name("test")
+        .index("10")
+        .socket_path(&rt.path)
+        .sync_mode(SyncMode::Streaming)
+        .build()
+        .unwrap();
+    let driver = async {
+        let conn = rt.accept(Register::Accept).await;
+        conn.registered().await;
+        conn.configure(configure_req("v0.12.2")).await.unwrap();
+        // A pod whose 3 payload bytes are a truncated string field; framing ok.
+        let err = conn
+            .call_raw(
+                method::SYNCHRONIZE,
+                vec![0x0a, 0x03, 0x0a, 0x05, b'x'].into(),
+            )
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("cannot decode pod #0"), "{err}");
+        conn.close();
+    };
+    let (res, ()) = tokio::join!(stub.run(), driver);
+    match res {
+        Err(nri_plugin::Error::SynchronizeFailed { reason }) => {
+            assert!(reason.contains("cannot decode pod #0"), "{reason}");
+        }
+        other => panic!("expected SynchronizeFailed, got {other:?}"),
+    }
+    assert_eq!(stub.plugin().seen.lock().unwrap().len(), 1);
 }

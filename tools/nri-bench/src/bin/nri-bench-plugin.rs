@@ -10,7 +10,8 @@
 //! Same flags and behaviour as `nri-go-plugin` in bench mode (`--events`
 //! and `--dump` are accepted and ignored there too): subscribes to
 //! CreateContainer and StartContainer; Synchronize returns no updates
-//! (streamed: `SyncMode::Streaming`, one message at a time);
+//! (streamed: `SyncMode::Streaming`, one message at a time, every pod and
+//! container decoded one by one and dropped);
 //! CreateContainer returns nothing (`noop`) or, for `adjusting`, env
 //! `BENCH_PLUGIN_<idx>=<idx>-<name>` and annotation
 //! `bench.example.com/plugin-<idx>=<idx>-<name>`; StartContainer does
@@ -27,7 +28,7 @@ use nri_plugin::api::{
     Container, ContainerAdjustment, ContainerUpdate, CreateContainerResponse, Event, KeyValue,
     PodSandbox,
 };
-use nri_plugin::{Builder, Error, EventMask, HandlerResult, Plugin, SyncKind, SyncMode};
+use nri_plugin::{Builder, Error, EventMask, HandlerResult, Plugin, SyncChunk, SyncKind, SyncMode};
 
 struct BenchPlugin {
     /// `Some((env key, annotation key, value))` for the adjusting flavour.
@@ -38,15 +39,31 @@ impl Plugin for BenchPlugin {
     const EVENTS: EventMask =
         EventMask::from_events(&[Event::CreateContainer, Event::StartContainer]);
 
-    // Streaming sync (see `run`): each message is dropped as soon as it is
-    // handed over, so the no-op plugin never holds the whole state.
+    // Streaming sync (see `run`): each message arrives undecoded and is
+    // dropped when this returns, so the plugin never holds the whole state.
+    // Every pod and container is still decoded (one at a time), counted and
+    // dropped: at least the work of the Go stub, which decodes everything.
     async fn synchronize_chunk(
         &self,
-        _pods: Vec<PodSandbox>,
-        _containers: Vec<Container>,
-        _more: bool,
+        chunk: SyncChunk,
         _kind: SyncKind,
     ) -> HandlerResult<Vec<ContainerUpdate>> {
+        let mut pods = 0usize;
+        for pod in chunk.pods() {
+            std::hint::black_box(pod?);
+            pods += 1;
+        }
+        let mut containers = 0usize;
+        for container in chunk.containers() {
+            std::hint::black_box(container?);
+            containers += 1;
+        }
+        tracing::debug!(
+            pods,
+            containers,
+            more = chunk.more(),
+            "synchronized a chunk"
+        );
         Ok(Vec::new())
     }
 
