@@ -35,6 +35,21 @@ impl<R: AsyncRead + Unpin> Reader<R> {
         }
     }
 
+    /// Leaves the allocation a large frame was read into to that frame's
+    /// payload (it is freed when the payload is dropped) and goes on with a
+    /// buffer of the normal size holding the bytes read past the frame.
+    ///
+    /// Without this the buffer keeps sharing the large allocation and takes
+    /// it back once the payload is dropped, so a connection that once
+    /// received a 4 MiB message would hold 4 MiB for the rest of its life.
+    /// The copy is of the few bytes read beyond the frame only.
+    fn release_large_buffer(&mut self) {
+        let rest = std::mem::take(&mut self.buf);
+        let mut buf = BytesMut::with_capacity(READ_CHUNK.max(rest.len()));
+        buf.extend_from_slice(&rest);
+        self.buf = buf;
+    }
+
     /// The next event. Fatal errors (I/O, truncation, corrupt header) are
     /// returned as `Err`.
     ///
@@ -43,7 +58,12 @@ impl<R: AsyncRead + Unpin> Reader<R> {
     pub(crate) async fn next(&mut self) -> Result<ReadEvent, Error> {
         loop {
             match self.decoder.decode(&mut self.buf) {
-                Ok(Some(frame)) => return Ok(ReadEvent::Frame(frame)),
+                Ok(Some(frame)) => {
+                    if frame.payload.len() > READ_CHUNK {
+                        self.release_large_buffer();
+                    }
+                    return Ok(ReadEvent::Frame(frame));
+                }
                 Ok(None) => {}
                 Err(e @ (Error::FrameTooLarge { .. } | Error::UnsupportedMessageType { .. })) => {
                     return Ok(ReadEvent::Rejected(e));
@@ -62,5 +82,54 @@ impl<R: AsyncRead + Unpin> Reader<R> {
                 });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use crate::codec::{MessageType, encode_frame};
+
+    fn frames(payloads: &[&[u8]]) -> Vec<u8> {
+        let mut b = BytesMut::new();
+        for (i, p) in payloads.iter().enumerate() {
+            encode_frame(2 * i as u32 + 1, MessageType::Request, 0, p, &mut b).unwrap();
+        }
+        b.to_vec()
+    }
+
+    async fn frame<R: AsyncRead + Unpin>(r: &mut Reader<R>) -> Frame {
+        match r.next().await.unwrap() {
+            ReadEvent::Frame(f) => f,
+            _ => panic!("expected a frame"),
+        }
+    }
+
+    /// After a large frame the reader no longer shares (and later reuses)
+    /// the allocation the frame was read into: the payload owns it alone,
+    /// and the buffer is back to its normal size.
+    #[tokio::test]
+    async fn large_frame_leaves_its_allocation_to_the_payload() {
+        let big = vec![7u8; 1 << 20];
+        let input = frames(&[b"small", &big, b"after", b"tail"]);
+        let mut r = Reader::new(&input[..]);
+        let small = frame(&mut r).await;
+        assert_eq!(&small.payload[..], b"small");
+        drop(small);
+        let f = frame(&mut r).await;
+        assert_eq!(f.payload.len(), big.len());
+        assert!(
+            f.payload.is_unique(),
+            "the reader must not keep a reference to the large allocation"
+        );
+        assert!(r.buf.capacity() <= 2 * READ_CHUNK, "{}", r.buf.capacity());
+        drop(f);
+        // Bytes read past the large frame are kept.
+        assert_eq!(&frame(&mut r).await.payload[..], b"after");
+        assert_eq!(&frame(&mut r).await.payload[..], b"tail");
+        assert!(matches!(r.next().await.unwrap(), ReadEvent::Eof));
+        assert!(r.buf.capacity() <= 2 * READ_CHUNK, "{}", r.buf.capacity());
     }
 }
