@@ -188,7 +188,7 @@ pub enum SyncMode {
     /// time, and dropped before the next message is read: at most one
     /// message's bytes (≤ 4 MiB) plus the items the plugin keeps are in
     /// memory (a plugin that decodes and drops every item of a sync of 1000
-    /// pods / 5000 containers peaks at 14-17 MB of RSS, against about 72 MB
+    /// pods / 5000 containers peaks at 12-16 MB of RSS, against about 72 MB
     /// for the Go stub). For plugins that keep little or nothing of the
     /// synchronized state.
     Streaming,
