@@ -25,7 +25,7 @@ impl RuntimeCallbacks for ToyRuntime {
         Box::pin(async move {
             let pods = self.pods.lock().map_err(|e| e.to_string())?.clone();
             let ctrs = self.containers.lock().map_err(|e| e.to_string())?.clone();
-            Ok((pods, ctrs))
+            Ok(Snapshot::new(pods, ctrs))
         })
     }
 

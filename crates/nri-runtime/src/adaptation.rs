@@ -137,13 +137,13 @@ pub struct EventReport {
 /// ```no_run
 /// use std::sync::Arc;
 /// use nri_api::api::{Container, ContainerUpdate, PodSandbox};
-/// use nri_runtime::{Adaptation, BoxFuture, CallbackError, RuntimeCallbacks};
+/// use nri_runtime::{Adaptation, BoxFuture, CallbackError, RuntimeCallbacks, Snapshot};
 ///
 /// struct MyRuntime;
 /// impl RuntimeCallbacks for MyRuntime {
-///     fn list_pods_and_containers(&self)
-///         -> BoxFuture<'_, Result<(Vec<PodSandbox>, Vec<Container>), CallbackError>> {
-///         Box::pin(async { Ok((Vec::new(), Vec::new())) })
+///     fn list_pods_and_containers(&self) -> BoxFuture<'_, Result<Snapshot, CallbackError>> {
+///         let (pods, containers): (Vec<PodSandbox>, Vec<Container>) = (Vec::new(), Vec::new());
+///         Box::pin(async move { Ok(Snapshot::new(pods, containers)) })
 ///     }
 ///     fn update_containers(&self, _u: Vec<ContainerUpdate>)
 ///         -> BoxFuture<'_, Result<Vec<ContainerUpdate>, CallbackError>> {

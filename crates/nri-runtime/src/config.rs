@@ -18,7 +18,39 @@ use crate::validate::{DefaultValidatorConfig, Validator};
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Pods and containers listed by [`RuntimeCallbacks::list_pods_and_containers`].
-pub type Snapshot = (Vec<PodSandbox>, Vec<Container>);
+///
+/// The lists are shared: a runtime that keeps its NRI view of pods and
+/// containers in `Arc`s hands it over without a deep copy (the library only
+/// reads it, to encode the Synchronize messages). Owned vectors convert
+/// with [`Snapshot::new`] or `Snapshot::from((pods, containers))`.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// Every pod.
+    pub pods: Arc<Vec<PodSandbox>>,
+    /// Every container.
+    pub containers: Arc<Vec<Container>>,
+}
+
+impl Snapshot {
+    /// A snapshot of owned lists.
+    pub fn new(pods: Vec<PodSandbox>, containers: Vec<Container>) -> Self {
+        Self {
+            pods: Arc::new(pods),
+            containers: Arc::new(containers),
+        }
+    }
+
+    /// A snapshot of shared lists (no copy).
+    pub fn shared(pods: Arc<Vec<PodSandbox>>, containers: Arc<Vec<Container>>) -> Self {
+        Self { pods, containers }
+    }
+}
+
+impl From<(Vec<PodSandbox>, Vec<Container>)> for Snapshot {
+    fn from((pods, containers): (Vec<PodSandbox>, Vec<Container>)) -> Self {
+        Self::new(pods, containers)
+    }
+}
 
 /// Error type of the runtime callbacks.
 pub type CallbackError = Box<dyn std::error::Error + Send + Sync>;

@@ -11,12 +11,12 @@ use nri_api::api::{
 use nri_api::{EventMask, RUNTIME_SERVICE, method};
 use nri_mux::{PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN};
 use nri_ttrpc::{Client, Code, Methods, Server, Status};
-use prost::Message;
 use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::adaptation::Shared;
+use crate::encode::plan_sync;
 use crate::error::Error;
 use crate::merge::PluginId;
 use crate::plugin::{Plugin, PluginOrigin, PluginParts};
@@ -325,14 +325,26 @@ impl Shared {
     /// activation. See `registry.rs` and `docs/runtime/sync.md`.
     async fn synchronize(&self, plugin: &Arc<Plugin>) -> Result<(), String> {
         self.registry.begin_sync(plugin);
-        let (mut pods, mut containers) = self
+        let snapshot = self
             .callbacks
             .list_pods_and_containers()
             .await
             .map_err(|e| format!("listing pods and containers failed: {e}"))?;
-        self.registry
-            .filter_snapshot(plugin, &mut pods, &mut containers);
-        let updates = self.send_sync(plugin, pods, containers).await?;
+        let updates = {
+            let (queued_pods, queued_containers) = self.registry.queued_ids(plugin);
+            let pods: Vec<&PodSandbox> = snapshot
+                .pods
+                .iter()
+                .filter(|p| !queued_pods.contains(p.id.as_str()))
+                .collect();
+            let containers: Vec<&Container> = snapshot
+                .containers
+                .iter()
+                .filter(|c| !queued_containers.contains(c.id.as_str()))
+                .collect();
+            self.send_sync(plugin, &pods, &containers).await?
+        };
+        drop(snapshot);
         if !updates.is_empty() {
             self.metrics.plugin_adjustments(
                 &plugin.id.to_string(),
@@ -433,34 +445,42 @@ impl Shared {
         }
     }
 
-    /// Sends the snapshot in as few messages as fit under the size cap.
+    /// Sends the snapshot in as few messages as fit under the size cap,
+    /// encoding each message from references while the plugin works on the
+    /// previous one.
     async fn send_sync(
         &self,
         plugin: &Arc<Plugin>,
-        pods: Vec<PodSandbox>,
-        containers: Vec<Container>,
+        pods: &[&PodSandbox],
+        containers: &[&Container],
     ) -> Result<Vec<nri_api::api::ContainerUpdate>, String> {
-        let chunks = split_sync(pods, containers, SYNC_MESSAGE_LIMIT);
-        let last = chunks.len().saturating_sub(1);
-        for (i, mut req) in chunks.into_iter().enumerate() {
-            req.more = i != last;
-            let resp: SynchronizeResponse = plugin
-                .call(
-                    &*self.metrics,
-                    "Synchronize",
-                    method::SYNCHRONIZE,
-                    &req,
-                    plugin.timeout,
-                )
-                .await
+        let plan = plan_sync(pods, containers, SYNC_MESSAGE_LIMIT);
+        let encode = |i: usize| plan.encode(i, pods, containers);
+        let mut next = encode(0);
+        let mut i = 0;
+        while let Some(payload) = next.take() {
+            let more = i + 1 < plan.parts.len();
+            let call = plugin.call_raw(
+                &*self.metrics,
+                "Synchronize",
+                method::SYNCHRONIZE,
+                payload,
+                plugin.timeout,
+            );
+            // The request is written on the call's first poll; the next
+            // message is encoded while the plugin decodes this one.
+            let (resp, following) = tokio::join!(call, async { encode(i + 1) });
+            let resp: SynchronizeResponse = resp
+                .and_then(|b| crate::plugin::decode_response(method::SYNCHRONIZE, b))
                 .map_err(|e| format!("Synchronize failed: {e}"))?;
-            if req.more {
-                if !resp.more || !resp.update.is_empty() {
-                    return Err("plugin does not handle split Synchronize requests".into());
-                }
-            } else {
+            if !more {
                 return Ok(resp.update);
             }
+            if !resp.more || !resp.update.is_empty() {
+                return Err("plugin does not handle split Synchronize requests".into());
+            }
+            next = following;
+            i += 1;
         }
         Ok(Vec::new())
     }
@@ -474,30 +494,20 @@ pub fn split_sync(
     containers: Vec<Container>,
     limit: usize,
 ) -> Vec<SynchronizeRequest> {
-    let mut out = Vec::new();
-    let mut cur = SynchronizeRequest::default();
-    let mut size = 2; // room for the `more` field
-    let item = |len: usize| 1 + prost::length_delimiter_len(len) + len;
-    for p in pods {
-        let n = item(p.encoded_len());
-        if size + n > limit && !(cur.pods.is_empty() && cur.containers.is_empty()) {
-            out.push(std::mem::take(&mut cur));
-            size = 2;
-        }
-        size += n;
-        cur.pods.push(p);
-    }
-    for c in containers {
-        let n = item(c.encoded_len());
-        if size + n > limit && !(cur.pods.is_empty() && cur.containers.is_empty()) {
-            out.push(std::mem::take(&mut cur));
-            size = 2;
-        }
-        size += n;
-        cur.containers.push(c);
-    }
-    out.push(cur);
-    out
+    let parts = {
+        let p: Vec<&PodSandbox> = pods.iter().collect();
+        let c: Vec<&Container> = containers.iter().collect();
+        plan_sync(&p, &c, limit).parts
+    };
+    let (mut pods, mut containers) = (pods.into_iter(), containers.into_iter());
+    parts
+        .into_iter()
+        .map(|part| SynchronizeRequest {
+            pods: pods.by_ref().take(part.pods.len()).collect(),
+            containers: containers.by_ref().take(part.containers.len()).collect(),
+            more: false,
+        })
+        .collect()
 }
 
 fn check_mask(events: i32) -> Result<EventMask, String> {

@@ -13,7 +13,7 @@
 use bytes::Bytes;
 use nri_api::api::{Container, Event, PodSandbox};
 use prost::Message;
-use prost::encoding::{encode_key, encode_varint, encoded_len_varint, message};
+use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, message};
 
 /// Field number of the pod in the per-event requests (`pod = 1`).
 const REQUEST_POD: u32 = 1;
@@ -104,7 +104,132 @@ impl CreatePayload {
     }
 }
 
+/// Field number of the pods in `SynchronizeRequest` (`pods = 1`).
+const SYNC_PODS: u32 = 1;
+/// Field number of the containers in `SynchronizeRequest` (`containers = 2`).
+const SYNC_CONTAINERS: u32 = 2;
+/// Field number of `more` in `SynchronizeRequest` (`more = 3`).
+const SYNC_MORE: u32 = 3;
+/// Bytes of `more = true` on the wire (key and value), counted against the
+/// message limit whether or not the message carries it.
+const SYNC_MORE_LEN: usize = 2;
+
+/// One Synchronize message of a split synchronization: ranges of the pods
+/// and containers it carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SyncPart {
+    pub(crate) pods: std::ops::Range<usize>,
+    pub(crate) containers: std::ops::Range<usize>,
+    /// Encoded size of the message with `more = true`.
+    pub(crate) len: usize,
+}
+
+/// A split synchronization: the messages, and the encoded length of every
+/// pod and container (computed once: prost's `encoded_len` walks the whole
+/// object, and a 5000-container sync would otherwise pay for it three times).
+#[derive(Debug)]
+pub(crate) struct SyncPlan {
+    pub(crate) parts: Vec<SyncPart>,
+    pod_lens: Vec<usize>,
+    container_lens: Vec<usize>,
+}
+
+/// Size of one length-delimited field of body length `len`.
+fn field_len(len: usize) -> usize {
+    // Field numbers 1..=3: a one-byte key.
+    1 + encoded_len_varint(len as u64) + len
+}
+
+/// Splits a synchronization into messages of at most `limit` bytes (an
+/// object larger than that goes alone in its message), pods first, in
+/// order. Always at least one message (possibly empty).
+pub(crate) fn plan_sync(pods: &[&PodSandbox], containers: &[&Container], limit: usize) -> SyncPlan {
+    let pod_lens: Vec<usize> = pods.iter().map(|p| p.encoded_len()).collect();
+    let container_lens: Vec<usize> = containers.iter().map(|c| c.encoded_len()).collect();
+    let mut parts = Vec::new();
+    let mut cur = SyncPart {
+        pods: 0..0,
+        containers: 0..0,
+        len: SYNC_MORE_LEN,
+    };
+    let empty = |p: &SyncPart| p.pods.is_empty() && p.containers.is_empty();
+    for (i, len) in pod_lens.iter().enumerate() {
+        let n = field_len(*len);
+        if cur.len + n > limit && !empty(&cur) {
+            let next = SyncPart {
+                pods: i..i,
+                containers: 0..0,
+                len: SYNC_MORE_LEN,
+            };
+            parts.push(std::mem::replace(&mut cur, next));
+        }
+        cur.len += n;
+        cur.pods.end = i + 1;
+    }
+    for (i, len) in container_lens.iter().enumerate() {
+        let n = field_len(*len);
+        if cur.len + n > limit && !empty(&cur) {
+            let next = SyncPart {
+                pods: pods.len()..pods.len(),
+                containers: i..i,
+                len: SYNC_MORE_LEN,
+            };
+            parts.push(std::mem::replace(&mut cur, next));
+        }
+        cur.len += n;
+        if cur.containers.is_empty() {
+            cur.containers = i..i;
+        }
+        cur.containers.end = i + 1;
+    }
+    parts.push(cur);
+    SyncPlan {
+        parts,
+        pod_lens,
+        container_lens,
+    }
+}
+
+impl SyncPlan {
+    /// `SynchronizeRequest {pods = 1, containers = 2, more = 3}` of part
+    /// `i`, encoded from references (the bytes prost writes for the owned
+    /// request); `more` is set on every part but the last. `None` past the
+    /// last part.
+    pub(crate) fn encode(
+        &self,
+        i: usize,
+        pods: &[&PodSandbox],
+        containers: &[&Container],
+    ) -> Option<Bytes> {
+        let part = self.parts.get(i)?;
+        let more = i + 1 < self.parts.len();
+        let mut buf = Vec::with_capacity(part.len);
+        let pod_lens = self.pod_lens.get(part.pods.clone()).unwrap_or_default();
+        let pods = pods.get(part.pods.clone()).unwrap_or_default();
+        for (p, len) in pods.iter().zip(pod_lens) {
+            encode_key(SYNC_PODS, WireType::LengthDelimited, &mut buf);
+            encode_varint(*len as u64, &mut buf);
+            p.encode_raw(&mut buf);
+        }
+        let container_lens = self
+            .container_lens
+            .get(part.containers.clone())
+            .unwrap_or_default();
+        let containers = containers.get(part.containers.clone()).unwrap_or_default();
+        for (c, len) in containers.iter().zip(container_lens) {
+            encode_key(SYNC_CONTAINERS, WireType::LengthDelimited, &mut buf);
+            encode_varint(*len as u64, &mut buf);
+            c.encode_raw(&mut buf);
+        }
+        if more {
+            prost::encoding::bool::encode(SYNC_MORE, &true, &mut buf);
+        }
+        Some(Bytes::from(buf))
+    }
+}
+
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use std::collections::BTreeMap;
 
@@ -135,6 +260,83 @@ mod tests {
             linux: Some(LinuxContainer::default()),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn sync_requests_are_byte_identical_to_prost() {
+        use nri_api::api::SynchronizeRequest;
+        let pods = [pod(), PodSandbox::default()];
+        let ctrs = [ctr(1), Container::default(), ctr(2)];
+        let p: Vec<&PodSandbox> = pods.iter().collect();
+        let c: Vec<&Container> = ctrs.iter().collect();
+        for (np, nc) in [(0, 0), (2, 0), (0, 3), (2, 3), (1, 1)] {
+            // One message (more = false).
+            let plan = plan_sync(&p[..np], &c[..nc], 4 << 20);
+            let want = SynchronizeRequest {
+                pods: pods[..np].to_vec(),
+                containers: ctrs[..nc].to_vec(),
+                more: false,
+            }
+            .encode_to_vec();
+            let got = plan.encode(0, &p[..np], &c[..nc]).unwrap();
+            assert_eq!(got.as_ref(), &want[..]);
+            assert!(plan.encode(1, &p[..np], &c[..nc]).is_none());
+        }
+        // One object per message: every message but the last has more = true.
+        let plan = plan_sync(&p, &c, 1);
+        assert_eq!(plan.parts.len(), 5);
+        for (i, part) in plan.parts.iter().enumerate() {
+            let want = SynchronizeRequest {
+                pods: pods[part.pods.clone()].to_vec(),
+                containers: ctrs[part.containers.clone()].to_vec(),
+                more: i + 1 < plan.parts.len(),
+            }
+            .encode_to_vec();
+            let got = plan.encode(i, &p, &c).unwrap();
+            assert_eq!(got.as_ref(), &want[..], "part {i}");
+            assert!(
+                want.len() <= part.len,
+                "part {i}: {} > {}",
+                want.len(),
+                part.len
+            );
+        }
+    }
+
+    #[test]
+    fn sync_plan_keeps_every_object_in_order_and_respects_the_limit() {
+        let pods: Vec<PodSandbox> = (0..50)
+            .map(|k| PodSandbox {
+                id: format!("p{k}"),
+                ..pod()
+            })
+            .collect();
+        let ctrs: Vec<Container> = (0..50).map(ctr).collect();
+        let p: Vec<&PodSandbox> = pods.iter().collect();
+        let c: Vec<&Container> = ctrs.iter().collect();
+        let one = plan_sync(&p, &c, 4 << 20);
+        assert_eq!(one.parts.len(), 1);
+        assert_eq!(
+            (one.parts[0].pods.clone(), one.parts[0].containers.clone()),
+            (0..50, 0..50)
+        );
+        for limit in [1, 500, 1000, 5000] {
+            let plan = plan_sync(&p, &c, limit);
+            let (mut np, mut nc) = (0, 0);
+            for (i, part) in plan.parts.iter().enumerate() {
+                assert_eq!(part.pods.start, np.min(50), "{limit}: {:?}", plan.parts);
+                np = part.pods.end;
+                if !part.containers.is_empty() {
+                    assert_eq!(part.containers.start, nc, "{limit}: {:?}", plan.parts);
+                    nc = part.containers.end;
+                }
+                let bytes = plan.encode(i, &p, &c).unwrap();
+                let objects = part.pods.len() + part.containers.len();
+                assert!(bytes.len() <= limit || objects == 1, "{limit}: {part:?}");
+            }
+            assert_eq!((np, nc), (50, 50), "{limit}");
+        }
+        assert_eq!(plan_sync(&[], &[], 100).parts.len(), 1);
     }
 
     #[test]

@@ -381,7 +381,7 @@ impl Plugin {
 }
 
 /// Decodes a plugin's answer to `method`.
-fn decode_response<Resp: Message + Default>(
+pub(crate) fn decode_response<Resp: Message + Default>(
     method: &str,
     bytes: Bytes,
 ) -> Result<Resp, PluginFailure> {

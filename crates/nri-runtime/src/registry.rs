@@ -246,19 +246,15 @@ impl Registry {
         });
     }
 
-    /// Removes from a snapshot the objects queued for the plugin.
-    pub(crate) fn filter_snapshot(
-        &self,
-        plugin: &Arc<Plugin>,
-        pods: &mut Vec<PodSandbox>,
-        containers: &mut Vec<Container>,
-    ) {
+    /// The ids of the pods and containers whose creation is queued for the
+    /// plugin: left out of its Synchronize (it gets them as events).
+    pub(crate) fn queued_ids(&self, plugin: &Arc<Plugin>) -> (HashSet<String>, HashSet<String>) {
         let st = self.lock();
-        let Some(s) = st.syncing.iter().find(|s| Arc::ptr_eq(&s.plugin, plugin)) else {
-            return;
-        };
         let mut pod_ids = HashSet::new();
         let mut ctr_ids = HashSet::new();
+        let Some(s) = st.syncing.iter().find(|s| Arc::ptr_eq(&s.plugin, plugin)) else {
+            return (pod_ids, ctr_ids);
+        };
         for d in &s.queue {
             if let Deferred::Creation(i) = d {
                 match i.object_id() {
@@ -267,8 +263,7 @@ impl Registry {
                 };
             }
         }
-        pods.retain(|p| !pod_ids.contains(&p.id));
-        containers.retain(|c| !ctr_ids.contains(&c.id));
+        (pod_ids, ctr_ids)
     }
 
     /// Makes the plugin active (atomically) and returns its queued

@@ -181,7 +181,7 @@ impl RuntimeCallbacks for World {
                 pods: pods.len(),
                 containers: ctrs.len(),
             });
-            Ok((pods, ctrs))
+            Ok(Snapshot::new(pods, ctrs))
         })
     }
 

@@ -95,8 +95,8 @@ impl Default for HarnessOptions {
 
 /// The runtime's state and the sync timing probe.
 struct State {
-    pods: Vec<PodSandbox>,
-    ctrs: Vec<Container>,
+    pods: Arc<Vec<PodSandbox>>,
+    ctrs: Arc<Vec<Container>>,
     list_at: Mutex<Vec<Instant>>,
 }
 
@@ -106,7 +106,8 @@ impl RuntimeCallbacks for State {
             if let Ok(mut v) = self.list_at.lock() {
                 v.push(Instant::now());
             }
-            Ok((self.pods.clone(), self.ctrs.clone()))
+            // Shared, as a runtime keeping its NRI view in `Arc`s would.
+            Ok(Snapshot::shared(self.pods.clone(), self.ctrs.clone()))
         })
     }
 
@@ -203,8 +204,8 @@ async fn run_async(
         });
     }
     let state = Arc::new(State {
-        pods,
-        ctrs,
+        pods: Arc::new(pods),
+        ctrs: Arc::new(ctrs),
         list_at: Mutex::new(Vec::new()),
     });
     let (tx, mut rx) = watch::channel((0usize, Instant::now()));

@@ -41,7 +41,7 @@ impl FakeRuntime {
 impl RuntimeCallbacks for FakeRuntime {
     fn list_pods_and_containers(&self) -> BoxFuture<'_, Result<Snapshot, CallbackError>> {
         Box::pin(async move {
-            Ok((
+            Ok(Snapshot::new(
                 self.pods.lock().unwrap().clone(),
                 self.containers.lock().unwrap().clone(),
             ))

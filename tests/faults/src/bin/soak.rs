@@ -253,7 +253,7 @@ impl RuntimeCallbacks for Store {
         Box::pin(async move {
             let pods = lock(&self.pods).values().cloned().collect();
             let ctrs = lock(&self.containers).values().cloned().collect();
-            Ok((pods, ctrs))
+            Ok(Snapshot::new(pods, ctrs))
         })
     }
     fn update_containers(

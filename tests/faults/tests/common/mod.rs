@@ -228,7 +228,7 @@ pub struct FakeRuntime {
 impl RuntimeCallbacks for FakeRuntime {
     fn list_pods_and_containers(&self) -> BoxFuture<'_, Result<Snapshot, CallbackError>> {
         Box::pin(async move {
-            Ok((
+            Ok(Snapshot::new(
                 self.pods.lock().unwrap().clone(),
                 self.containers.lock().unwrap().clone(),
             ))
