@@ -287,6 +287,9 @@ impl Inner {
             loop {
                 match dec.decode(&mut buf) {
                     Ok(Some((id, payload))) => {
+                        if payload.len() > READ_CHUNK {
+                            buf = release_large_buffer(buf);
+                        }
                         if !self.deliver(id, payload).await {
                             return;
                         }
@@ -489,6 +492,18 @@ async fn read_some(rd: &AsyncFd<StdUnixStream>, chunk: &mut [u8]) -> io::Result<
             Err(e) => return Err(e),
         }
     }
+}
+
+/// After a payload larger than the read chunk was split off `buf`, `buf`
+/// still shares that large allocation and would take it back once the
+/// payload is dropped, so a trunk that carried one 4 MiB message would keep
+/// 4 MiB for the rest of its life. Leaves the allocation to the payload
+/// (freed with it) and goes on with a normal-size buffer holding the few
+/// bytes already read past the frame.
+fn release_large_buffer(rest: BytesMut) -> BytesMut {
+    let mut buf = BytesMut::with_capacity(READ_CHUNK.max(rest.len()));
+    buf.extend_from_slice(&rest);
+    buf
 }
 
 /// Registers a socket with the reactor for `interest` only.
@@ -932,5 +947,26 @@ impl AsyncWrite for MuxWriteHalf {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.h.poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn a_large_payload_takes_its_allocation_with_it() {
+        let mut buf = BytesMut::with_capacity(4 << 20);
+        buf.extend_from_slice(&vec![7u8; (4 << 20) - 3]);
+        buf.extend_from_slice(b"abc");
+        let payload = buf.split_to((4 << 20) - 3).freeze();
+        let buf = release_large_buffer(buf);
+        assert_eq!(&buf[..], b"abc");
+        assert!(buf.capacity() < 2 * READ_CHUNK, "{}", buf.capacity());
+        // The payload is intact and owns the large allocation alone.
+        assert_eq!(payload.len(), (4 << 20) - 3);
+        assert!(payload.iter().all(|b| *b == 7));
     }
 }
