@@ -100,6 +100,9 @@ pub struct BenchOptions {
     pub go_bin_dir: PathBuf,
     /// Directory of `nri-bench-runtime` and `nri-bench-plugin`.
     pub rust_bin_dir: PathBuf,
+    /// The Rust bench plugin to run instead of the one in `rust_bin_dir`
+    /// (e.g. a static `min-size` build, as the plugin images ship).
+    pub rust_plugin_bin: Option<PathBuf>,
     /// tokio scheduler of the Rust runtime harness.
     pub tokio: TokioFlavour,
     /// tokio workers of the Rust runtime harness (multi_thread).
@@ -130,6 +133,7 @@ impl Default for BenchOptions {
             with_go: true,
             go_bin_dir,
             rust_bin_dir: exe_dir,
+            rust_plugin_bin: None,
             tokio: TokioFlavour::MultiThread,
             workers: 2,
             idle_wait_ms: 500,
@@ -557,7 +561,10 @@ pub fn run(opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchR
         go_bench: o.go_bin_dir.join("nri-go-bench"),
         go_plugin: o.go_bin_dir.join("nri-go-plugin"),
         rust_runtime: o.rust_bin_dir.join("nri-bench-runtime"),
-        rust_plugin: o.rust_bin_dir.join("nri-bench-plugin"),
+        rust_plugin: o
+            .rust_plugin_bin
+            .clone()
+            .unwrap_or_else(|| o.rust_bin_dir.join("nri-bench-plugin")),
     };
     let go_hint = "build the Go peers: bash scripts/build-go-peers.sh (or set NRI_INTEROP_BIN)";
     let rust_hint = "build them: cargo build --release -p nri-bench";

@@ -50,6 +50,10 @@ struct Args {
     /// Directory of nri-bench-runtime and nri-bench-plugin (default: beside this binary).
     #[arg(long)]
     rust_bin_dir: Option<PathBuf>,
+    /// Rust bench plugin binary to use instead of the one in the Rust bin
+    /// dir, e.g. the static min-size build (see docs/benchmarks/nri.md).
+    #[arg(long)]
+    rust_plugin_bin: Option<PathBuf>,
     /// tokio scheduler of the Rust runtime harness: multi | current.
     #[arg(long, default_value = "multi")]
     tokio: String,
@@ -89,6 +93,7 @@ fn main() -> ExitCode {
     if let Some(d) = a.rust_bin_dir {
         o.rust_bin_dir = d;
     }
+    o.rust_plugin_bin = a.rust_plugin_bin;
     o.tokio = match a.tokio.as_str() {
         "multi" => TokioFlavour::MultiThread,
         "current" => TokioFlavour::CurrentThread,
