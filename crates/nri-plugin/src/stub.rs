@@ -199,7 +199,26 @@ impl<P: Plugin> Stub<P> {
         let client = Client::new(runtime_conn);
         let serve_stop = CancellationToken::new();
         let _serve_guard = serve_stop.clone().drop_guard();
-        let serve = server.serve(plugin_conn, serve_stop.clone());
+        // The server runs as a task of its own, not inside this future: the
+        // requests then go reader task -> server task -> handler task
+        // without waking the caller of `run` (under `block_on` of a
+        // current_thread runtime every such wake costs an extra
+        // zero-timeout poll of the reactor, two per request). The task ends
+        // when `serve_stop` is cancelled (the guard above, on every return).
+        let serve = {
+            let server = Arc::new(server);
+            let stop = serve_stop.clone();
+            let task = tokio::spawn(async move { server.serve(plugin_conn, stop).await });
+            async move {
+                match task.await {
+                    Ok(r) => r,
+                    // Panicked in a handler or aborted at runtime shutdown.
+                    Err(e) => Err(nri_ttrpc::Error::from(std::io::Error::other(format!(
+                        "plugin server task ended: {e}"
+                    )))),
+                }
+            }
+        };
         tokio::pin!(serve);
         *lock(&self.shared.client) = Some(client.clone());
         let _client_guard = ClientGuard(&self.shared);
