@@ -435,11 +435,15 @@ impl Adaptation {
         let ev = Event::CreateContainer;
         let op = ev.pretty_name();
         let sh = &self.shared;
-        let (plugins, guard) = sh.registry.begin_creation(ev, pod, Some(container));
+        // One copy of the container, shared by the barrier's record of the
+        // creation and the result (pristine); a second one only when a
+        // plugin adjusts it. The pod is only needed by validation (set there).
+        let container = Arc::new(container.clone());
+        let (plugins, guard) = sh
+            .registry
+            .begin_creation(ev, pod, Some(Arc::clone(&container)));
         sh.check_required(ev, &plugins)?;
-        // The pod is only needed by validation (set there); the container is
-        // copied once (pristine) and again only when a plugin adjusts it.
-        let mut result = CreateResult::new(PodSandbox::default(), container.clone());
+        let mut result = CreateResult::with_shared(PodSandbox::default(), container);
         let mut payload = crate::encode::CreatePayload::new(pod);
         let mut errors = Vec::new();
         for p in plugins.iter() {

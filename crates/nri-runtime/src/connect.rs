@@ -384,7 +384,7 @@ impl Shared {
                 if !i.succeeded().await {
                     return;
                 }
-                match (&i.container, i.event) {
+                match (i.container.as_deref(), i.event) {
                     (Some(c), Event::CreateContainer) => {
                         let req = CreateContainerRequest {
                             pod: Some(i.pod.clone()),
@@ -407,7 +407,7 @@ impl Shared {
                     }
                     _ => {
                         plugin
-                            .notify(metrics, i.event, &i.pod, i.container.as_ref())
+                            .notify(metrics, i.event, &i.pod, i.container.as_deref())
                             .await
                     }
                 }

@@ -37,7 +37,7 @@ use crate::plugin::{Plugin, PluginList};
 pub(crate) struct Inflight {
     pub(crate) event: Event,
     pub(crate) pod: PodSandbox,
-    pub(crate) container: Option<Container>,
+    pub(crate) container: Option<Arc<Container>>,
     /// `None` while the fan-out runs, then whether it succeeded.
     outcome: watch::Sender<Option<bool>>,
 }
@@ -200,13 +200,13 @@ impl Registry {
         self: &Arc<Self>,
         event: Event,
         pod: &PodSandbox,
-        container: Option<&Container>,
+        container: Option<Arc<Container>>,
     ) -> (PluginList, CreationGuard) {
         let (tx, _) = watch::channel(None);
         let inflight = Arc::new(Inflight {
             event,
             pod: pod.clone(),
-            container: container.cloned(),
+            container,
             outcome: tx,
         });
         let mut st = self.lock();

@@ -1,6 +1,7 @@
 //! The collector of plugin results for one CreateContainer event.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use nri_api::api::{
     Container, ContainerAdjustment, ContainerEviction, ContainerUpdate, CreateContainerRequest,
@@ -32,7 +33,9 @@ use crate::error::Error;
 #[derive(Debug, Clone)]
 pub struct CreateResult {
     pod: PodSandbox,
-    pristine: Container,
+    /// Shared with the synchronization barrier's record of the creation
+    /// (one copy of the runtime's container per event, not two).
+    pristine: Arc<Container>,
     state: CreateState,
     plugins: Vec<PluginId>,
     /// Bumped whenever an applied response changed the container the next
@@ -54,6 +57,11 @@ struct CreateState {
 impl CreateResult {
     /// Starts collecting for the creation of `container` in `pod`.
     pub fn new(pod: PodSandbox, container: Container) -> Self {
+        Self::with_shared(pod, Arc::new(container))
+    }
+
+    /// [`new`](Self::new) with a container already shared.
+    pub(crate) fn with_shared(pod: PodSandbox, container: Arc<Container>) -> Self {
         Self {
             pod,
             state: CreateState::default(),
@@ -87,7 +95,7 @@ impl CreateResult {
     /// The container as adjusted by the plugins applied so far: what the next
     /// plugin must see.
     pub fn container(&self) -> &Container {
-        self.state.container.as_ref().unwrap_or(&self.pristine)
+        self.state.container.as_ref().unwrap_or(&*self.pristine)
     }
 
     /// The CreateContainer request for the next plugin.
