@@ -147,7 +147,12 @@ async fn a_plugin_registering_under_sustained_load_becomes_active() {
 
     const CREATORS: usize = 8;
     let env = TestEnv::new();
-    let a = env.start(env.builder()).await;
+    // A generous request timeout: on a slow machine the backlog may take a
+    // while, and a direct call that waited out its timeout at the gate would
+    // skip the plugin (this test is about activation, not timeouts).
+    let a = env
+        .start(env.builder().request_timeout(Duration::from_secs(60)))
+        .await;
     let rt = env.runtime.clone();
     let stop = Arc::new(AtomicBool::new(false));
     let mut creators = tokio::task::JoinSet::new();
