@@ -32,6 +32,10 @@ pub const READ_BUFFER_LIMIT: usize = MAX_PAYLOAD;
 /// wait. The backlog can therefore reach this limit plus one message.
 pub const WRITE_BACKLOG_LIMIT: usize = 256 * 1024;
 
+/// Pause before retrying a blocked write when no writability watch could be
+/// set up (see `Inner::wait_writable`).
+const WRITE_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// Read chunk size of the trunk reader.
 const READ_CHUNK: usize = 64 * 1024;
 
@@ -320,10 +324,25 @@ impl Inner {
     /// Waits until the trunk takes more bytes, through a duplicate of the
     /// socket registered for writability only while we wait (so the
     /// reactor is not woken by write space the rest of the time).
+    ///
+    /// Without a spare descriptor (or reactor slot) for the watch, it waits
+    /// a short while instead and lets the caller try the write again, so a
+    /// process at its descriptor limit slows down rather than loses the
+    /// trunk.
     async fn wait_writable(&self) -> io::Result<()> {
-        let dup = self.socket()?.try_clone()?;
-        let watch = register(dup, Interest::WRITABLE)?;
-        let _ready = watch.writable().await?;
+        let watch = self
+            .socket()?
+            .try_clone()
+            .and_then(|dup| register(dup, Interest::WRITABLE));
+        match watch {
+            Ok(watch) => {
+                let _ready = watch.writable().await?;
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "mux: no writability watch, retrying the write shortly");
+                tokio::time::sleep(WRITE_RETRY_PAUSE).await;
+            }
+        }
         Ok(())
     }
 
