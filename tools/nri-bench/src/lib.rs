@@ -29,6 +29,7 @@
 //! # Ok::<(), nri_bench::Error>(())
 //! ```
 
+mod cli;
 mod driver;
 pub mod harness;
 pub mod procfs;
@@ -38,6 +39,7 @@ pub mod shape;
 pub mod stats;
 mod table;
 
+pub use cli::BenchArgs;
 pub use driver::{
     BenchOptions, BenchReport, Cell, CellReport, Machine, MetricSummary, Stack, StackResult,
     TargetCheck, run,

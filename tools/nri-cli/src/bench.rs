@@ -1,12 +1,11 @@
 //! `nri bench`: the side-by-side benchmark of the Rust NRI stack against
 //! the Go reference (engine: `nri-bench`).
 
-use std::io::{IsTerminal as _, Write as _};
+use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use nri_bench::BenchOptions;
-use nri_bench::harness::TokioFlavour;
+use nri_bench::{BenchArgs, BenchOptions};
 
 use crate::{EXIT_OK, EXIT_USAGE};
 
@@ -38,98 +37,13 @@ Exit status: 0 the matrix ran (failed runs are listed in the report),
 #[derive(Debug, clap::Args)]
 #[command(after_help = AFTER_HELP)]
 pub struct Args {
-    /// Repetitions of the whole matrix (default 3; 1 with --quick).
-    #[arg(long, value_name = "N")]
-    reps: Option<usize>,
-    /// Short smoke variant: small N, small sync state.
-    #[arg(long)]
-    quick: bool,
-    /// Print the whole report as JSON instead of tables.
-    #[arg(long)]
-    json: bool,
-    /// Also write the whole report as JSON to this file.
-    #[arg(long, value_name = "FILE")]
-    json_out: Option<PathBuf>,
-    /// Timed calls at K=1 in the runtime cells (K plugins: N/K).
-    #[arg(long, value_name = "N")]
-    n: Option<usize>,
-    /// Events of the plugin CPU/memory cell.
-    #[arg(long, value_name = "N")]
-    plugin_n: Option<usize>,
-    /// Events of the plugin growth cell.
-    #[arg(long, value_name = "N")]
-    plugin_long_n: Option<usize>,
-    /// Pods in the sync state.
-    #[arg(long, value_name = "N")]
-    sync_pods: Option<usize>,
-    /// Only these cells.
-    #[arg(long, value_name = "CELLS", value_parser = ["runtime", "plugin"])]
-    only: Option<String>,
-    /// Skip the Go stacks (no Go peers needed).
-    #[arg(long)]
-    no_go: bool,
-    /// Directory of nri-go-bench and nri-go-plugin (default $NRI_INTEROP_BIN
-    /// or interop/bin of the source tree).
-    #[arg(long, value_name = "DIR")]
-    go_bin_dir: Option<PathBuf>,
-    /// Directory of nri-bench-runtime and nri-bench-plugin (default: beside
-    /// this binary).
-    #[arg(long, value_name = "DIR")]
-    rust_bin_dir: Option<PathBuf>,
-    /// tokio scheduler of the Rust runtime harness.
-    #[arg(long, value_name = "FLAVOUR", default_value = "multi", value_parser = ["multi", "current"])]
-    tokio: String,
-    /// tokio workers of the Rust runtime harness.
-    #[arg(long, value_name = "N", default_value_t = 2)]
-    workers: usize,
+    #[command(flatten)]
+    bench: BenchArgs,
 }
 
 fn fail(msg: impl std::fmt::Display) -> ExitCode {
     eprintln!("nri bench: error: {msg}");
     ExitCode::from(EXIT_USAGE)
-}
-
-fn options(a: &Args) -> BenchOptions {
-    let mut o = BenchOptions {
-        quick: a.quick,
-        with_go: !a.no_go,
-        workers: a.workers,
-        ..Default::default()
-    };
-    if let Some(v) = a.reps {
-        o.reps = v;
-    } else if a.quick {
-        o.reps = 1;
-    }
-    if let Some(v) = a.n {
-        o.n = v;
-    }
-    if let Some(v) = a.plugin_n {
-        o.plugin_n = v;
-    }
-    if let Some(v) = a.plugin_long_n {
-        o.plugin_long_n = v;
-    }
-    if let Some(v) = a.sync_pods {
-        o.sync_pods = v;
-    }
-    if let Some(d) = &a.go_bin_dir {
-        o.go_bin_dir = d.clone();
-    }
-    if let Some(d) = &a.rust_bin_dir {
-        o.rust_bin_dir = d.clone();
-    }
-    o.tokio = if a.tokio == "current" {
-        TokioFlavour::CurrentThread
-    } else {
-        TokioFlavour::MultiThread
-    };
-    match a.only.as_deref() {
-        Some("runtime") => o.plugin_cells = false,
-        Some("plugin") => o.runtime_cells = false,
-        _ => {}
-    }
-    o
 }
 
 /// Every missing binary with the command that builds it (the engine stops
@@ -155,18 +69,27 @@ fn missing(o: &BenchOptions) -> Vec<String> {
              or point --go-bin-dir / NRI_INTEROP_BIN at them; or --no-go)",
         );
     }
-    check(
-        &o.rust_bin_dir,
-        &["nri-bench-runtime", "nri-bench-plugin"],
-        "cargo build --release -p nri-bench  (then --rust-bin-dir target/release \
-         unless `nri` is in that directory too)",
-    );
+    let build = "cargo build --release -p nri-bench  (then --rust-bin-dir target/release \
+         unless `nri` is in that directory too)";
+    match &o.rust_plugin_bin {
+        None => check(
+            &o.rust_bin_dir,
+            &["nri-bench-runtime", "nri-bench-plugin"],
+            build,
+        ),
+        Some(plugin) => {
+            check(&o.rust_bin_dir, &["nri-bench-runtime"], build);
+            if !plugin.is_file() {
+                out.push(format!("missing {} (--rust-plugin-bin)", plugin.display()));
+            }
+        }
+    }
     out
 }
 
 /// Runs `nri bench`.
 pub fn run(args: Args, verbose: u8) -> ExitCode {
-    let o = options(&args);
+    let o = args.bench.options();
     if o.reps == 0 {
         return fail("--reps must be at least 1");
     }
@@ -183,24 +106,10 @@ pub fn run(args: Args, verbose: u8) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
-    if let Some(path) = &args.json_out {
-        let written = serde_json::to_vec_pretty(&report)
-            .map_err(std::io::Error::from)
-            .and_then(|v| std::fs::write(path, v));
-        if let Err(e) = written {
-            return fail(format!("writing {}: {e}", path.display()));
-        }
-    }
-    let mut out = std::io::stdout().lock();
-    let written = if args.json {
-        serde_json::to_writer_pretty(&mut out, &report)
-            .map_err(std::io::Error::from)
-            .and_then(|()| writeln!(out))
-            .map_err(|e| e.to_string())
-    } else {
-        nri_bench::print_table(&report, &mut out).map_err(|e| e.to_string())
-    };
-    match written {
+    match args
+        .bench
+        .write_report(&report, &mut std::io::stdout().lock())
+    {
         Ok(()) => ExitCode::from(EXIT_OK),
         Err(e) => fail(format!("writing the report: {e}")),
     }
