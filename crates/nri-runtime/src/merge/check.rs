@@ -48,11 +48,12 @@ pub(crate) fn check_update(plugin: &PluginId, u: &ContainerUpdate) -> Result<(),
     })
 }
 
-/// A key, with its removal marker stripped, must name something.
-fn key_problem(what: &str, key: &str) -> Option<String> {
+/// A key, with its removal marker stripped, must name something; `noun`
+/// is what the key is ("name", "destination", "path", ...).
+fn key_problem(what: &str, noun: &str, key: &str) -> Option<String> {
     let name = key.strip_prefix(REMOVAL_PREFIX).unwrap_or(key);
     if name.is_empty() {
-        return Some(format!("{what} with an empty name ({key:?})"));
+        return Some(format!("{what} with an empty {noun} ({key:?})"));
     }
     if name.contains('\0') {
         return Some(format!("{what} {key:?} contains a NUL byte"));
@@ -62,17 +63,17 @@ fn key_problem(what: &str, key: &str) -> Option<String> {
 
 fn adjustment_problem(a: &ContainerAdjustment) -> Option<String> {
     for k in a.annotations.keys() {
-        if let Some(p) = key_problem("annotation", k) {
+        if let Some(p) = key_problem("annotation", "name", k) {
             return Some(p);
         }
     }
     for m in &a.mounts {
-        if let Some(p) = key_problem("mount", &m.destination) {
-            return Some(p.replace("empty name", "empty destination"));
+        if let Some(p) = key_problem("mount", "destination", &m.destination) {
+            return Some(p);
         }
     }
     for e in &a.env {
-        if let Some(p) = key_problem("environment variable", &e.key) {
+        if let Some(p) = key_problem("environment variable", "name", &e.key) {
             return Some(p);
         }
         if e.key.contains('=') {
@@ -123,23 +124,23 @@ fn adjustment_problem(a: &ContainerAdjustment) -> Option<String> {
 
 fn linux_problem(l: &LinuxContainerAdjustment) -> Option<String> {
     for d in &l.devices {
-        if let Some(p) = key_problem("device", &d.path) {
-            return Some(p.replace("empty name", "empty path"));
+        if let Some(p) = key_problem("device", "path", &d.path) {
+            return Some(p);
         }
     }
     for n in &l.namespaces {
-        if let Some(p) = key_problem("namespace", &n.r#type) {
-            return Some(p.replace("empty name", "empty type"));
+        if let Some(p) = key_problem("namespace", "type", &n.r#type) {
+            return Some(p);
         }
     }
     for k in l.sysctl.keys() {
-        if let Some(p) = key_problem("sysctl", k) {
+        if let Some(p) = key_problem("sysctl", "name", k) {
             return Some(p);
         }
     }
     for k in l.net_devices.keys() {
-        if let Some(p) = key_problem("network device", k) {
-            return Some(p.replace("empty name", "empty host interface name"));
+        if let Some(p) = key_problem("network device", "host interface name", k) {
+            return Some(p);
         }
     }
     l.resources.as_ref().and_then(resources_problem)
@@ -180,7 +181,7 @@ fn resources_problem(r: &LinuxResources) -> Option<String> {
         }
     }
     for k in r.unified.keys() {
-        if let Some(p) = key_problem("unified cgroup setting", k) {
+        if let Some(p) = key_problem("unified cgroup setting", "name", k) {
             return Some(p);
         }
     }
