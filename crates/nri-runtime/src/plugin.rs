@@ -130,14 +130,21 @@ impl Plugin {
     }
 
     /// Waits (within `timeout`) until the plugin is ready for direct calls;
-    /// returns the time left of `timeout`.
-    async fn wait_ready(&self, timeout: Duration) -> Result<Duration, PluginFailure> {
+    /// returns the time left of `timeout`. A wait that fails is counted as a
+    /// failed invocation of `operation`, but not as a strike: the plugin was
+    /// busy with its own backlog.
+    async fn wait_ready(
+        &self,
+        metrics: &dyn Metrics,
+        operation: &str,
+        timeout: Duration,
+    ) -> Result<Duration, PluginFailure> {
         if self.is_ready() {
             return Ok(timeout);
         }
         let start = Instant::now();
         let mut rx = self.ready.subscribe();
-        tokio::select! {
+        let res = tokio::select! {
             r = tokio::time::timeout(timeout, rx.wait_for(|ready| *ready)) => match r {
                 Ok(_) => Ok(timeout.saturating_sub(start.elapsed())),
                 Err(_) => Err(PluginFailure::Timeout { timeout }),
@@ -145,7 +152,11 @@ impl Plugin {
             () = self.closed.cancelled() => Err(PluginFailure::Disconnected {
                 reason: "closed while synchronizing".into(),
             }),
+        };
+        if let Err(f) = &res {
+            metrics.plugin_invocation(&self.name, operation, Err(f.class()));
         }
+        res
     }
 
     pub(crate) fn info(&self) -> PluginInfo {
@@ -262,15 +273,7 @@ impl Plugin {
         payload: Bytes,
         timeout: Duration,
     ) -> Result<Resp, PluginFailure> {
-        let res = self.wait_ready(timeout).await;
-        let left = match res {
-            Ok(left) => left,
-            Err(f) => {
-                // Not a strike: the plugin was busy with its own backlog.
-                metrics.plugin_invocation(&self.name, operation, Err(f.class()));
-                return Err(f);
-            }
-        };
+        let left = self.wait_ready(metrics, operation, timeout).await?;
         let bytes = self
             .call_raw(metrics, operation, method, payload, left)
             .await?;
@@ -302,13 +305,10 @@ impl Plugin {
         metrics: &dyn Metrics,
         n: &Notification<'_>,
     ) -> Result<(), PluginFailure> {
-        match self.wait_ready(self.timeout).await {
-            Ok(left) => self.notify_now(metrics, n, left).await,
-            Err(f) => {
-                metrics.plugin_invocation(&self.name, n.event.pretty_name(), Err(f.class()));
-                Err(f)
-            }
-        }
+        let left = self
+            .wait_ready(metrics, n.event.pretty_name(), self.timeout)
+            .await?;
+        self.notify_now(metrics, n, left).await
     }
 
     /// The dedicated RPC first; on UNIMPLEMENTED the plugin is switched to
