@@ -22,9 +22,7 @@ async fn chunks_are_reassembled() {
         .unwrap();
     let handle = stub.handle();
     let driver = async {
-        let conn = rt.accept(Register::Accept).await;
-        conn.registered().await;
-        conn.configure(configure_req("v0.12.2")).await.unwrap();
+        let conn = rt.accept_configured().await;
         let chunk = |n: usize, more: bool| SynchronizeRequest {
             pods: (0..3).map(|i| pod(&format!("p{n}-{i}"))).collect(),
             containers: (0..5)

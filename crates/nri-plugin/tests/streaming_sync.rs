@@ -15,7 +15,7 @@ use nri_api::api::{
 };
 use nri_api::method;
 use nri_plugin::{
-    Builder, EventMask, HandlerError, HandlerResult, Plugin, SyncChunk, SyncKind, SyncMode,
+    Builder, EventMask, HandlerError, HandlerResult, Plugin, Stub, SyncChunk, SyncKind, SyncMode,
 };
 use prost::Message;
 
@@ -88,19 +88,11 @@ fn chunk(n: usize, more: bool) -> SynchronizeRequest {
 #[tokio::test]
 async fn chunks_are_handed_over_one_by_one() {
     let rt = FakeRuntime::new();
-    let stub = Builder::new(Chunks::default())
-        .name("test")
-        .index("10")
-        .socket_path(&rt.path)
-        .sync_mode(SyncMode::Streaming)
-        .build()
-        .unwrap();
+    let stub = streaming_stub(&rt, Chunks::default());
     let handle = stub.handle();
     let plugin = stub.plugin();
     let driver = async {
-        let conn = rt.accept(Register::Accept).await;
-        conn.registered().await;
-        conn.configure(configure_req("v0.12.2")).await.unwrap();
+        let conn = rt.accept_configured().await;
         for n in 0..3 {
             let resp: SynchronizeResponse = conn
                 .call(method::SYNCHRONIZE, &chunk(n, true))
@@ -157,18 +149,10 @@ async fn chunks_are_handed_over_one_by_one() {
 #[tokio::test]
 async fn single_message_is_one_final_chunk() {
     let rt = FakeRuntime::new();
-    let stub = Builder::new(Chunks::default())
-        .name("test")
-        .index("10")
-        .socket_path(&rt.path)
-        .sync_mode(SyncMode::Streaming)
-        .build()
-        .unwrap();
+    let stub = streaming_stub(&rt, Chunks::default());
     let handle = stub.handle();
     let driver = async {
-        let conn = rt.accept(Register::Accept).await;
-        conn.registered().await;
-        conn.configure(configure_req("v0.12.2")).await.unwrap();
+        let conn = rt.accept_configured().await;
         let resp: SynchronizeResponse = conn
             .call(method::SYNCHRONIZE, &chunk(7, false))
             .await
@@ -188,20 +172,15 @@ async fn single_message_is_one_final_chunk() {
 #[tokio::test]
 async fn failing_chunk_fails_the_sync() {
     let rt = FakeRuntime::new();
-    let stub = Builder::new(Chunks {
-        fail_on: Some(1),
-        ..Chunks::default()
-    })
-    .name("test")
-    .index("10")
-    .socket_path(&rt.path)
-    .sync_mode(SyncMode::Streaming)
-    .build()
-    .unwrap();
+    let stub = streaming_stub(
+        &rt,
+        Chunks {
+            fail_on: Some(1),
+            ..Chunks::default()
+        },
+    );
     let driver = async {
-        let conn = rt.accept(Register::Accept).await;
-        conn.registered().await;
-        conn.configure(configure_req("v0.12.2")).await.unwrap();
+        let conn = rt.accept_configured().await;
         let _: SynchronizeResponse = conn
             .call(method::SYNCHRONIZE, &chunk(0, true))
             .await
@@ -227,18 +206,10 @@ async fn failing_chunk_fails_the_sync() {
 /// problem, the plugin is not called.
 async fn malformed_message_is_refused(payload: Vec<u8>, want: &str) {
     let rt = FakeRuntime::new();
-    let stub = Builder::new(Chunks::default())
-        .name("test")
-        .index("10")
-        .socket_path(&rt.path)
-        .sync_mode(SyncMode::Streaming)
-        .build()
-        .unwrap();
+    let stub = streaming_stub(&rt, Chunks::default());
     let handle = stub.handle();
     let driver = async {
-        let conn = rt.accept(Register::Accept).await;
-        conn.registered().await;
-        conn.configure(configure_req("v0.12.2")).await.unwrap();
+        let conn = rt.accept_configured().await;
         let err = conn
             .call_raw(method::SYNCHRONIZE, payload.into())
             .await
@@ -283,17 +254,9 @@ async fn garbage_is_refused() {
 #[tokio::test]
 async fn undecodable_item_fails_the_sync() {
     let rt = FakeRuntime::new();
-    let stub = Builder::new(Chunks::default())
-        .name("test")
-        .index("10")
-        .socket_path(&rt.path)
-        .sync_mode(SyncMode::Streaming)
-        .build()
-        .unwrap();
+    let stub = streaming_stub(&rt, Chunks::default());
     let driver = async {
-        let conn = rt.accept(Register::Accept).await;
-        conn.registered().await;
-        conn.configure(configure_req("v0.12.2")).await.unwrap();
+        let conn = rt.accept_configured().await;
         // A pod whose 3 payload bytes are a truncated string field; framing ok.
         let err = conn
             .call_raw(
@@ -313,4 +276,15 @@ async fn undecodable_item_fails_the_sync() {
         other => panic!("expected SynchronizeFailed, got {other:?}"),
     }
     assert_eq!(stub.plugin().seen.lock().unwrap().len(), 1);
+}
+
+/// A stub of `plugin` on `rt`'s socket in streaming sync mode.
+fn streaming_stub(rt: &FakeRuntime, plugin: Chunks) -> Stub<Chunks> {
+    Builder::new(plugin)
+        .name("test")
+        .index("10")
+        .socket_path(&rt.path)
+        .sync_mode(SyncMode::Streaming)
+        .build()
+        .unwrap()
 }

@@ -62,12 +62,18 @@ impl FakeRuntime {
         RuntimeConn::new(stream, register)
     }
 
-    /// Accepts, waits for registration, configures (`v0.12.2`) and
-    /// synchronizes with nothing.
-    pub async fn accept_ready(&self) -> RuntimeConn {
+    /// Accepts, waits for registration and configures (`v0.12.2`).
+    pub async fn accept_configured(&self) -> RuntimeConn {
         let conn = self.accept(Register::Accept).await;
         conn.registered().await;
         conn.configure(configure_req("v0.12.2")).await.unwrap();
+        conn
+    }
+
+    /// [`accept_configured`](Self::accept_configured), then synchronizes
+    /// with nothing.
+    pub async fn accept_ready(&self) -> RuntimeConn {
+        let conn = self.accept_configured().await;
         conn.sync(vec![], vec![]).await.unwrap();
         conn
     }
