@@ -12,6 +12,27 @@ use std::time::Duration;
 use common::*;
 
 const ITERATIONS: usize = 200;
+
+/// How many times `plugin` was told about each pod and container (in a
+/// Synchronize or as a RunPodSandbox / CreateContainer event), and the ids
+/// of those events in arrival order.
+fn objects_seen(plugin: &FakePlugin) -> (HashMap<String, usize>, Vec<String>) {
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut order = Vec::new();
+    for r in plugin.received() {
+        for id in r.sync_pods.iter().chain(r.sync_containers.iter()) {
+            *seen.entry(id.clone()).or_default() += 1;
+        }
+        let id = match r.method.as_str() {
+            "RunPodSandbox" => r.pod.clone().unwrap(),
+            "CreateContainer" => r.container.clone().unwrap(),
+            _ => continue,
+        };
+        order.push(id.clone());
+        *seen.entry(id).or_default() += 1;
+    }
+    (seen, order)
+}
 const OBJECTS: usize = 12;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -59,17 +80,7 @@ async fn registrations_race_creations_without_losing_or_duplicating() {
         creator.await.unwrap();
         wait_active(&a, 1).await;
 
-        let mut seen: HashMap<String, usize> = HashMap::new();
-        for r in plugin.received() {
-            for id in r.sync_pods.iter().chain(r.sync_containers.iter()) {
-                *seen.entry(id.clone()).or_default() += 1;
-            }
-            match r.method.as_str() {
-                "RunPodSandbox" => *seen.entry(r.pod.clone().unwrap()).or_default() += 1,
-                "CreateContainer" => *seen.entry(r.container.clone().unwrap()).or_default() += 1,
-                _ => {}
-            }
-        }
+        let (seen, _) = objects_seen(&plugin);
         let all: Vec<String> = rt
             .pods
             .lock()
@@ -200,26 +211,7 @@ async fn a_plugin_registering_under_sustained_load_becomes_active() {
     rt.add_pod(p);
     drop(run.guard);
 
-    let mut seen: HashMap<String, usize> = HashMap::new();
-    let mut order = Vec::new();
-    for r in plugin.received() {
-        for id in r.sync_pods.iter().chain(r.sync_containers.iter()) {
-            *seen.entry(id.clone()).or_default() += 1;
-        }
-        match r.method.as_str() {
-            "RunPodSandbox" => {
-                let id = r.pod.clone().unwrap();
-                order.push(id.clone());
-                *seen.entry(id).or_default() += 1;
-            }
-            "CreateContainer" => {
-                let id = r.container.clone().unwrap();
-                order.push(id.clone());
-                *seen.entry(id).or_default() += 1;
-            }
-            _ => {}
-        }
-    }
+    let (seen, order) = objects_seen(&plugin);
     let pods: Vec<_> = rt
         .pods
         .lock()
