@@ -11,12 +11,13 @@ use nri_api::api::{
 use nri_api::{EventMask, RUNTIME_SERVICE, method};
 use nri_mux::{PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN};
 use nri_ttrpc::{Client, Code, Methods, Server, Status};
+use prost::Message as _;
 use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::adaptation::Shared;
-use crate::encode::plan_sync;
+use crate::encode::{Packer, SyncEncoder, SyncLimits};
 use crate::error::Error;
 use crate::merge::PluginId;
 use crate::plugin::{Plugin, PluginOrigin, PluginParts};
@@ -27,7 +28,16 @@ use crate::registry::Deferred;
 const REFUSAL_LINGER: std::time::Duration = std::time::Duration::from_secs(1);
 /// Largest Synchronize message we send: ttRPC's 4 MiB cap minus room for
 /// the ttRPC request envelope.
-pub(crate) const SYNC_MESSAGE_LIMIT: usize = 4 * 1024 * 1024 - 64 * 1024;
+const SYNC_MESSAGE_LIMIT: usize = 4 * 1024 * 1024 - 64 * 1024;
+/// Size of each message when a snapshot does not fit in one: small enough
+/// that the plugin starts decoding a few milliseconds into the sync and
+/// the next message is encoded while it decodes (measured in
+/// docs/benchmarks/nri.md).
+const SYNC_PART_SIZE: usize = 1024 * 1024;
+const SYNC_LIMITS: SyncLimits = SyncLimits {
+    message: SYNC_MESSAGE_LIMIT,
+    part: SYNC_PART_SIZE,
+};
 
 type RegisterReply = oneshot::Sender<Result<(), Status>>;
 
@@ -445,21 +455,19 @@ impl Shared {
         }
     }
 
-    /// Sends the snapshot in as few messages as fit under the size cap,
-    /// encoding each message from references while the plugin works on the
-    /// previous one.
+    /// Sends the snapshot: one message when it fits under the size cap,
+    /// otherwise parts of [`SYNC_PART_SIZE`], each encoded from references
+    /// while the plugin works on the previous one.
     async fn send_sync(
         &self,
         plugin: &Arc<Plugin>,
         pods: &[&PodSandbox],
         containers: &[&Container],
     ) -> Result<Vec<nri_api::api::ContainerUpdate>, String> {
-        let plan = plan_sync(pods, containers, SYNC_MESSAGE_LIMIT);
-        let encode = |i: usize| plan.encode(i, pods, containers);
-        let mut next = encode(0);
-        let mut i = 0;
+        let mut encoder = SyncEncoder::new(pods, containers, SYNC_LIMITS);
+        let mut next = encoder.next_message().await;
         while let Some(payload) = next.take() {
-            let more = i + 1 < plan.parts.len();
+            let last = encoder.is_done();
             let call = plugin.call_raw(
                 &*self.metrics,
                 "Synchronize",
@@ -467,20 +475,20 @@ impl Shared {
                 payload,
                 plugin.timeout,
             );
-            // The request is written on the call's first poll; the next
-            // message is encoded while the plugin decodes this one.
-            let (resp, following) = tokio::join!(call, async { encode(i + 1) });
+            // The next message is encoded while this one is sent and the
+            // plugin decodes it; the encoder yields often enough for the
+            // mux to go on writing this one.
+            let (resp, following) = tokio::join!(call, encoder.next_message());
             let resp: SynchronizeResponse = resp
                 .and_then(|b| crate::plugin::decode_response(method::SYNCHRONIZE, b))
                 .map_err(|e| format!("Synchronize failed: {e}"))?;
-            if !more {
+            if last {
                 return Ok(resp.update);
             }
             if !resp.more || !resp.update.is_empty() {
                 return Err("plugin does not handle split Synchronize requests".into());
             }
             next = following;
-            i += 1;
         }
         Ok(Vec::new())
     }
@@ -494,20 +502,27 @@ pub fn split_sync(
     containers: Vec<Container>,
     limit: usize,
 ) -> Vec<SynchronizeRequest> {
-    let parts = {
-        let p: Vec<&PodSandbox> = pods.iter().collect();
-        let c: Vec<&Container> = containers.iter().collect();
-        plan_sync(&p, &c, limit).parts
+    let mut out = Vec::new();
+    let mut cur = SynchronizeRequest::default();
+    let mut packer = Packer::new(limit);
+    // Starts a new message first when the object does not fit this one.
+    let mut place = |len: usize, cur: &mut SynchronizeRequest| {
+        if !packer.admit(len) {
+            out.push(std::mem::take(cur));
+            packer = Packer::new(limit);
+            packer.admit(len);
+        }
     };
-    let (mut pods, mut containers) = (pods.into_iter(), containers.into_iter());
-    parts
-        .into_iter()
-        .map(|part| SynchronizeRequest {
-            pods: pods.by_ref().take(part.pods.len()).collect(),
-            containers: containers.by_ref().take(part.containers.len()).collect(),
-            more: false,
-        })
-        .collect()
+    for p in pods {
+        place(p.encoded_len(), &mut cur);
+        cur.pods.push(p);
+    }
+    for c in containers {
+        place(c.encoded_len(), &mut cur);
+        cur.containers.push(c);
+    }
+    out.push(cur);
+    out
 }
 
 fn check_mask(events: i32) -> Result<EventMask, String> {

@@ -114,117 +114,218 @@ const SYNC_MORE: u32 = 3;
 /// message limit whether or not the message carries it.
 const SYNC_MORE_LEN: usize = 2;
 
-/// One Synchronize message of a split synchronization: ranges of the pods
-/// and containers it carries.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SyncPart {
-    pub(crate) pods: std::ops::Range<usize>,
-    pub(crate) containers: std::ops::Range<usize>,
-    /// Encoded size of the message with `more = true`.
-    pub(crate) len: usize,
-}
-
-/// A split synchronization: the messages, and the encoded length of every
-/// pod and container (computed once: prost's `encoded_len` walks the whole
-/// object, and a 5000-container sync would otherwise pay for it three times).
-#[derive(Debug)]
-pub(crate) struct SyncPlan {
-    pub(crate) parts: Vec<SyncPart>,
-    pod_lens: Vec<usize>,
-    container_lens: Vec<usize>,
-}
-
 /// Size of one length-delimited field of body length `len`.
 fn field_len(len: usize) -> usize {
     // Field numbers 1..=3: a one-byte key.
     1 + encoded_len_varint(len as u64) + len
 }
 
-/// Splits a synchronization into messages of at most `limit` bytes (an
-/// object larger than that goes alone in its message), pods first, in
-/// order. Always at least one message (possibly empty).
-pub(crate) fn plan_sync(pods: &[&PodSandbox], containers: &[&Container], limit: usize) -> SyncPlan {
-    let pod_lens: Vec<usize> = pods.iter().map(|p| p.encoded_len()).collect();
-    let container_lens: Vec<usize> = containers.iter().map(|c| c.encoded_len()).collect();
-    let mut parts = Vec::new();
-    let mut cur = SyncPart {
-        pods: 0..0,
-        containers: 0..0,
-        len: SYNC_MORE_LEN,
-    };
-    let empty = |p: &SyncPart| p.pods.is_empty() && p.containers.is_empty();
-    for (i, len) in pod_lens.iter().enumerate() {
-        let n = field_len(*len);
-        if cur.len + n > limit && !empty(&cur) {
-            let next = SyncPart {
-                pods: i..i,
-                containers: 0..0,
-                len: SYNC_MORE_LEN,
-            };
-            parts.push(std::mem::replace(&mut cur, next));
+/// Where one Synchronize message ends: objects are added in order while
+/// the message stays within the limit; an object that does not fit starts
+/// the next message, unless the message is still empty (an object larger
+/// than the limit goes alone). `more = true` is counted against the limit
+/// whether or not the message ends up carrying it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Packer {
+    limit: usize,
+    len: usize,
+}
+
+impl Packer {
+    pub(crate) fn new(limit: usize) -> Self {
+        Packer {
+            limit,
+            len: SYNC_MORE_LEN,
         }
-        cur.len += n;
-        cur.pods.end = i + 1;
     }
-    for (i, len) in container_lens.iter().enumerate() {
-        let n = field_len(*len);
-        if cur.len + n > limit && !empty(&cur) {
-            let next = SyncPart {
-                pods: pods.len()..pods.len(),
-                containers: i..i,
-                len: SYNC_MORE_LEN,
-            };
-            parts.push(std::mem::replace(&mut cur, next));
-        }
-        cur.len += n;
-        if cur.containers.is_empty() {
-            cur.containers = i..i;
-        }
-        cur.containers.end = i + 1;
+
+    fn is_empty(&self) -> bool {
+        self.len == SYNC_MORE_LEN
     }
-    parts.push(cur);
-    SyncPlan {
-        parts,
-        pod_lens,
-        container_lens,
+
+    /// Takes an object whose encoded body is `len` bytes if it belongs in
+    /// the current message; `false` means: send the message, start a new
+    /// one ([`Packer::new`]) and offer the object again.
+    pub(crate) fn admit(&mut self, len: usize) -> bool {
+        let n = field_len(len);
+        if self.len.saturating_add(n) > self.limit && !self.is_empty() {
+            return false;
+        }
+        self.len = self.len.saturating_add(n);
+        true
     }
 }
 
-impl SyncPlan {
-    /// `SynchronizeRequest {pods = 1, containers = 2, more = 3}` of part
-    /// `i`, encoded from references (the bytes prost writes for the owned
-    /// request); `more` is set on every part but the last. `None` past the
-    /// last part.
-    pub(crate) fn encode(
-        &self,
-        i: usize,
-        pods: &[&PodSandbox],
-        containers: &[&Container],
-    ) -> Option<Bytes> {
-        let part = self.parts.get(i)?;
-        let more = i + 1 < self.parts.len();
-        let mut buf = Vec::with_capacity(part.len);
-        let pod_lens = self.pod_lens.get(part.pods.clone()).unwrap_or_default();
-        let pods = pods.get(part.pods.clone()).unwrap_or_default();
-        for (p, len) in pods.iter().zip(pod_lens) {
-            encode_key(SYNC_PODS, WireType::LengthDelimited, &mut buf);
-            encode_varint(*len as u64, &mut buf);
-            p.encode_raw(&mut buf);
+/// Bytes encoded between two yields of [`SyncEncoder::next_message`]:
+/// well under a millisecond of work, and less than a unix socket's send
+/// buffer, so the previous message keeps flowing to the plugin while the
+/// next one is encoded.
+const ENCODE_SLICE: usize = 128 * 1024;
+
+/// Sizes of the messages of a synchronization.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SyncLimits {
+    /// Largest message. A snapshot that fits goes in one message (plugins
+    /// that predate split synchronization still take it); a larger one is
+    /// split.
+    pub(crate) message: usize,
+    /// Size of each message of a split synchronization. Smaller than
+    /// `message` so the plugin starts decoding sooner and the runtime
+    /// encodes message i+1 while the plugin decodes message i.
+    pub(crate) part: usize,
+}
+
+/// Encodes a synchronization message by message, straight from references
+/// (the bytes prost writes for the owned `SynchronizeRequest {pods = 1,
+/// containers = 2, more = 3}`), pods first, in order. `more` is set on
+/// every message but the last; an empty snapshot is one empty message.
+///
+/// Nothing is measured up front beyond what decides whether the snapshot
+/// fits in one message, so the first message is ready after the work of
+/// that message, not of the whole snapshot.
+pub(crate) struct SyncEncoder<'a> {
+    pods: &'a [&'a PodSandbox],
+    containers: &'a [&'a Container],
+    /// Encoded body lengths of the first objects (pods, then containers),
+    /// measured while deciding whether to split.
+    lens: Vec<usize>,
+    /// Encoded size of the whole snapshot, when it fits in one message.
+    single: Option<usize>,
+    part_limit: usize,
+    next: usize,
+    started: bool,
+}
+
+/// A message being encoded by a [`SyncEncoder`].
+pub(crate) struct PendingMessage {
+    buf: Vec<u8>,
+    packer: Packer,
+}
+
+impl<'a> SyncEncoder<'a> {
+    pub(crate) fn new(
+        pods: &'a [&'a PodSandbox],
+        containers: &'a [&'a Container],
+        limits: SyncLimits,
+    ) -> Self {
+        let mut enc = SyncEncoder {
+            pods,
+            containers,
+            lens: Vec::new(),
+            single: None,
+            part_limit: limits.part,
+            next: 0,
+            started: false,
+        };
+        let mut packer = Packer::new(limits.message);
+        let mut fits = true;
+        for i in 0..enc.objects() {
+            let len = enc.measure(i);
+            enc.lens.push(len);
+            if !packer.admit(len) {
+                fits = false;
+                break;
+            }
         }
-        let container_lens = self
-            .container_lens
-            .get(part.containers.clone())
-            .unwrap_or_default();
-        let containers = containers.get(part.containers.clone()).unwrap_or_default();
-        for (c, len) in containers.iter().zip(container_lens) {
-            encode_key(SYNC_CONTAINERS, WireType::LengthDelimited, &mut buf);
-            encode_varint(*len as u64, &mut buf);
-            c.encode_raw(&mut buf);
+        if fits {
+            enc.single = Some(packer.len);
+            enc.part_limit = limits.message;
         }
-        if more {
-            prost::encoding::bool::encode(SYNC_MORE, &true, &mut buf);
+        enc
+    }
+
+    fn objects(&self) -> usize {
+        self.pods.len() + self.containers.len()
+    }
+
+    fn measure(&self, i: usize) -> usize {
+        match i.checked_sub(self.pods.len()) {
+            None => self.pods.get(i).map_or(0, |p| p.encoded_len()),
+            Some(c) => self.containers.get(c).map_or(0, |c| c.encoded_len()),
         }
-        Some(Bytes::from(buf))
+    }
+
+    /// `true` once every message has been produced.
+    pub(crate) fn is_done(&self) -> bool {
+        self.started && self.next >= self.objects()
+    }
+
+    fn start(&mut self) -> Option<PendingMessage> {
+        if self.is_done() {
+            return None;
+        }
+        self.started = true;
+        let capacity = self.single.unwrap_or(self.part_limit);
+        Some(PendingMessage {
+            buf: Vec::with_capacity(capacity),
+            packer: Packer::new(self.part_limit),
+        })
+    }
+
+    /// Encodes whole objects into `m` until at least `budget` more bytes
+    /// are written or the message is full; `true` once it is full.
+    fn fill(&mut self, m: &mut PendingMessage, budget: usize) -> bool {
+        let stop = m.buf.len().saturating_add(budget);
+        while m.buf.len() < stop {
+            let i = self.next;
+            if i >= self.objects() {
+                return true;
+            }
+            let len = match self.lens.get(i) {
+                Some(len) => *len,
+                None => self.measure(i),
+            };
+            if !m.packer.admit(len) {
+                return true;
+            }
+            match i.checked_sub(self.pods.len()) {
+                None => {
+                    if let Some(p) = self.pods.get(i) {
+                        encode_key(SYNC_PODS, WireType::LengthDelimited, &mut m.buf);
+                        encode_varint(len as u64, &mut m.buf);
+                        p.encode_raw(&mut m.buf);
+                    }
+                }
+                Some(c) => {
+                    if let Some(c) = self.containers.get(c) {
+                        encode_key(SYNC_CONTAINERS, WireType::LengthDelimited, &mut m.buf);
+                        encode_varint(len as u64, &mut m.buf);
+                        c.encode_raw(&mut m.buf);
+                    }
+                }
+            }
+            self.next += 1;
+        }
+        self.next >= self.objects()
+    }
+
+    fn finish(&mut self, mut m: PendingMessage) -> Bytes {
+        if self.next < self.objects() {
+            prost::encoding::bool::encode(SYNC_MORE, &true, &mut m.buf);
+        }
+        Bytes::from(m.buf)
+    }
+
+    /// The next message, letting other tasks run after every
+    /// [`ENCODE_SLICE`] bytes; `None` after the last. Encoding a message
+    /// takes milliseconds: run beside the call that sends the previous
+    /// message, an encoder that never yields would hold that call's writes
+    /// (and, on a current-thread runtime, everything else) until it is
+    /// done.
+    pub(crate) async fn next_message(&mut self) -> Option<Bytes> {
+        let mut m = self.start()?;
+        while !self.fill(&mut m, ENCODE_SLICE) {
+            tokio::task::yield_now().await;
+        }
+        Some(self.finish(m))
+    }
+
+    /// [`SyncEncoder::next_message`] in one go.
+    #[cfg(test)]
+    pub(crate) fn next_message_now(&mut self) -> Option<Bytes> {
+        let mut m = self.start()?;
+        while !self.fill(&mut m, usize::MAX) {}
+        Some(self.finish(m))
     }
 }
 
@@ -262,6 +363,14 @@ mod tests {
         }
     }
 
+    fn all_messages(mut enc: SyncEncoder<'_>) -> Vec<Bytes> {
+        let mut out = Vec::new();
+        while let Some(m) = enc.next_message_now() {
+            out.push(m);
+        }
+        out
+    }
+
     #[test]
     fn sync_requests_are_byte_identical_to_prost() {
         use nri_api::api::SynchronizeRequest;
@@ -269,42 +378,43 @@ mod tests {
         let ctrs = [ctr(1), Container::default(), ctr(2)];
         let p: Vec<&PodSandbox> = pods.iter().collect();
         let c: Vec<&Container> = ctrs.iter().collect();
+        // A snapshot that fits goes in one message (more = false), however
+        // small the parts of a split sync are.
+        let fits = SyncLimits {
+            message: 4 << 20,
+            part: 1,
+        };
         for (np, nc) in [(0, 0), (2, 0), (0, 3), (2, 3), (1, 1)] {
-            // One message (more = false).
-            let plan = plan_sync(&p[..np], &c[..nc], 4 << 20);
             let want = SynchronizeRequest {
                 pods: pods[..np].to_vec(),
                 containers: ctrs[..nc].to_vec(),
                 more: false,
             }
             .encode_to_vec();
-            let got = plan.encode(0, &p[..np], &c[..nc]).unwrap();
-            assert_eq!(got.as_ref(), &want[..]);
-            assert!(plan.encode(1, &p[..np], &c[..nc]).is_none());
+            let got = all_messages(SyncEncoder::new(&p[..np], &c[..nc], fits));
+            assert_eq!(got.len(), 1);
+            assert_eq!(got[0].as_ref(), &want[..]);
         }
-        // One object per message: every message but the last has more = true.
-        let plan = plan_sync(&p, &c, 1);
-        assert_eq!(plan.parts.len(), 5);
-        for (i, part) in plan.parts.iter().enumerate() {
-            let want = SynchronizeRequest {
-                pods: pods[part.pods.clone()].to_vec(),
-                containers: ctrs[part.containers.clone()].to_vec(),
-                more: i + 1 < plan.parts.len(),
-            }
-            .encode_to_vec();
-            let got = plan.encode(i, &p, &c).unwrap();
-            assert_eq!(got.as_ref(), &want[..], "part {i}");
-            assert!(
-                want.len() <= part.len,
-                "part {i}: {} > {}",
-                want.len(),
-                part.len
-            );
+        // One object per message: every message but the last has more =
+        // true, and the split is split_sync's.
+        let one = SyncLimits {
+            message: 1,
+            part: 1,
+        };
+        let got = all_messages(SyncEncoder::new(&p, &c, one));
+        let mut want = crate::split_sync(pods.to_vec(), ctrs.to_vec(), 1);
+        assert_eq!(got.len(), 5);
+        assert_eq!(want.len(), 5);
+        let n = want.len();
+        for (i, (got, want)) in got.iter().zip(want.iter_mut()).enumerate() {
+            want.more = i + 1 < n;
+            assert_eq!(got.as_ref(), &want.encode_to_vec()[..], "message {i}");
         }
     }
 
     #[test]
-    fn sync_plan_keeps_every_object_in_order_and_respects_the_limit() {
+    fn a_split_sync_keeps_every_object_in_order_and_respects_the_part_size() {
+        use nri_api::api::SynchronizeRequest;
         let pods: Vec<PodSandbox> = (0..50)
             .map(|k| PodSandbox {
                 id: format!("p{k}"),
@@ -314,29 +424,77 @@ mod tests {
         let ctrs: Vec<Container> = (0..50).map(ctr).collect();
         let p: Vec<&PodSandbox> = pods.iter().collect();
         let c: Vec<&Container> = ctrs.iter().collect();
-        let one = plan_sync(&p, &c, 4 << 20);
-        assert_eq!(one.parts.len(), 1);
-        assert_eq!(
-            (one.parts[0].pods.clone(), one.parts[0].containers.clone()),
-            (0..50, 0..50)
-        );
-        for limit in [1, 500, 1000, 5000] {
-            let plan = plan_sync(&p, &c, limit);
-            let (mut np, mut nc) = (0, 0);
-            for (i, part) in plan.parts.iter().enumerate() {
-                assert_eq!(part.pods.start, np.min(50), "{limit}: {:?}", plan.parts);
-                np = part.pods.end;
-                if !part.containers.is_empty() {
-                    assert_eq!(part.containers.start, nc, "{limit}: {:?}", plan.parts);
-                    nc = part.containers.end;
-                }
-                let bytes = plan.encode(i, &p, &c).unwrap();
-                let objects = part.pods.len() + part.containers.len();
-                assert!(bytes.len() <= limit || objects == 1, "{limit}: {part:?}");
-            }
-            assert_eq!((np, nc), (50, 50), "{limit}");
+        let total = SynchronizeRequest {
+            pods: pods.clone(),
+            containers: ctrs.clone(),
+            more: false,
         }
-        assert_eq!(plan_sync(&[], &[], 100).parts.len(), 1);
+        .encoded_len();
+        for part in [1, 500, 1000, 5000] {
+            // The snapshot does not fit the message limit: it is split
+            // into parts of at most `part` bytes.
+            let limits = SyncLimits {
+                message: total + SYNC_MORE_LEN - 1,
+                part,
+            };
+            let messages = all_messages(SyncEncoder::new(&p, &c, limits));
+            assert!(messages.len() > 1, "{part}");
+            let (mut seen_pods, mut seen_ctrs) = (Vec::new(), Vec::new());
+            for (i, m) in messages.iter().enumerate() {
+                let req = SynchronizeRequest::decode(m.as_ref()).unwrap();
+                let objects = req.pods.len() + req.containers.len();
+                assert!(objects >= 1, "{part}: message {i} is empty");
+                assert!(m.len() <= part || objects == 1, "{part}: message {i}");
+                assert_eq!(req.more, i + 1 < messages.len(), "{part}: message {i}");
+                seen_pods.extend(req.pods);
+                seen_ctrs.extend(req.containers);
+            }
+            assert_eq!(seen_pods, pods, "{part}");
+            assert_eq!(seen_ctrs, ctrs, "{part}");
+        }
+        // Exactly at the limit (`more` is counted even when absent) it
+        // still fits.
+        let limits = SyncLimits {
+            message: total + SYNC_MORE_LEN,
+            part: 1,
+        };
+        assert_eq!(all_messages(SyncEncoder::new(&p, &c, limits)).len(), 1);
+        // Nothing to send is one empty message.
+        let empty = all_messages(SyncEncoder::new(&[], &[], limits));
+        assert_eq!(empty.len(), 1);
+        assert!(empty[0].is_empty());
+    }
+
+    /// A message larger than a slice is encoded in slices, and other tasks
+    /// of a current-thread runtime (the mux writing the previous message)
+    /// run in between.
+    #[tokio::test]
+    async fn encoding_a_large_message_lets_other_tasks_run() {
+        let ctrs: Vec<Container> = (0..32)
+            .map(|n| Container {
+                args: vec!["x".repeat(64 * 1024)],
+                ..ctr(n)
+            })
+            .collect();
+        let c: Vec<&Container> = ctrs.iter().collect();
+        let limits = SyncLimits {
+            message: 4 << 20,
+            part: 4 << 20,
+        };
+        let mut enc = SyncEncoder::new(&[], &c, limits);
+        let ran = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let other = {
+            let ran = std::sync::Arc::clone(&ran);
+            tokio::spawn(async move { ran.store(true, std::sync::atomic::Ordering::SeqCst) })
+        };
+        let message = enc.next_message().await.unwrap();
+        assert!(message.len() > 2 * ENCODE_SLICE);
+        assert!(
+            ran.load(std::sync::atomic::Ordering::SeqCst),
+            "the encoder never let the other task run"
+        );
+        other.await.unwrap();
+        assert!(enc.next_message().await.is_none());
     }
 
     #[test]

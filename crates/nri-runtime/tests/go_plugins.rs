@@ -275,3 +275,44 @@ async fn launched_go_plugin_gets_its_config_and_is_stopped() {
     assert_eq!(cfg["runtime_name"], "fake-runtime");
     assert!(lines.iter().any(|l| l["event"] == "Shutdown"), "{text}");
 }
+
+/// A snapshot larger than one message (1000 pods, 5000 containers of
+/// about 1 KiB each: several Synchronize messages with `more` set) reaches
+/// the Go v0.12 stub whole: it reassembles the messages and hands its
+/// plugin every pod and container in one Synchronize call.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_go_plugin_reassembles_a_split_sync() {
+    let Some(modern) = peer("nri-go-plugin") else {
+        return;
+    };
+    let env = TestEnv::new();
+    for i in 0..1000 {
+        let p = pod(&format!("pod-{i}"));
+        for j in 0..5 {
+            let mut c = ctr(&p.id, &format!("ctr-{i}-{j}"));
+            c.annotations
+                .insert("example.com/padding".into(), "x".repeat(1024));
+            env.runtime.add_container(c);
+        }
+        env.runtime.add_pod(p);
+    }
+    let a = env.start(env.builder()).await;
+    let sock = env.socket.to_str().unwrap().to_owned();
+    let mut g = spawn_go(
+        &modern,
+        &["--socket", &sock, "--name", "gosplit", "--idx", "10"],
+    );
+    wait_active(&a, 1).await;
+    a.stop().await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), g.child.wait()).await;
+    let all = g.lines.await.unwrap();
+    let syncs: Vec<_> = all
+        .iter()
+        .filter(|l| l["plugin"] == "10-gosplit" && l["event"] == "Synchronize")
+        .collect();
+    assert_eq!(syncs.len(), 1, "{all:#?}");
+    assert_eq!(
+        (syncs[0]["pods"].as_u64(), syncs[0]["containers"].as_u64()),
+        (Some(1000), Some(5000))
+    );
+}
