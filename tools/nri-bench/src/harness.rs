@@ -384,9 +384,17 @@ async fn latency(
     let t0 = Instant::now();
     let mut lats: Vec<Duration> = Vec::with_capacity(o.n);
     if o.concurrency <= 1 {
-        for _ in 0..o.n {
-            lats.push(calls.call().await);
-        }
+        // From a task of the runtime, as a runtime's request handlers
+        // call it (not from `block_on`'s thread).
+        let (calls, n) = (calls.clone(), o.n);
+        let one = tokio::spawn(async move {
+            let mut local = Vec::with_capacity(n);
+            for _ in 0..n {
+                local.push(calls.call().await);
+            }
+            local
+        });
+        lats = one.await.map_err(|e| Error::Task(e.to_string()))?;
     } else {
         let per = o.n / o.concurrency;
         let mut set = tokio::task::JoinSet::new();
