@@ -73,6 +73,7 @@ pub mod codec;
 mod error;
 mod mux;
 mod socket;
+mod spin;
 
 pub use codec::{
     ConnId, Decoder, FIRST_FRAME_MAX, HEADER_LEN, MAX_PAYLOAD, PLUGIN_SERVICE_CONN, RESERVED_CONN,

@@ -5,7 +5,7 @@ use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice, Read, Write};
 use std::os::unix::net::UnixStream as StdUnixStream;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::task::{Context, Poll, Waker};
 
@@ -18,6 +18,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::codec::{Decoder, MessageFrames, RESERVED_CONN};
+use crate::spin::{SpinState, SpinToken};
 use crate::{ConnId, Error, MAX_PAYLOAD};
 
 /// Per-connection read buffer limit. While a connection holds more than this
@@ -85,6 +86,11 @@ pub struct MuxStats {
     pub dropped_bytes: u64,
     /// The last drop, as an [`Error::UnknownConn`].
     pub last_dropped: Option<Error>,
+    /// Reads that found data while the reader spun instead of parking
+    /// (see [`Mux::set_spin_budget`]).
+    pub spin_hits: u64,
+    /// Spins that used up their budget; the reader parked after them.
+    pub spin_misses: u64,
 }
 
 #[derive(Default)]
@@ -96,6 +102,8 @@ struct Counters {
     dropped_frames: AtomicU64,
     dropped_bytes: AtomicU64,
     last_dropped: Mutex<Option<Error>>,
+    spin_hits: AtomicU64,
+    spin_misses: AtomicU64,
 }
 
 #[derive(Default)]
@@ -150,9 +158,60 @@ struct Inner {
     started: CancellationToken,
     end: OnceLock<End>,
     counters: Counters,
+    /// Origin of the nanosecond times below.
+    epoch: std::time::Instant,
+    /// When this side last wrote a message (see `spin`); 0: never.
+    last_write_ns: AtomicU64,
+    /// The reader's spin budget in nanoseconds; 0: never spin.
+    spin_budget_ns: AtomicU64,
+    /// Set by the reader while it would spin for an answer: writers then
+    /// tell it of each write (`wrote`), since a parked reader would not
+    /// notice one.
+    spin_wanted: AtomicBool,
+    /// Wakes a parked reader after a write (see `spin_wanted`).
+    wrote: Notify,
 }
 
 impl Inner {
+    /// Nanoseconds since `epoch`, never 0.
+    fn now_ns(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos())
+            .unwrap_or(u64::MAX)
+            .saturating_add(1)
+    }
+
+    /// Polls the trunk without parking until `deadline` (see `spin`),
+    /// yielding to other tasks between polls.
+    async fn spin_read(
+        &self,
+        rd: &AsyncFd<StdUnixStream>,
+        chunk: &mut [u8],
+        deadline: u64,
+    ) -> SpinOutcome {
+        let Some(_token) = SpinToken::acquire() else {
+            return SpinOutcome::Busy;
+        };
+        loop {
+            match rd.get_ref().read(chunk) {
+                Ok(n) => {
+                    self.counters.spin_hits.fetch_add(1, Ordering::Relaxed);
+                    return SpinOutcome::Read(Ok(n));
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => return SpinOutcome::Read(Err(e)),
+            }
+            if self.now_ns() >= deadline || self.ended.is_cancelled() {
+                self.counters.spin_misses.fetch_add(1, Ordering::Relaxed);
+                return SpinOutcome::Missed;
+            }
+            tokio::task::yield_now().await;
+        }
+    }
+
     fn finish(&self, end: End) {
         match &end {
             End::PeerEof => tracing::debug!("mux trunk closed by peer"),
@@ -287,10 +346,16 @@ impl Inner {
         // `buf`: safe code cannot read into `buf`'s uninitialized capacity.
         let mut chunk = vec![0u8; READ_CHUNK];
         let mut dec = Decoder::new();
+        let mut spin = SpinState::new();
+        let mut spin_budget = 0;
         loop {
             loop {
                 match dec.decode(&mut buf) {
                     Ok(Some((id, payload))) => {
+                        if spin_budget > 0 {
+                            let last_write = self.last_write_ns.load(Ordering::Relaxed);
+                            spin.on_message(self.now_ns(), last_write);
+                        }
                         if payload.len() > READ_CHUNK {
                             buf = release_large_buffer(buf);
                         }
@@ -302,10 +367,37 @@ impl Inner {
                     Err(e) => return self.finish(End::Failed(e)),
                 }
             }
-            let res = tokio::select! {
-                biased;
-                _ = &mut ended => return,
-                r = read_some(&rd, &mut chunk) => r,
+            let budget = self.spin_budget_ns.load(Ordering::Relaxed);
+            if budget != spin_budget {
+                spin_budget = budget;
+                spin.set_budget(std::time::Duration::from_nanos(budget));
+            }
+            let last_write = self.last_write_ns.load(Ordering::Relaxed);
+            let spun = match spin.deadline(self.now_ns(), last_write) {
+                Some(deadline) => match self.spin_read(&rd, &mut chunk, deadline).await {
+                    SpinOutcome::Read(r) => {
+                        spin.on_spin(true);
+                        Some(r)
+                    }
+                    SpinOutcome::Missed => {
+                        spin.on_spin(false);
+                        None
+                    }
+                    SpinOutcome::Busy => None,
+                },
+                None => None,
+            };
+            let wanted = spin.wants_next_write();
+            self.spin_wanted.store(wanted, Ordering::Relaxed);
+            let res = match spun {
+                Some(r) => r,
+                None => tokio::select! {
+                    biased;
+                    _ = &mut ended => return,
+                    r = read_some(&rd, &mut chunk) => r,
+                    // A write while parked: go back and spin for the answer.
+                    () = self.wrote.notified(), if wanted => continue,
+                },
             };
             match res {
                 Ok(0) => {
@@ -433,6 +525,11 @@ impl Inner {
         let total = plan.wire_len(msg.len());
         let frames = slices.len() as u64 / 2;
 
+        let spin_wanted = self.spin_wanted.load(Ordering::Relaxed);
+        if self.spin_budget_ns.load(Ordering::Relaxed) > 0 {
+            self.last_write_ns
+                .fetch_max(self.now_ns(), Ordering::Relaxed);
+        }
         let mut w = lock(&self.write);
         if !w.pending.is_empty() {
             if w.pending.len() >= WRITE_BACKLOG_LIMIT {
@@ -469,6 +566,9 @@ impl Inner {
         if backlog {
             self.flush_needed.notify_one();
         }
+        if spin_wanted {
+            self.wrote.notify_one();
+        }
         let c = &self.counters;
         c.messages_sent.fetch_add(1, Ordering::Relaxed);
         c.frames_sent.fetch_add(frames, Ordering::Relaxed);
@@ -488,6 +588,16 @@ impl Inner {
         self.flush_needed.notify_one();
         Poll::Pending
     }
+}
+
+/// How a spin of the trunk reader ended.
+enum SpinOutcome {
+    /// Data (or end of file, or an error) arrived while spinning.
+    Read(io::Result<usize>),
+    /// The budget ran out.
+    Missed,
+    /// Another reader of the process is spinning; this one did not.
+    Busy,
 }
 
 /// One read from the trunk, waiting for readability as needed.
@@ -631,6 +741,11 @@ impl Mux {
             started: CancellationToken::new(),
             end: OnceLock::new(),
             counters: Counters::default(),
+            epoch: std::time::Instant::now(),
+            last_write_ns: AtomicU64::new(0),
+            spin_budget_ns: AtomicU64::new(0),
+            spin_wanted: AtomicBool::new(false),
+            wrote: Notify::new(),
         });
         let reader = tokio::spawn(Arc::clone(&inner).read_loop(rd));
         let flusher = tokio::spawn(Arc::clone(&inner).flush_loop());
@@ -645,6 +760,23 @@ impl Mux {
     /// Starts reading the trunk (no-op if already started).
     pub fn start(&self) {
         self.owner.inner.started.cancel();
+    }
+
+    /// Lets the trunk reader spin for up to `budget` after this side writes
+    /// a message, instead of parking at once, when the peer's answers have
+    /// recently come within that time. Zero (the default) turns it off.
+    ///
+    /// Parking costs a wake-up per message (tens of microseconds when the
+    /// CPU it runs on has gone idle, as on a quiet virtual machine); a
+    /// spinning reader sees the answer as it arrives. The price is CPU
+    /// while spinning, bounded by `budget` per message written and paid only
+    /// while answers keep coming quickly: a peer that answers slowly, or
+    /// a side that only gets messages now and then, does not spin. At most
+    /// one reader of the process spins at a time; it yields to the other
+    /// tasks of its runtime between polls.
+    pub fn set_spin_budget(&self, budget: std::time::Duration) {
+        let ns = u64::try_from(budget.as_nanos()).unwrap_or(u64::MAX);
+        self.owner.inner.spin_budget_ns.store(ns, Ordering::Relaxed);
     }
 
     /// Opens logical connection `id` on this side. Nothing is sent: the peer
@@ -714,6 +846,8 @@ impl Mux {
             dropped_frames: c.dropped_frames.load(Ordering::Relaxed),
             dropped_bytes: c.dropped_bytes.load(Ordering::Relaxed),
             last_dropped: lock(&c.last_dropped).clone(),
+            spin_hits: c.spin_hits.load(Ordering::Relaxed),
+            spin_misses: c.spin_misses.load(Ordering::Relaxed),
         }
     }
 }

@@ -159,6 +159,14 @@
 //! plugin idles at about 9 MB). Keep the logging setup small as well
 //! (`tracing-subscriber`'s `fmt` layer with few features), since every
 //! touched code page counts.
+//!
+//! **Latency.** After answering an event the connection's reader may poll
+//! for the next request for up to [`Builder::spin_budget`] (default
+//! [`DEFAULT_SPIN_BUDGET`], 80 µs) instead of sleeping at once, which saves
+//! a wake-up per event while events come back to back. It adapts: when
+//! the next request does not come within the budget (events seconds apart,
+//! a runtime with a longer turn-around), it backs off to one try in 64.
+//! `Duration::ZERO` turns it off. See docs/runtime/spinning.md.
 
 mod builder;
 mod error;
@@ -169,7 +177,7 @@ mod service;
 mod stub;
 mod sync_chunk;
 
-pub use builder::{Builder, ConnectMode, ReconnectPolicy};
+pub use builder::{Builder, ConnectMode, DEFAULT_SPIN_BUDGET, ReconnectPolicy};
 pub use error::{BoxError, Error, Phase};
 pub use handle::PluginHandle;
 pub use plugin::{

@@ -174,6 +174,7 @@ impl<P: Plugin> Stub<P> {
             },
         };
         let mux = Mux::new_paused(stream);
+        mux.set_spin_budget(self.config.spin_budget);
         let (plugin_conn, runtime_conn) = match (
             mux.open(PLUGIN_SERVICE_CONN),
             mux.open(RUNTIME_SERVICE_CONN),

@@ -87,6 +87,7 @@ impl Shared {
             reason,
         };
         let mux = nri_mux::Mux::new_paused(stream);
+        mux.set_spin_budget(self.config.spin_budget);
         let conn1 = mux
             .open(PLUGIN_SERVICE_CONN)
             .map_err(|e| reg_err(format!("mux: {e}")))?;

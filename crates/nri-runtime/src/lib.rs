@@ -52,8 +52,8 @@ pub use adaptation::{
     UpdateContainerOutcome,
 };
 pub use config::{
-    BoxFuture, Builder, CallbackError, Config, DEFAULT_STOP_GRACE, DEFAULT_STRIKE_LIMIT,
-    DEFAULT_VALIDATOR_NAME, LAUNCHED_PLUGIN_PATH, RuntimeCallbacks, Snapshot,
+    BoxFuture, Builder, CallbackError, Config, DEFAULT_SPIN_BUDGET, DEFAULT_STOP_GRACE,
+    DEFAULT_STRIKE_LIMIT, DEFAULT_VALIDATOR_NAME, LAUNCHED_PLUGIN_PATH, RuntimeCallbacks, Snapshot,
 };
 pub use connect::split_sync;
 pub use failure::{ErrorClass, FailurePolicy, PluginError, PluginFailure, PluginPolicy};

@@ -69,6 +69,9 @@ pub struct HarnessOptions {
     pub tokio: TokioFlavour,
     /// Worker threads for [`TokioFlavour::MultiThread`].
     pub workers: usize,
+    /// The runtime's spin budget (`Builder::spin_budget`); `None`: the
+    /// library's default.
+    pub spin_budget: Option<Duration>,
 }
 
 impl Default for HarnessOptions {
@@ -89,6 +92,7 @@ impl Default for HarnessOptions {
             plugin_log_level: "warn".into(),
             tokio: TokioFlavour::MultiThread,
             workers: 2,
+            spin_budget: None,
         }
     }
 }
@@ -209,7 +213,11 @@ async fn run_async(
         list_at: Mutex::new(Vec::new()),
     });
     let (tx, mut rx) = watch::channel((0usize, Instant::now()));
-    let a = Adaptation::builder("nri-bench-runtime", env!("CARGO_PKG_VERSION"))
+    let mut builder = Adaptation::builder("nri-bench-runtime", env!("CARGO_PKG_VERSION"));
+    if let Some(budget) = o.spin_budget {
+        builder = builder.spin_budget(budget);
+    }
+    let a = builder
         .socket_path(&sock)
         .plugin_dir(dir.0.join("no-plugins"))
         .config_dir(dir.0.join("no-conf.d"))

@@ -16,7 +16,8 @@
 //! `BENCH_PLUGIN_<idx>=<idx>-<name>` and annotation
 //! `bench.example.com/plugin-<idx>=<idx>-<name>`; StartContainer does
 //! nothing. A launching runtime's `NRI_PLUGIN_NAME` / `NRI_PLUGIN_IDX` take
-//! precedence (the name only when `--name` is not given). One
+//! precedence (the name only when `--name` is not given);
+//! `NRI_BENCH_PLUGIN_SPIN_US` overrides the SDK's spin budget. One
 //! `current_thread` tokio runtime, logs at `--log-level` (default `warn`)
 //! on stderr. Exits 0 when the runtime closes the connection or shuts the
 //! plugin down, or on SIGINT/SIGTERM; 1 if it cannot connect or register;
@@ -226,6 +227,10 @@ async fn run(args: Args) -> ExitCode {
         .name(name)
         .index(idx)
         .sync_mode(SyncMode::Streaming);
+    // The Go harness passes Go flags only; this knob is for side runs.
+    if let Some(us) = env("NRI_BENCH_PLUGIN_SPIN_US").and_then(|v| v.parse().ok()) {
+        b = b.spin_budget(std::time::Duration::from_micros(us));
+    }
     if let Some(s) = args.socket {
         b = b.socket_path(s);
     }

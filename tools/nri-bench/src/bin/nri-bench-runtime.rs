@@ -10,7 +10,7 @@
 //!     [--idle-wait 500ms] [--registration-wait 60s]
 //!     [--plugin-bin <dir of this binary>/nri-bench-plugin]
 //!     [--log-level warn] [--plugin-log-level warn]
-//!     [--tokio multi|current] [--workers 2]
+//!     [--tokio multi|current] [--workers 2] [--spin-budget <library default>]
 //! ```
 
 use std::path::PathBuf;
@@ -90,6 +90,10 @@ struct Args {
     /// tokio worker threads (multi).
     #[arg(long, default_value_t = 2)]
     workers: usize,
+    /// The runtime's spin budget (default: the library's; 0us turns
+    /// spinning off).
+    #[arg(long, value_parser = duration)]
+    spin_budget: Option<Duration>,
 }
 
 fn main() -> ExitCode {
@@ -138,6 +142,7 @@ fn main() -> ExitCode {
         plugin_log_level: a.plugin_log_level,
         tokio,
         workers: a.workers,
+        spin_budget: a.spin_budget,
     };
     let res = harness::run(&o);
     match serde_json::to_string(&res) {

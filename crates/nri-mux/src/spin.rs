@@ -1,0 +1,212 @@
+//! Adaptive spin-before-park for the trunk reader.
+//!
+//! Waking a thread that sleeps in `epoll_wait` costs a context switch, and
+//! on a virtual machine whose other vCPU has gone idle, tens of
+//! microseconds more (measured here: about 40 µs per wake-up, two per round
+//! trip). NRI traffic is request/answer: after this side writes a message,
+//! the peer often answers soon. So after a write the reader polls the
+//! socket for up to the budget (yielding to other tasks between polls)
+//! before it parks.
+//!
+//! Whether that pays is learned from the spins themselves: a spin that sees
+//! the answer (a *hit*) makes the next spin more likely, one that runs out
+//! (a *miss*) less: the reader spins after one write in 2^`backoff`, and
+//! each hit lowers `backoff` by one, each miss raises it, up to
+//! [`MAX_BACKOFF`]. When more than half the spins miss (a slow or sleeping
+//! peer, events seconds apart, a large Synchronize), the reader ends up
+//! spinning after one write in 64 only, which costs at most 1/64 of the
+//! budget per message; when answers come quickly it spins after every
+//! write. (Measuring the answer time instead would not do: a reader that
+//! parked sees the answer only after its own wake-up, so every answer
+//! would look too slow to be worth spinning for.)
+//!
+//! [`SpinState`] holds the decision (no I/O, no clock: times are passed in);
+//! [`SpinToken`] keeps to one spinning reader per process, so several
+//! connections never burn several CPUs at once.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Highest backoff: a reader whose spins keep missing still spins after
+/// one write in 2^6 = 64, to notice when answers get quick again.
+pub(crate) const MAX_BACKOFF: u32 = 6;
+
+/// Whether, and until when, the reader spins before parking. Times are
+/// nanoseconds on one monotonic clock; a write time of 0 means "never".
+#[derive(Debug, Clone)]
+pub(crate) struct SpinState {
+    budget_ns: u64,
+    /// Spin after one write in 2^backoff.
+    backoff: u32,
+    /// Writes since the last one the reader spun after.
+    skipped: u64,
+    /// The write the last decision was about, and whether to spin for it.
+    decided: (u64, bool),
+    /// When the last message was read.
+    last_read_ns: u64,
+}
+
+impl SpinState {
+    pub(crate) fn new() -> Self {
+        SpinState {
+            budget_ns: 0,
+            backoff: 0,
+            skipped: 0,
+            decided: (0, false),
+            last_read_ns: 0,
+        }
+    }
+
+    /// Sets the budget (zero: never spin).
+    pub(crate) fn set_budget(&mut self, budget: Duration) {
+        self.budget_ns = u64::try_from(budget.as_nanos()).unwrap_or(u64::MAX);
+    }
+
+    /// A message was read at `now`; `last_write` is when this side last
+    /// wrote. A write the reader was not woken for (it was parked, and
+    /// that write was not one to spin after) counts as skipped here.
+    pub(crate) fn on_message(&mut self, now: u64, last_write: u64) {
+        if self.budget_ns > 0 && last_write > self.last_read_ns && self.decided.0 != last_write {
+            self.skipped += 1;
+            self.decided = (last_write, false);
+        }
+        self.last_read_ns = now;
+    }
+
+    /// A spin ended: it saw data (`hit`) or ran out.
+    pub(crate) fn on_spin(&mut self, hit: bool) {
+        self.backoff = if hit {
+            self.backoff.saturating_sub(1)
+        } else {
+            (self.backoff + 1).min(MAX_BACKOFF)
+        };
+    }
+
+    /// Whether the reader would spin after the next write (writers then
+    /// wake a parked reader so that it can).
+    pub(crate) fn wants_next_write(&self) -> bool {
+        self.budget_ns > 0 && self.skipped + 1 >= 1 << self.backoff
+    }
+
+    /// When the reader, about to park at `now`, should stop spinning:
+    /// `Some(deadline)` if this side wrote since the last message read,
+    /// that write is one to spin after, and the budget after it is not used
+    /// up yet.
+    pub(crate) fn deadline(&mut self, now: u64, last_write: u64) -> Option<u64> {
+        if self.budget_ns == 0 || last_write <= self.last_read_ns {
+            return None;
+        }
+        if self.decided.0 != last_write {
+            let spin = self.skipped + 1 >= 1 << self.backoff;
+            self.skipped = if spin { 0 } else { self.skipped + 1 };
+            self.decided = (last_write, spin);
+        }
+        if !self.decided.1 {
+            return None;
+        }
+        let deadline = last_write.saturating_add(self.budget_ns);
+        (now < deadline).then_some(deadline)
+    }
+}
+
+/// Set while some reader of this process spins.
+static SPINNING: AtomicBool = AtomicBool::new(false);
+
+/// The right to spin, held by one reader of the process at a time.
+#[derive(Debug)]
+pub(crate) struct SpinToken(());
+
+impl SpinToken {
+    /// `None` if another reader is spinning.
+    pub(crate) fn acquire() -> Option<SpinToken> {
+        SPINNING
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| SpinToken(()))
+    }
+}
+
+impl Drop for SpinToken {
+    fn drop(&mut self) {
+        SPINNING.store(false, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const US: u64 = 1_000;
+
+    fn state(budget_us: u64) -> SpinState {
+        let mut s = SpinState::new();
+        s.set_budget(Duration::from_micros(budget_us));
+        s
+    }
+
+    #[test]
+    fn never_spins_without_a_budget() {
+        let mut s = state(0);
+        assert!(!s.wants_next_write());
+        assert_eq!(s.deadline(21 * US, 20 * US), None);
+    }
+
+    #[test]
+    fn spins_after_a_write_until_the_budget_after_it_is_used_up() {
+        let mut s = state(50);
+        assert!(s.wants_next_write());
+        // Wrote at 10: spin until 60.
+        assert_eq!(s.deadline(11 * US, 10 * US), Some(60 * US));
+        assert_eq!(s.deadline(59 * US, 10 * US), Some(60 * US));
+        assert_eq!(s.deadline(60 * US, 10 * US), None);
+        // The answer was read at 30: nothing written since, park.
+        s.on_message(30 * US, 10 * US);
+        assert_eq!(s.deadline(31 * US, 10 * US), None);
+    }
+
+    #[test]
+    fn misses_back_off_to_one_write_in_64_and_hits_come_back() {
+        let mut s = state(50);
+        let mut t = 100 * US;
+        let mut spins_after = |s: &mut SpinState, n: u64| {
+            let mut spun = 0;
+            for _ in 0..n {
+                t += 1_000 * US;
+                let write = t;
+                let will = s.wants_next_write();
+                // A reader is only woken for writes it wants to spin after;
+                // the others it sees when the answer arrives.
+                let spin = will && s.deadline(write + US, write).is_some();
+                assert_eq!(will, spin, "wants_next_write must predict the decision");
+                if spin {
+                    // Asking again about the same write gives the same answer.
+                    assert!(s.deadline(write + 2 * US, write).is_some());
+                    spun += 1;
+                    s.on_spin(false);
+                }
+                s.on_message(write + 500 * US, write);
+            }
+            spun
+        };
+        // Every spin misses: after the first few, one write in 64.
+        let first = spins_after(&mut s, 200);
+        assert!((6..=12).contains(&first), "{first}");
+        let later = spins_after(&mut s, 640);
+        assert_eq!(later, 10);
+        // Hits lower the backoff one step each, back to every write.
+        for _ in 0..MAX_BACKOFF {
+            s.on_spin(true);
+        }
+        assert!(s.wants_next_write());
+        assert_eq!(s.backoff, 0);
+    }
+
+    #[test]
+    fn one_spinner_per_process() {
+        let a = SpinToken::acquire();
+        assert!(a.is_some());
+        assert!(SpinToken::acquire().is_none());
+        drop(a);
+        assert!(SpinToken::acquire().is_some());
+    }
+}
