@@ -762,18 +762,20 @@ impl Mux {
         self.owner.inner.started.cancel();
     }
 
-    /// Lets the trunk reader spin for up to `budget` after this side writes
-    /// a message, instead of parking at once, when the peer's answers have
-    /// recently come within that time. Zero (the default) turns it off.
+    /// Lets the trunk reader poll for the peer's answer for up to `budget`
+    /// after this side writes a message, instead of parking at once. Zero
+    /// (the default) turns it off.
     ///
     /// Parking costs a wake-up per message (tens of microseconds when the
     /// CPU it runs on has gone idle, as on a quiet virtual machine); a
     /// spinning reader sees the answer as it arrives. The price is CPU
-    /// while spinning, bounded by `budget` per message written and paid only
-    /// while answers keep coming quickly: a peer that answers slowly, or
-    /// a side that only gets messages now and then, does not spin. At most
-    /// one reader of the process spins at a time; it yields to the other
-    /// tasks of its runtime between polls.
+    /// while spinning, at most `budget` per message written. The reader
+    /// adapts: each spin that runs out halves how often it spins (down to
+    /// after one write in 64), each spin that sees data doubles it (up to
+    /// every write), so a slow peer, or a side that gets messages only now
+    /// and then, costs at most 1/64 of the budget per message. At most one
+    /// reader of the process spins at a time; it yields to the other tasks
+    /// of its runtime between polls. [`MuxStats`] counts hits and misses.
     pub fn set_spin_budget(&self, budget: std::time::Duration) {
         let ns = u64::try_from(budget.as_nanos()).unwrap_or(u64::MAX);
         self.owner.inner.spin_budget_ns.store(ns, Ordering::Relaxed);
