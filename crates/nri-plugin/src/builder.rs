@@ -120,17 +120,19 @@ pub struct Builder<P> {
     spin_budget: Duration,
 }
 
-/// Default [`Builder::spin_budget`]: a little more than a runtime that
-/// sends events back to back takes between our answer and its next
-/// request, so a burst of events costs no wake-up per event; events that
-/// come further apart (the usual case) leave the plugin asleep.
+/// Default [`Builder::spin_budget`]: a little more than `nri-runtime`
+/// takes, between our answer and its next request, during a burst of
+/// events (so the burst costs no wake-up per event), and less than the Go
+/// runtime's turn-around (whose requests our spins would mostly miss).
+/// Events that come further apart (the usual case) leave the plugin
+/// asleep; see docs/runtime/spinning.md.
 pub const DEFAULT_SPIN_BUDGET: Duration = Duration::from_micros(80);
 
 impl<P: Plugin> Builder<P> {
     /// A builder with the defaults: auto-detected connection mode, socket
     /// `/var/run/nri/nri.sock`, subscription [`Plugin::EVENTS`], unsupported
     /// events dropped with a warning, registration timeout 5 s, request
-    /// timeout 2 s, no reconnect.
+    /// timeout 2 s, no reconnect, spin budget [`DEFAULT_SPIN_BUDGET`].
     pub fn new(plugin: P) -> Self {
         Builder {
             plugin,
