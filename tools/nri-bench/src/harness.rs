@@ -391,41 +391,31 @@ async fn latency(
     let (cpu0, ticks0) = (procfs::self_cpu_ns(), pid_ticks());
     let t0 = Instant::now();
     let mut lats: Vec<Duration> = Vec::with_capacity(o.n);
-    if o.concurrency <= 1 {
-        // From a task of the runtime, as a runtime's request handlers
-        // call it (not from `block_on`'s thread).
-        let (calls, n) = (calls.clone(), o.n);
-        let one = tokio::spawn(async move {
-            let mut local = Vec::with_capacity(n);
-            for _ in 0..n {
+    // Each caller is a task of the runtime, as a runtime's request handlers
+    // call NRI (not `block_on`'s thread), on distinct containers; the
+    // first one takes the remainder of N.
+    let callers = o.concurrency.max(1);
+    let per = o.n / callers;
+    let mut set = tokio::task::JoinSet::new();
+    for g in 0..callers {
+        let cnt = if g == 0 {
+            per + o.n - per * callers
+        } else {
+            per
+        };
+        let calls = calls.clone();
+        set.spawn(async move {
+            let mut local = Vec::with_capacity(cnt);
+            for _ in 0..cnt {
                 local.push(calls.call().await);
             }
             local
         });
-        lats = one.await.map_err(|e| Error::Task(e.to_string()))?;
-    } else {
-        let per = o.n / o.concurrency;
-        let mut set = tokio::task::JoinSet::new();
-        for g in 0..o.concurrency {
-            let cnt = if g == 0 {
-                per + o.n - per * o.concurrency
-            } else {
-                per
-            };
-            let calls = calls.clone();
-            set.spawn(async move {
-                let mut local = Vec::with_capacity(cnt);
-                for _ in 0..cnt {
-                    local.push(calls.call().await);
-                }
-                local
-            });
-        }
-        while let Some(r) = set.join_next().await {
-            match r {
-                Ok(local) => lats.extend(local),
-                Err(e) => return Err(Error::Task(e.to_string())),
-            }
+    }
+    while let Some(r) = set.join_next().await {
+        match r {
+            Ok(local) => lats.extend(local),
+            Err(e) => return Err(Error::Task(e.to_string())),
         }
     }
     let wall = t0.elapsed();
