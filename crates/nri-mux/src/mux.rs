@@ -373,7 +373,13 @@ impl Inner {
                 spin.set_budget(std::time::Duration::from_nanos(budget));
             }
             let last_write = self.last_write_ns.load(Ordering::Relaxed);
-            let spun = match spin.deadline(self.now_ns(), last_write) {
+            // No clock read on this path while spinning is off.
+            let deadline = if spin_budget > 0 {
+                spin.deadline(self.now_ns(), last_write)
+            } else {
+                None
+            };
+            let spun = match deadline {
                 Some(deadline) => match self.spin_read(&rd, &mut chunk, deadline).await {
                     SpinOutcome::Read(r) => {
                         spin.on_spin(true);
