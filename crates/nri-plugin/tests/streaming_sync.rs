@@ -193,12 +193,7 @@ async fn failing_chunk_fails_the_sync() {
         conn.close();
     };
     let (res, ()) = tokio::join!(stub.run(), driver);
-    match res {
-        Err(nri_plugin::Error::SynchronizeFailed { reason }) => {
-            assert!(reason.contains("chunk rejected"), "{reason}");
-        }
-        other => panic!("expected SynchronizeFailed, got {other:?}"),
-    }
+    assert_sync_failed(res, "chunk rejected");
 }
 
 /// A streaming plugin whose runtime sends `payload` as the first
@@ -269,12 +264,7 @@ async fn undecodable_item_fails_the_sync() {
         conn.close();
     };
     let (res, ()) = tokio::join!(stub.run(), driver);
-    match res {
-        Err(nri_plugin::Error::SynchronizeFailed { reason }) => {
-            assert!(reason.contains("cannot decode pod #0"), "{reason}");
-        }
-        other => panic!("expected SynchronizeFailed, got {other:?}"),
-    }
+    assert_sync_failed(res, "cannot decode pod #0");
     assert_eq!(stub.plugin().seen.lock().unwrap().len(), 1);
 }
 
@@ -287,4 +277,14 @@ fn streaming_stub(rt: &FakeRuntime, plugin: Chunks) -> Stub<Chunks> {
         .sync_mode(SyncMode::Streaming)
         .build()
         .unwrap()
+}
+
+/// `run()` ended with `SynchronizeFailed` whose reason mentions `needle`.
+fn assert_sync_failed<T: std::fmt::Debug>(res: Result<T, nri_plugin::Error>, needle: &str) {
+    match res {
+        Err(nri_plugin::Error::SynchronizeFailed { reason }) => {
+            assert!(reason.contains(needle), "{reason}");
+        }
+        other => panic!("expected SynchronizeFailed, got {other:?}"),
+    }
 }
