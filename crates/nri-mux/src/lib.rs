@@ -81,7 +81,8 @@ pub use codec::{
 };
 pub use error::Error;
 pub use mux::{
-    Mux, MuxConn, MuxReadHalf, MuxStats, MuxWriteHalf, READ_BUFFER_LIMIT, WRITE_BACKLOG_LIMIT,
+    ConnSink, Mux, MuxConn, MuxReadHalf, MuxStats, MuxWriteHalf, READ_BUFFER_LIMIT,
+    WRITE_BACKLOG_LIMIT,
 };
 pub use socket::{
     PLUGIN_SOCKET_ENV, PLUGIN_SOCKET_FD, PeerCredentials, adopt_inherited_fd, from_env, into_tokio,

@@ -66,6 +66,15 @@ impl End {
             End::Failed(e) => e.clone(),
         }
     }
+
+    /// What a [`ConnSink`] is told: `None` for a clean end (by the peer or
+    /// locally), else the failure.
+    fn sink_error(&self) -> Option<&Error> {
+        match self {
+            End::PeerEof | End::Failed(Error::Closed) => None,
+            End::Failed(e) => Some(e),
+        }
+    }
 }
 
 /// Counters of a trunk, from [`Mux::stats`].
@@ -131,6 +140,42 @@ struct ConnState {
 struct ConnShared {
     id: ConnId,
     state: Mutex<ConnState>,
+    /// Takes the connection's data in place of `state.queue` once set (see
+    /// [`MuxConn::into_sink`]).
+    sink: Mutex<SinkSlot>,
+}
+
+#[derive(Default)]
+struct SinkSlot {
+    sink: Option<Box<dyn ConnSink>>,
+    /// The sink has been told that the trunk ended.
+    told_end: bool,
+}
+
+impl SinkSlot {
+    fn tell_end(&mut self, error: Option<&Error>) {
+        if let Some(sink) = &mut self.sink
+            && !self.told_end
+        {
+            self.told_end = true;
+            sink.ended(error);
+        }
+    }
+}
+
+/// Takes a connection's data straight from the trunk reader, in the reader's
+/// task, instead of a read half (see [`MuxConn::into_sink`]).
+///
+/// A sink must not block or wait: the trunk reader serves every connection
+/// and does nothing else while a sink runs.
+pub trait ConnSink: Send + 'static {
+    /// The next bytes of the connection, in order. Message boundaries are
+    /// not kept, as on a read half: a message may come in several pieces.
+    fn data(&mut self, bytes: Bytes);
+
+    /// The trunk ended (no more data will come): `None` if the peer closed
+    /// it or it was closed locally, else why it failed.
+    fn ended(&mut self, error: Option<&Error>);
 }
 
 /// State shared by the handles and the two tasks.
@@ -229,11 +274,13 @@ impl Inner {
             let _ = s.shutdown(std::net::Shutdown::Both);
         }
         let conns: Vec<_> = lock(&self.conns).values().cloned().collect();
+        let error = self.end.get().and_then(End::sink_error);
         for c in conns {
             let w = lock(&c.state).waker.take();
             if let Some(w) = w {
                 w.wake();
             }
+            lock(&c.sink).tell_end(error);
         }
         let waiters = {
             let mut w = lock(&self.write);
@@ -283,10 +330,18 @@ impl Inner {
         if len == 0 {
             return true;
         }
+        // Queued under the sink lock, so that `into_sink` cannot slip in
+        // between and see this payload after later ones.
         let (waker, over) = {
+            let mut slot = lock(&conn.sink);
+            if let Some(sink) = &mut slot.sink {
+                sink.data(payload);
+                return true;
+            }
             let mut st = lock(&conn.state);
             if st.read_closed {
                 drop(st);
+                drop(slot);
                 self.drop_frame(id, len);
                 return true;
             }
@@ -811,6 +866,7 @@ impl Mux {
             let shared = Arc::new(ConnShared {
                 id,
                 state: Mutex::new(ConnState::default()),
+                sink: Mutex::new(SinkSlot::default()),
             });
             map.insert(id, Arc::clone(&shared));
             shared
@@ -1014,7 +1070,7 @@ impl MuxConn {
     pub fn into_split(self) -> (MuxReadHalf, MuxWriteHalf) {
         (
             MuxReadHalf {
-                h: Arc::clone(&self.h),
+                h: Some(Arc::clone(&self.h)),
             },
             MuxWriteHalf { h: self.h },
         )
@@ -1052,20 +1108,53 @@ impl AsyncWrite for MuxConn {
 /// Read half of a [`MuxConn`], from [`MuxConn::into_split`]. Dropping it
 /// discards buffered and later data of the connection (counted as dropped).
 pub struct MuxReadHalf {
-    h: Arc<ConnHandle>,
+    /// `None` only once [`into_sink`](MuxReadHalf::into_sink) took it.
+    h: Option<Arc<ConnHandle>>,
 }
 
 impl std::fmt::Debug for MuxReadHalf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MuxReadHalf")
-            .field("id", &self.h.shared.id)
+            .field("id", &self.h.as_ref().map(|h| h.shared.id))
             .finish_non_exhaustive()
     }
 }
 
 impl Drop for MuxReadHalf {
     fn drop(&mut self) {
-        self.h.close_read();
+        if let Some(h) = &self.h {
+            h.close_read();
+        }
+    }
+}
+
+impl MuxReadHalf {
+    /// Hands the connection's received data to `sink`, which the trunk
+    /// reader calls as frames arrive, instead of keeping it for reads: one
+    /// task hand-off less per message. Data already received goes to the
+    /// sink first, in order. The sink lives as long as the connection (until
+    /// its write half is dropped). When the trunk ends (or if it has already
+    /// ended), the sink is told, once ([`ConnSink::ended`]).
+    pub fn into_sink(mut self, sink: impl ConnSink) {
+        let Some(h) = self.h.take() else {
+            return;
+        };
+        {
+            let mut slot = lock(&h.shared.sink);
+            let mut sink: Box<dyn ConnSink> = Box::new(sink);
+            let queued = {
+                let mut st = lock(&h.shared.state);
+                st.buffered = 0;
+                st.over_limit = false;
+                std::mem::take(&mut st.queue)
+            };
+            queued.into_iter().for_each(|b| sink.data(b));
+            slot.sink = Some(sink);
+            if let Some(end) = h.inner().end.get() {
+                slot.tell_end(end.sink_error());
+            }
+        }
+        h.inner().read_space.notify_one();
     }
 }
 
@@ -1075,7 +1164,11 @@ impl AsyncRead for MuxReadHalf {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        self.h.poll_read(cx, buf)
+        match &self.h {
+            Some(h) => h.poll_read(cx, buf),
+            // Unreachable: `into_sink` consumes the half.
+            None => Poll::Ready(Ok(())),
+        }
     }
 }
 

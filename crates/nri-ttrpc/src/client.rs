@@ -12,9 +12,9 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::codec::{self, Frame, MessageType};
+use crate::codec::{self, Decoder, Frame, MessageType};
 use crate::error::Error;
-use crate::io::{ReadEvent, Reader};
+use crate::io::{ReadEvent, Reader, end_of_stream, next_event};
 use crate::proto::{KeyValue, Response};
 
 /// Options of one call: its timeout (every call has one) and metadata.
@@ -165,6 +165,26 @@ impl Shared {
     }
 }
 
+impl Shared {
+    /// Handles one read event; `Ok(true)` at a clean end of stream.
+    fn on_event(&self, ev: ReadEvent) -> Result<bool, Error> {
+        match ev {
+            ReadEvent::Frame(frame) => self.dispatch(frame),
+            ReadEvent::Rejected(err) => {
+                let id = match &err {
+                    Error::FrameTooLarge { stream_id, .. }
+                    | Error::UnsupportedMessageType { stream_id, .. } => *stream_id,
+                    _ => return Err(err),
+                };
+                tracing::debug!(stream_id = id, error = %err, "ttrpc client: rejected frame");
+                self.complete(id, Err(err));
+            }
+            ReadEvent::Eof => return Ok(true),
+        }
+        Ok(false)
+    }
+}
+
 /// Removes a pending entry when a call is abandoned (timeout, cancellation).
 struct PendingGuard<'a> {
     shared: &'a Shared,
@@ -210,22 +230,26 @@ struct Writer {
 struct Inner {
     shared: Arc<Shared>,
     writer: tokio::sync::Mutex<Writer>,
-    reader: JoinHandle<()>,
+    /// `None` when a [`ClientFeed`] brings the responses.
+    reader: Option<JoinHandle<()>>,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
         self.shared.close(None);
-        self.reader.abort();
+        if let Some(r) = &self.reader {
+            r.abort();
+        }
     }
 }
 
 /// A unary ttRPC client over one connection.
 ///
 /// Cheap to clone; all clones share the connection. Calls may run
-/// concurrently. One reader task (spawned by [`Client::new`]) receives
-/// responses; it stops when [`Client::close`] is called or the last clone is
-/// dropped.
+/// concurrently. Responses are received by one reader task (spawned by
+/// [`Client::new`]; it stops when [`Client::close`] is called or the last
+/// clone is dropped) or handed over by the transport through a
+/// [`ClientFeed`] ([`Client::with_feed`]).
 ///
 /// Each request is written with a single `write_all` of one contiguous
 /// buffer followed by a flush, with writers serialised by a lock, so a
@@ -259,11 +283,38 @@ impl Client {
             closed: CancellationToken::new(),
         });
         let reader = tokio::spawn(reader_task(Reader::new(rd), shared.clone()));
+        Client::from_parts(shared, Box::pin(wr), Some(reader))
+    }
+
+    /// Starts a client that writes requests to `wr` and is given the bytes
+    /// of its connection through the returned [`ClientFeed`], instead of
+    /// reading them in a task of its own. Needs no runtime.
+    pub fn with_feed<W>(wr: W) -> (Client, ClientFeed)
+    where
+        W: AsyncWrite + Send + 'static,
+    {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            closed: CancellationToken::new(),
+        });
+        let feed = ClientFeed {
+            shared: Arc::clone(&shared),
+            decoder: Decoder::new(),
+            buf: BytesMut::new(),
+        };
+        (Client::from_parts(shared, Box::pin(wr), None), feed)
+    }
+
+    fn from_parts(
+        shared: Arc<Shared>,
+        wr: Pin<Box<dyn AsyncWrite + Send>>,
+        reader: Option<JoinHandle<()>>,
+    ) -> Client {
         Client {
             inner: Arc::new(Inner {
                 shared,
                 writer: tokio::sync::Mutex::new(Writer {
-                    io: Some(Box::pin(wr)),
+                    io: Some(wr),
                     next_stream_id: 1,
                 }),
                 reader,
@@ -406,7 +457,9 @@ impl Client {
     /// [`Error::ConnectionClosed`], and the reader task stops.
     pub fn close(&self) {
         self.inner.shared.close(None);
-        self.inner.reader.abort();
+        if let Some(r) = &self.inner.reader {
+            r.abort();
+        }
         if let Ok(mut w) = self.inner.writer.try_lock() {
             w.io = None;
         }
@@ -443,18 +496,74 @@ async fn reader_task<R: AsyncRead + Unpin>(mut rd: Reader<R>, shared: Arc<Shared
 
 async fn read_loop<R: AsyncRead + Unpin>(rd: &mut Reader<R>, shared: &Shared) -> Result<(), Error> {
     loop {
-        match rd.next().await? {
-            ReadEvent::Frame(frame) => shared.dispatch(frame),
-            ReadEvent::Rejected(err) => {
-                let id = match &err {
-                    Error::FrameTooLarge { stream_id, .. }
-                    | Error::UnsupportedMessageType { stream_id, .. } => *stream_id,
-                    _ => return Err(err),
-                };
-                tracing::debug!(stream_id = id, error = %err, "ttrpc client: rejected frame");
-                shared.complete(id, Err(err));
-            }
-            ReadEvent::Eof => return Ok(()),
+        if shared.on_event(rd.next().await?)? {
+            return Ok(());
         }
+    }
+}
+
+/// Feeds a [`Client`] made by [`Client::with_feed`] the bytes its
+/// connection receives, for transports that push data to their user (such
+/// as `nri-mux`'s connection sinks) rather than being read.
+///
+/// Sans-io and synchronous: [`data`](Self::data) decodes the frames the
+/// bytes complete and hands each response to its waiting call on the spot,
+/// so the answer reaches the caller with no reader task in between.
+/// Dropping the feed closes the client, as the end of its connection.
+pub struct ClientFeed {
+    shared: Arc<Shared>,
+    decoder: Decoder,
+    buf: BytesMut,
+}
+
+impl std::fmt::Debug for ClientFeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientFeed")
+            .field("buffered", &self.buf.len())
+            .field("closed", &self.shared.closed.is_cancelled())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientFeed {
+    /// The connection's next bytes. A malformed stream (corrupt header)
+    /// closes the client with that error; later data is ignored.
+    pub fn data(&mut self, bytes: &[u8]) {
+        if self.shared.closed.is_cancelled() {
+            return;
+        }
+        self.buf.extend_from_slice(bytes);
+        loop {
+            match next_event(&mut self.decoder, &mut self.buf) {
+                Ok(None) => return,
+                Ok(Some(ev)) => match self.shared.on_event(ev) {
+                    Ok(_) => {}
+                    Err(e) => return self.fail(e),
+                },
+                Err(e) => return self.fail(e),
+            }
+        }
+    }
+
+    /// The connection ended: `None` for a clean end (a message cut short is
+    /// still reported as truncated), else the transport's error. Pending
+    /// and later calls fail with [`Error::ConnectionClosed`].
+    pub fn end(&mut self, error: Option<std::io::Error>) {
+        let cause = match error {
+            Some(source) => Some(Arc::new(Error::Io { source })),
+            None => end_of_stream(&self.decoder, &self.buf).err().map(Arc::new),
+        };
+        self.shared.close(cause);
+    }
+
+    fn fail(&mut self, e: Error) {
+        self.buf = BytesMut::new();
+        self.shared.close(Some(Arc::new(e)));
+    }
+}
+
+impl Drop for ClientFeed {
+    fn drop(&mut self) {
+        self.shared.close(None);
     }
 }

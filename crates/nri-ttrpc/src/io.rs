@@ -7,7 +7,7 @@ use crate::codec::{Decoder, Frame};
 use crate::error::Error;
 
 /// Bytes asked for per read when no large payload is expected.
-const READ_CHUNK: usize = 8 * 1024;
+pub(crate) const READ_CHUNK: usize = 8 * 1024;
 
 /// What [`Reader::next`] produced.
 pub(crate) enum ReadEvent {
@@ -35,21 +35,6 @@ impl<R: AsyncRead + Unpin> Reader<R> {
         }
     }
 
-    /// Leaves the allocation a large frame was read into to that frame's
-    /// payload (it is freed when the payload is dropped) and goes on with a
-    /// buffer of the normal size holding the bytes read past the frame.
-    ///
-    /// Without this the buffer keeps sharing the large allocation and takes
-    /// it back once the payload is dropped, so a connection that once
-    /// received a 4 MiB message would hold 4 MiB for the rest of its life.
-    /// The copy is of the few bytes read beyond the frame only.
-    fn release_large_buffer(&mut self) {
-        let rest = std::mem::take(&mut self.buf);
-        let mut buf = BytesMut::with_capacity(READ_CHUNK.max(rest.len()));
-        buf.extend_from_slice(&rest);
-        self.buf = buf;
-    }
-
     /// The next event. Fatal errors (I/O, truncation, corrupt header) are
     /// returned as `Err`.
     ///
@@ -57,32 +42,65 @@ impl<R: AsyncRead + Unpin> Reader<R> {
     /// only await point is a read into the buffer.
     pub(crate) async fn next(&mut self) -> Result<ReadEvent, Error> {
         loop {
-            match self.decoder.decode(&mut self.buf) {
-                Ok(Some(frame)) => {
-                    if frame.payload.len() > READ_CHUNK {
-                        self.release_large_buffer();
-                    }
-                    return Ok(ReadEvent::Frame(frame));
-                }
-                Ok(None) => {}
-                Err(e @ (Error::FrameTooLarge { .. } | Error::UnsupportedMessageType { .. })) => {
-                    return Ok(ReadEvent::Rejected(e));
-                }
-                Err(e) => return Err(e),
+            if let Some(ev) = next_event(&mut self.decoder, &mut self.buf)? {
+                return Ok(ev);
             }
             let want = READ_CHUNK.max(self.decoder.payload_bytes_missing(self.buf.len()));
             self.buf.reserve(want);
             let n = self.io.read_buf(&mut self.buf).await?;
             if n == 0 {
-                if self.decoder.is_at_boundary() && self.buf.is_empty() {
-                    return Ok(ReadEvent::Eof);
-                }
-                return Err(Error::Truncated {
-                    buffered: self.buf.len(),
-                });
+                return end_of_stream(&self.decoder, &self.buf);
             }
         }
     }
+}
+
+/// Decodes the next frame buffered in `buf`, if it is complete. A frame the
+/// decoder skips is [`ReadEvent::Rejected`]; fatal errors are `Err`.
+pub(crate) fn next_event(
+    decoder: &mut Decoder,
+    buf: &mut BytesMut,
+) -> Result<Option<ReadEvent>, Error> {
+    match decoder.decode(buf) {
+        Ok(Some(frame)) => {
+            if frame.payload.len() > READ_CHUNK {
+                release_large_buffer(buf);
+            }
+            Ok(Some(ReadEvent::Frame(frame)))
+        }
+        Ok(None) => Ok(None),
+        Err(e @ (Error::FrameTooLarge { .. } | Error::UnsupportedMessageType { .. })) => {
+            Ok(Some(ReadEvent::Rejected(e)))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// What the end of the byte stream means given what is still buffered: a
+/// clean end between messages, or a truncated message.
+pub(crate) fn end_of_stream(decoder: &Decoder, buf: &BytesMut) -> Result<ReadEvent, Error> {
+    if decoder.is_at_boundary() && buf.is_empty() {
+        Ok(ReadEvent::Eof)
+    } else {
+        Err(Error::Truncated {
+            buffered: buf.len(),
+        })
+    }
+}
+
+/// Leaves the allocation a large frame was read into to that frame's
+/// payload (it is freed when the payload is dropped) and goes on with a
+/// buffer of the normal size holding the bytes read past the frame.
+///
+/// Without this the buffer keeps sharing the large allocation and takes it
+/// back once the payload is dropped, so a connection that once received a
+/// 4 MiB message would hold 4 MiB for the rest of its life. The copy is of
+/// the few bytes read beyond the frame only.
+fn release_large_buffer(buf: &mut BytesMut) {
+    let rest = std::mem::take(buf);
+    let mut fresh = BytesMut::with_capacity(READ_CHUNK.max(rest.len()));
+    fresh.extend_from_slice(&rest);
+    *buf = fresh;
 }
 
 #[cfg(test)]

@@ -69,7 +69,7 @@ mod error;
 mod io;
 mod server;
 
-pub use client::{CallOptions, Client};
+pub use client::{CallOptions, Client, ClientFeed};
 pub use error::Error;
 pub use proto::{Any, Code, KeyValue, Request, Response, Status};
 pub use server::{BoxFuture, HandlerResult, Methods, RequestContext, Server, Service, service_fn};

@@ -1,0 +1,120 @@
+//! A client fed by its transport (`Client::with_feed`): answers given in any
+//! pieces complete their calls, errors and the end of the connection fail
+//! pending calls with the right cause, and dropping the feed closes the
+//! client.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use bytes::{Bytes, BytesMut};
+use common::*;
+use nri_ttrpc::codec::{self, MessageType};
+use nri_ttrpc::{Client, Code, Error, Response, Status};
+
+/// The bytes of one response frame.
+fn response_bytes(stream_id: u32, resp: &Response) -> Vec<u8> {
+    let mut b = BytesMut::new();
+    codec::encode_message(stream_id, MessageType::Response, 0, resp, &mut b).unwrap();
+    b.to_vec()
+}
+
+fn ok_response(payload: &[u8]) -> Response {
+    Response {
+        status: Some(Status::ok()),
+        payload: Bytes::copy_from_slice(payload),
+    }
+}
+
+#[tokio::test]
+async fn answers_fed_in_pieces_and_out_of_order_complete_their_calls() {
+    let (wr, peer_io) = tokio::io::duplex(DUPLEX);
+    let (client, mut feed) = Client::with_feed(wr);
+    let mut peer = RawPeer::new(peer_io);
+    let c1 = client.clone();
+    let first = tokio::spawn(async move {
+        c1.call(SVC, "Echo", Bytes::from_static(b"one"), opts())
+            .await
+    });
+    let (id1, req1) = peer.recv_request().await;
+    assert_eq!(&req1.payload[..], b"one");
+    let c2 = client.clone();
+    let second = tokio::spawn(async move {
+        c2.call(SVC, "Fail", Bytes::from_static(b"two"), opts())
+            .await
+    });
+    let (id2, _) = peer.recv_request().await;
+
+    // The second call's answer first, then the first's, split everywhere,
+    // including inside the headers.
+    let mut bytes = response_bytes(
+        id2,
+        &Response {
+            status: Some(Status::new(Code::NotFound, "nope")),
+            payload: Bytes::new(),
+        },
+    );
+    bytes.extend(response_bytes(id1, &ok_response(b"answer one")));
+    for piece in bytes.chunks(3) {
+        feed.data(piece);
+    }
+    assert_eq!(&first.await.unwrap().unwrap()[..], b"answer one");
+    match second.await.unwrap() {
+        Err(Error::Status { code, .. }) => assert_eq!(code, Code::NotFound),
+        other => panic!("expected NOT_FOUND, got {other:?}"),
+    }
+    assert!(!client.is_closed());
+}
+
+#[tokio::test]
+async fn a_corrupt_stream_fails_pending_calls_and_closes_the_client() {
+    let (wr, peer_io) = tokio::io::duplex(DUPLEX);
+    let (client, mut feed) = Client::with_feed(wr);
+    let mut peer = RawPeer::new(peer_io);
+    let c = client.clone();
+    let call = tokio::spawn(async move { c.call(SVC, "Echo", Bytes::new(), opts()).await });
+    peer.recv_request().await;
+    // A header with a message type that does not exist (0x7).
+    feed.data(&[0, 0, 0, 1, 0, 0, 0, 1, 0x7, 0, b'x']);
+    match call.await.unwrap() {
+        Err(Error::ConnectionClosed { cause: Some(c) }) => {
+            assert!(matches!(*c, Error::InvalidMessageType { .. }), "{c:?}")
+        }
+        other => panic!("expected a closed connection with a cause, got {other:?}"),
+    }
+    assert!(client.is_closed());
+}
+
+#[tokio::test]
+async fn the_end_of_the_connection_fails_pending_calls() {
+    let (wr, peer_io) = tokio::io::duplex(DUPLEX);
+    let (client, mut feed) = Client::with_feed(wr);
+    let mut peer = RawPeer::new(peer_io);
+    let c = client.clone();
+    let call = tokio::spawn(async move { c.call(SVC, "Echo", Bytes::new(), opts()).await });
+    let (id, _) = peer.recv_request().await;
+    // Half a response, then the end: the call reports the truncation.
+    let bytes = response_bytes(id, &ok_response(b"cut short"));
+    feed.data(&bytes[..bytes.len() / 2]);
+    feed.end(None);
+    match call.await.unwrap() {
+        Err(Error::ConnectionClosed { cause: Some(c) }) => {
+            assert!(matches!(*c, Error::Truncated { .. }), "{c:?}")
+        }
+        other => panic!("expected a truncated connection, got {other:?}"),
+    }
+    // Later calls fail at once.
+    assert!(matches!(
+        client.call(SVC, "Echo", Bytes::new(), opts()).await,
+        Err(Error::ConnectionClosed { .. })
+    ));
+}
+
+#[tokio::test]
+async fn dropping_the_feed_closes_the_client() {
+    let (wr, _peer_io) = tokio::io::duplex(DUPLEX);
+    let (client, feed) = Client::with_feed(wr);
+    assert!(!client.is_closed());
+    drop(feed);
+    assert!(client.is_closed());
+    client.closed().await;
+}
