@@ -141,7 +141,7 @@ struct ConnShared {
     id: ConnId,
     state: Mutex<ConnState>,
     /// Takes the connection's data in place of `state.queue` once set (see
-    /// [`MuxConn::into_sink`]).
+    /// [`MuxReadHalf::into_sink`]).
     sink: Mutex<SinkSlot>,
 }
 
@@ -164,7 +164,7 @@ impl SinkSlot {
 }
 
 /// Takes a connection's data straight from the trunk reader, in the reader's
-/// task, instead of a read half (see [`MuxConn::into_sink`]).
+/// task, instead of a read half (see [`MuxReadHalf::into_sink`]).
 ///
 /// A sink must not block or wait: the trunk reader serves every connection
 /// and does nothing else while a sink runs.
