@@ -197,19 +197,26 @@ impl<P: Plugin> Stub<P> {
             // Cannot happen: a fresh server has no services.
             tracing::error!(error = %e, "nri-plugin: cannot register the plugin service");
         }
-        let client = Client::new(runtime_conn);
+        // Both connections take their data straight from the trunk reader:
+        // a request is decoded and its handler started by the reader, with
+        // no reader task of the server in between, and so is an answer to
+        // our calls.
+        let (requests, answers) = plugin_conn.into_split();
+        let (runtime_answers, runtime_requests) = runtime_conn.into_split();
+        let (client, client_feed) = Client::with_feed(runtime_requests);
+        runtime_answers.into_sink(client_feed);
         let serve_stop = CancellationToken::new();
         let _serve_guard = serve_stop.clone().drop_guard();
-        // The server runs as a task of its own, not inside this future: the
-        // requests then go reader task -> server task -> handler task
-        // without waking the caller of `run` (under `block_on` of a
-        // current_thread runtime every such wake costs an extra
-        // zero-timeout poll of the reactor, two per request). The task ends
-        // when `serve_stop` is cancelled (the guard above, on every return).
+        let (server_feed, serving) = server.serve_fed(answers, serve_stop.clone());
+        requests.into_sink(server_feed);
+        // The server's own future (it runs the handlers that do not answer
+        // at once and sees the connection end) is a task of its own, not
+        // part of this future: waking the caller of `run` for it would cost,
+        // under `block_on` of a current_thread runtime, an extra
+        // zero-timeout poll of the reactor. The task ends when `serve_stop`
+        // is cancelled (the guard above, on every return).
         let serve = {
-            let server = Arc::new(server);
-            let stop = serve_stop.clone();
-            let task = tokio::spawn(async move { server.serve(plugin_conn, stop).await });
+            let task = tokio::spawn(serving);
             async move {
                 match task.await {
                     Ok(r) => r,

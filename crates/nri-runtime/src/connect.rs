@@ -10,7 +10,7 @@ use nri_api::api::{
 };
 use nri_api::{EventMask, RUNTIME_SERVICE, method};
 use nri_mux::{PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN};
-use nri_ttrpc::{Client, ClientFeed, Code, Methods, Server, Status};
+use nri_ttrpc::{Client, Code, Methods, Server, Status};
 use prost::Message as _;
 use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot};
@@ -98,7 +98,7 @@ impl Shared {
         // waiting call, with no reader task of the client in between.
         let (answers, requests) = conn1.into_split();
         let (client, feed) = Client::with_feed(requests);
-        answers.into_sink(ClientSink(feed));
+        answers.into_sink(feed);
         let closed = CancellationToken::new();
         let identity: Arc<Mutex<Option<PluginId>>> = Arc::new(Mutex::new(None));
         let (reg_tx, mut reg_rx) = mpsc::channel::<(RegisterPluginRequest, RegisterReply)>(1);
@@ -573,19 +573,5 @@ pub(crate) async fn reap(plugin: &Plugin) {
             let _ = c.start_kill();
             let _ = c.wait().await;
         }
-    }
-}
-
-/// Gives a [`Client`] the bytes of its mux connection (see
-/// [`nri_mux::MuxReadHalf::into_sink`]).
-struct ClientSink(ClientFeed);
-
-impl nri_mux::ConnSink for ClientSink {
-    fn data(&mut self, bytes: bytes::Bytes) {
-        self.0.data(&bytes);
-    }
-
-    fn ended(&mut self, error: Option<&nri_mux::Error>) {
-        self.0.end(error.map(|e| e.clone().into()));
     }
 }

@@ -67,9 +67,13 @@ pub mod proto;
 mod client;
 mod error;
 mod io;
+#[cfg(feature = "mux")]
+mod mux;
 mod server;
 
 pub use client::{CallOptions, Client, ClientFeed};
 pub use error::Error;
 pub use proto::{Any, Code, KeyValue, Request, Response, Status};
-pub use server::{BoxFuture, HandlerResult, Methods, RequestContext, Server, Service, service_fn};
+pub use server::{
+    BoxFuture, HandlerResult, Methods, RequestContext, Server, ServerFeed, Service, service_fn,
+};

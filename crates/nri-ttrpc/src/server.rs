@@ -10,14 +10,15 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::write_message;
-use crate::codec::{self, Frame, MESSAGE_TYPE_REQUEST, MessageType};
+use crate::codec::{self, Decoder, Frame, MESSAGE_TYPE_REQUEST, MessageType};
 use crate::error::Error;
-use crate::io::{ReadEvent, Reader};
+use crate::io::{ReadEvent, Reader, end_of_stream, next_event};
 use crate::proto::{Code, KeyValue, Request, Response, Status};
 
 /// A boxed, sendable future (this crate's own alias; no `futures` crate).
@@ -332,9 +333,12 @@ impl Server {
                 }
                 ev = reader.next() => match ev {
                     Ok(ReadEvent::Frame(frame)) => {
-                        self.on_frame(frame, &mut last_stream_id, &conn, &mut tasks);
+                        let mut spawn = Spawner::Tasks(&mut tasks);
+                        self.on_frame(frame, &mut last_stream_id, &conn, &mut spawn);
                     }
-                    Ok(ReadEvent::Rejected(err)) => on_rejected(err, &conn, &mut tasks),
+                    Ok(ReadEvent::Rejected(err)) => {
+                        on_rejected(err, &conn, &mut Spawner::Tasks(&mut tasks));
+                    }
                     Ok(ReadEvent::Eof) => break Ok(()),
                     Err(Error::Io { source }) if is_peer_gone(&source) => break Ok(()),
                     Err(e) => break Err(e),
@@ -348,19 +352,81 @@ impl Server {
         result
     }
 
+    /// Serves one connection whose received bytes the transport hands to
+    /// the returned [`ServerFeed`] (as `nri-mux`'s connection sinks do)
+    /// rather than being read by the server: requests are then decoded and
+    /// their handlers started by whoever feeds the bytes, with no reader
+    /// task in between. Responses are written to `wr`.
+    ///
+    /// The returned future must be polled (spawned) for the connection's
+    /// life: it runs the handlers that do not finish at once, and ends as
+    /// [`serve`](Self::serve) does (the feed reports the end of the
+    /// stream), aborting the handlers still running.
+    pub fn serve_fed<W>(
+        &self,
+        wr: W,
+        shutdown: CancellationToken,
+    ) -> (ServerFeed, BoxFuture<'static, Result<(), Error>>)
+    where
+        W: AsyncWrite + Send + 'static,
+    {
+        let conn = Arc::new(ConnWriter {
+            io: tokio::sync::Mutex::new(Some(Box::pin(wr))),
+            failed: CancellationToken::new(),
+            error: Mutex::new(None),
+        });
+        let (spawn_tx, mut spawn_rx) = mpsc::unbounded_channel::<BoxFuture<'static, ()>>();
+        let (end_tx, mut end_rx) = oneshot::channel::<Result<(), Error>>();
+        let feed = ServerFeed {
+            server: self.clone(),
+            decoder: Decoder::new(),
+            buf: BytesMut::new(),
+            last_stream_id: 0,
+            conn: Arc::clone(&conn),
+            spawn: spawn_tx,
+            end: Some(end_tx),
+        };
+        let serving = async move {
+            let mut tasks = JoinSet::new();
+            let result = loop {
+                tokio::select! {
+                    biased;
+                    () = shutdown.cancelled() => break Ok(()),
+                    () = conn.failed.cancelled() => break conn.take_error(),
+                    Some(joined) = tasks.join_next(), if !tasks.is_empty() => {
+                        if let Err(e) = joined {
+                            tracing::error!(error = %e, "ttrpc server: request task failed");
+                        }
+                    }
+                    Some(fut) = spawn_rx.recv() => {
+                        tasks.spawn(fut);
+                    }
+                    // A feed dropped without a word: the connection is gone.
+                    end = &mut end_rx => break end.unwrap_or(Ok(())),
+                }
+            };
+            tasks.abort_all();
+            if let Err(e) = &result {
+                tracing::debug!(error = %e, "ttrpc server: connection failed");
+            }
+            result
+        };
+        (feed, Box::pin(serving))
+    }
+
     fn on_frame(
         &self,
         frame: Frame,
         last_stream_id: &mut u32,
         conn: &Arc<ConnWriter>,
-        tasks: &mut JoinSet<()>,
+        tasks: &mut Spawner<'_>,
     ) {
         let id = frame.stream_id;
         if frame.message_type == MessageType::Response {
             tracing::debug!(stream_id = id, "ttrpc server: ignoring response message");
             return;
         }
-        let reject = |st: Status, tasks: &mut JoinSet<()>| {
+        let reject = |st: Status, tasks: &mut Spawner<'_>| {
             let conn = conn.clone();
             spawn_polled(
                 tasks,
@@ -422,22 +488,115 @@ impl Server {
     }
 }
 
-/// Polls `fut` once right here and spawns it into `tasks` only if it is not
-/// finished: most handlers answer at once, and then the request costs no
-/// task and no hand-off.
+/// Where the handlers that do not finish in their first poll go.
+enum Spawner<'a> {
+    /// The served connection's task set ([`Server::serve`]).
+    Tasks(&'a mut JoinSet<()>),
+    /// The task of a fed connection ([`Server::serve_fed`]); once that has
+    /// ended the connection is closing, and the handler is dropped.
+    Channel(&'a mpsc::UnboundedSender<BoxFuture<'static, ()>>),
+}
+
+/// Polls `fut` once right here and spawns it (see [`Spawner`]) only if it
+/// is not finished: most handlers answer at once, and then the request
+/// costs no task and no hand-off.
 ///
 /// The first poll uses a no-op waker. A future that is pending has
 /// registered that waker somewhere; the spawned task polls it again at once
 /// with its own waker, which replaces it (every future re-registers its
 /// waker on each poll), so no wake-up is lost.
-fn spawn_polled<F>(tasks: &mut JoinSet<()>, fut: F)
+fn spawn_polled<F>(tasks: &mut Spawner<'_>, fut: F)
 where
     F: Future<Output = ()> + Send + 'static,
 {
     let mut fut = Box::pin(fut);
     let mut cx = Context::from_waker(Waker::noop());
     if fut.as_mut().poll(&mut cx).is_pending() {
-        tasks.spawn(fut);
+        match tasks {
+            Spawner::Tasks(set) => {
+                set.spawn(fut);
+            }
+            Spawner::Channel(tx) => {
+                let _ = tx.send(fut);
+            }
+        }
+    }
+}
+
+/// Feeds a connection served by [`Server::serve_fed`] the bytes it
+/// receives.
+///
+/// Sans-io and synchronous: [`data`](Self::data) decodes the requests the
+/// bytes complete and starts each handler on the spot (a handler that
+/// answers at once is done before `data` returns). Dropping the feed ends
+/// the connection as a clean end of stream would.
+pub struct ServerFeed {
+    server: Server,
+    decoder: Decoder,
+    buf: BytesMut,
+    last_stream_id: u32,
+    conn: Arc<ConnWriter>,
+    spawn: mpsc::UnboundedSender<BoxFuture<'static, ()>>,
+    /// `None` once the end was reported.
+    end: Option<oneshot::Sender<Result<(), Error>>>,
+}
+
+impl std::fmt::Debug for ServerFeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerFeed")
+            .field("buffered", &self.buf.len())
+            .field("ended", &self.end.is_none())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServerFeed {
+    /// The connection's next bytes. A corrupt stream ends the connection
+    /// with that error ([`Server`] lists what is answered and what is
+    /// fatal); later data is ignored.
+    pub fn data(&mut self, bytes: &[u8]) {
+        if self.end.is_none() {
+            return;
+        }
+        self.buf.extend_from_slice(bytes);
+        loop {
+            let mut spawn = Spawner::Channel(&self.spawn);
+            match next_event(&mut self.decoder, &mut self.buf) {
+                Ok(None) => return,
+                Ok(Some(ReadEvent::Frame(frame))) => {
+                    self.server
+                        .on_frame(frame, &mut self.last_stream_id, &self.conn, &mut spawn);
+                }
+                Ok(Some(ReadEvent::Rejected(err))) => on_rejected(err, &self.conn, &mut spawn),
+                Ok(Some(ReadEvent::Eof)) => return self.finish(Ok(())),
+                Err(e) => return self.finish(Err(e)),
+            }
+        }
+    }
+
+    /// The connection ended: `None` for a clean end (a request cut short
+    /// is reported as truncated), else the transport's error (a peer that
+    /// went away is a clean end, as for [`Server::serve`]).
+    pub fn end(&mut self, error: Option<std::io::Error>) {
+        let result = match error {
+            None => end_of_stream(&self.decoder, &self.buf).map(|_| ()),
+            Some(source) if is_peer_gone(&source) => Ok(()),
+            Some(source) => Err(Error::Io { source }),
+        };
+        self.finish(result);
+    }
+
+    fn finish(&mut self, result: Result<(), Error>) {
+        self.buf = BytesMut::new();
+        if let Some(end) = self.end.take() {
+            let _ = end.send(result);
+        }
+    }
+}
+
+impl Drop for ServerFeed {
+    fn drop(&mut self) {
+        self.finish(Ok(()));
     }
 }
 
@@ -503,7 +662,7 @@ impl Future for CatchUnwind {
     }
 }
 
-fn on_rejected(err: Error, conn: &Arc<ConnWriter>, tasks: &mut JoinSet<()>) {
+fn on_rejected(err: Error, conn: &Arc<ConnWriter>, tasks: &mut Spawner<'_>) {
     let (id, answer) = match &err {
         Error::FrameTooLarge {
             stream_id,

@@ -1,7 +1,7 @@
-//! A client fed by its transport (`Client::with_feed`): answers given in any
-//! pieces complete their calls, errors and the end of the connection fail
-//! pending calls with the right cause, and dropping the feed closes the
-//! client.
+//! A client and a server fed by their transport (`Client::with_feed`,
+//! `Server::serve_fed`): messages given in any pieces are handled, errors
+//! and the end of the connection end it with the right cause, and dropping
+//! the feed closes it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -10,6 +10,7 @@ use bytes::{Bytes, BytesMut};
 use common::*;
 use nri_ttrpc::codec::{self, MessageType};
 use nri_ttrpc::{Client, Code, Error, Response, Status};
+use tokio_util::sync::CancellationToken;
 
 /// The bytes of one response frame.
 fn response_bytes(stream_id: u32, resp: &Response) -> Vec<u8> {
@@ -117,4 +118,72 @@ async fn dropping_the_feed_closes_the_client() {
     drop(feed);
     assert!(client.is_closed());
     client.closed().await;
+}
+
+/// The bytes of one request frame.
+fn request_bytes(stream_id: u32, method: &str, payload: &[u8]) -> Vec<u8> {
+    let mut b = BytesMut::new();
+    codec::encode_message(
+        stream_id,
+        MessageType::Request,
+        0,
+        &request(method, payload),
+        &mut b,
+    )
+    .unwrap();
+    b.to_vec()
+}
+
+#[tokio::test]
+async fn a_fed_server_answers_at_once_and_runs_slow_handlers_in_its_future() {
+    let (wr, peer_io) = tokio::io::duplex(DUPLEX);
+    let mut peer = RawPeer::new(peer_io);
+    let (mut feed, serving) = test_server().serve_fed(wr, CancellationToken::new());
+    let serving = tokio::spawn(serving);
+    // A slow request (50 ms) and a quick one, fed byte by byte.
+    let mut bytes = request_bytes(1, "Sleep", &50u64.to_be_bytes());
+    bytes.extend(request_bytes(3, "Echo", b"quick"));
+    for b in &bytes {
+        feed.data(std::slice::from_ref(b));
+    }
+    // The quick answer was written while `data` ran: the slow handler did
+    // not hold it up.
+    let (id, resp) = peer.recv_response().await;
+    assert_eq!((id, &resp.payload[..]), (3, &b"quick"[..]));
+    let (id, resp) = peer.recv_response().await;
+    assert_eq!((id, code_of(&resp)), (1, Code::Ok));
+    // A clean end: the server's future ends with `Ok`.
+    feed.end(None);
+    serving.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_fed_server_ends_with_the_stream_error_and_aborts_its_handlers() {
+    let (wr, peer_io) = tokio::io::duplex(DUPLEX);
+    let mut peer = RawPeer::new(peer_io);
+    let (mut feed, serving) = test_server().serve_fed(wr, CancellationToken::new());
+    let serving = tokio::spawn(serving);
+    feed.data(&request_bytes(1, "Forever", b""));
+    feed.data(&request_bytes(3, "Echo", b"x"));
+    assert_eq!(peer.recv_response().await.0, 3);
+    // A request cut short by the end of the stream.
+    let cut = request_bytes(5, "Echo", b"cut short");
+    feed.data(&cut[..cut.len() - 2]);
+    feed.end(None);
+    match serving.await.unwrap() {
+        Err(Error::Truncated { .. }) => {}
+        other => panic!("expected a truncated stream, got {other:?}"),
+    }
+    // The `Forever` handler was aborted: nothing more is written, and the
+    // writer (held by that handler's task until then) is gone.
+    drop(feed);
+    assert!(peer.recv().await.is_none());
+}
+
+#[tokio::test]
+async fn dropping_a_server_feed_ends_the_connection_cleanly() {
+    let (wr, _peer_io) = tokio::io::duplex(DUPLEX);
+    let (feed, serving) = test_server().serve_fed(wr, CancellationToken::new());
+    drop(feed);
+    serving.await.unwrap();
 }
