@@ -142,25 +142,7 @@ struct ConnShared {
     state: Mutex<ConnState>,
     /// Takes the connection's data in place of `state.queue` once set (see
     /// [`MuxReadHalf::into_sink`]).
-    sink: Mutex<SinkSlot>,
-}
-
-#[derive(Default)]
-struct SinkSlot {
-    sink: Option<Box<dyn ConnSink>>,
-    /// The sink has been told that the trunk ended.
-    told_end: bool,
-}
-
-impl SinkSlot {
-    fn tell_end(&mut self, error: Option<&Error>) {
-        if let Some(sink) = &mut self.sink
-            && !self.told_end
-        {
-            self.told_end = true;
-            sink.ended(error);
-        }
-    }
+    sink: Mutex<Option<Box<dyn ConnSink>>>,
 }
 
 /// Takes a connection's data straight from the trunk reader, in the reader's
@@ -280,7 +262,13 @@ impl Inner {
             if let Some(w) = w {
                 w.wake();
             }
-            lock(&c.sink).tell_end(error);
+            // The sink goes once told: it may hold a write half of this
+            // trunk (a server answering requests), which would otherwise
+            // keep the trunk's socket and memory alive for ever.
+            let sink = lock(&c.sink).take();
+            if let Some(mut sink) = sink {
+                sink.ended(error);
+            }
         }
         let waiters = {
             let mut w = lock(&self.write);
@@ -334,7 +322,7 @@ impl Inner {
         // between and see this payload after later ones.
         let (waker, over) = {
             let mut slot = lock(&conn.sink);
-            if let Some(sink) = &mut slot.sink {
+            if let Some(sink) = slot.as_mut() {
                 sink.data(payload);
                 return true;
             }
@@ -866,7 +854,7 @@ impl Mux {
             let shared = Arc::new(ConnShared {
                 id,
                 state: Mutex::new(ConnState::default()),
-                sink: Mutex::new(SinkSlot::default()),
+                sink: Mutex::new(None),
             });
             map.insert(id, Arc::clone(&shared));
             shared
@@ -1132,9 +1120,14 @@ impl MuxReadHalf {
     /// Hands the connection's received data to `sink`, which the trunk
     /// reader calls as frames arrive, instead of keeping it for reads: one
     /// task hand-off less per message. Data already received goes to the
-    /// sink first, in order. The sink lives as long as the connection (until
-    /// its write half is dropped). When the trunk ends (or if it has already
-    /// ended), the sink is told, once ([`ConnSink::ended`]).
+    /// sink first, in order. When the trunk ends (or if it has already
+    /// ended), the sink is told, once ([`ConnSink::ended`]), and dropped;
+    /// until then it lives as long as the connection (its write half).
+    ///
+    /// A sink that holds a write half of its own trunk (a server that
+    /// answers from the sink) keeps the trunk open by itself: it then ends
+    /// only when the peer closes it, it fails, or [`Mux::close`] is called,
+    /// not when the other handles are dropped.
     pub fn into_sink(mut self, sink: impl ConnSink) {
         let Some(h) = self.h.take() else {
             return;
@@ -1149,9 +1142,9 @@ impl MuxReadHalf {
                 std::mem::take(&mut st.queue)
             };
             queued.into_iter().for_each(|b| sink.data(b));
-            slot.sink = Some(sink);
-            if let Some(end) = h.inner().end.get() {
-                slot.tell_end(end.sink_error());
+            match h.inner().end.get() {
+                Some(end) => sink.ended(end.sink_error()),
+                None => *slot = Some(sink),
             }
         }
         h.inner().read_space.notify_one();

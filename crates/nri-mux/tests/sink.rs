@@ -139,3 +139,43 @@ async fn frames_after_the_write_half_is_dropped_are_dropped_and_counted() {
     assert_eq!(rec.seen.lock().unwrap().data, b"kept");
     assert_eq!(m.stats().dropped_frames, 1);
 }
+
+/// A sink that owns a write half of its own trunk, as a server answering
+/// from the trunk reader does.
+struct Answering {
+    _wr: nri_mux::MuxWriteHalf,
+    dropped: Arc<Notify>,
+}
+
+impl ConnSink for Answering {
+    fn data(&mut self, _bytes: Bytes) {}
+    fn ended(&mut self, _error: Option<&Error>) {}
+}
+
+impl Drop for Answering {
+    fn drop(&mut self) {
+        self.dropped.notify_one();
+    }
+}
+
+#[tokio::test]
+async fn a_sink_holding_its_own_trunk_is_dropped_when_the_trunk_ends() {
+    let (m, mut raw) = mux_and_raw();
+    let (rd, wr) = m.open(PLUGIN_SERVICE_CONN).unwrap().into_split();
+    let dropped = Arc::new(Notify::new());
+    rd.into_sink(Answering {
+        _wr: wr,
+        dropped: Arc::clone(&dropped),
+    });
+    // The sink keeps the trunk open although every other handle is gone...
+    drop(m);
+    raw.write_all(&frame(1, b"still served")).await.unwrap();
+    tokio::task::yield_now().await;
+    // ...until the peer closes it: then the sink goes, and with it the
+    // last handle, so the socket is closed (the peer reads end of file).
+    raw.shutdown().await.unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(10), dropped.notified())
+        .await
+        .expect("the sink was not dropped when the trunk ended");
+    assert_eq!(read_to_end(&mut raw).await, b"");
+}

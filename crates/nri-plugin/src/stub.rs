@@ -174,6 +174,9 @@ impl<P: Plugin> Stub<P> {
             },
         };
         let mux = Mux::new_paused(stream);
+        // The trunk must end with this connection: the server answers from
+        // the trunk reader (see below) and so holds the trunk open itself.
+        let _close_mux = CloseOnDrop(&mux);
         mux.set_spin_budget(self.config.spin_budget);
         let (plugin_conn, runtime_conn) = match (
             mux.open(PLUGIN_SERVICE_CONN),
@@ -393,5 +396,14 @@ struct ClientGuard<'a>(&'a Shared);
 impl Drop for ClientGuard<'_> {
     fn drop(&mut self) {
         self.0.disconnected();
+    }
+}
+
+/// Closes a trunk when dropped.
+struct CloseOnDrop<'a>(&'a Mux);
+
+impl Drop for CloseOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.close();
     }
 }

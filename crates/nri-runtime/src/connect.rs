@@ -94,8 +94,9 @@ impl Shared {
         let conn2 = mux
             .open(RUNTIME_SERVICE_CONN)
             .map_err(|e| reg_err(format!("mux: {e}")))?;
-        // The plugin's answers go from the trunk reader straight to the
-        // waiting call, with no reader task of the client in between.
+        // Both connections take their data straight from the trunk reader:
+        // the plugin's answers go to the waiting call, and its requests to
+        // their handler, with no reader task in between.
         let (answers, requests) = conn1.into_split();
         let (client, feed) = Client::with_feed(requests);
         answers.into_sink(feed);
@@ -104,10 +105,12 @@ impl Shared {
         let (reg_tx, mut reg_rx) = mpsc::channel::<(RegisterPluginRequest, RegisterReply)>(1);
         let server = self.runtime_service(reg_tx, identity.clone())?;
         {
-            let closed = closed.clone();
+            let (requests, answers) = conn2.into_split();
+            let (feed, serving) = server.serve_fed(answers, closed.clone());
+            requests.into_sink(feed);
             let peer = peer.clone();
             self.spawn(async move {
-                if let Err(e) = server.serve(conn2, closed).await {
+                if let Err(e) = serving.await {
                     tracing::debug!(peer = %peer, error = %e, "NRI runtime service connection ended");
                 }
             });

@@ -86,6 +86,14 @@ impl std::fmt::Debug for Plugin {
     }
 }
 
+impl Drop for Plugin {
+    /// The trunk ends with the plugin: its runtime service answers from the
+    /// trunk reader and so holds the trunk open by itself.
+    fn drop(&mut self) {
+        self.mux.close();
+    }
+}
+
 pub(crate) struct PluginParts {
     pub(crate) id: PluginId,
     pub(crate) origin: PluginOrigin,
