@@ -313,43 +313,32 @@ impl Server {
         T: AsyncRead + AsyncWrite + Send + 'static,
     {
         let (rd, wr) = tokio::io::split(io);
+        let (mut feed, mut serving) = self.serve_fed(wr, shutdown);
         let mut reader = Reader::new(rd);
-        let conn = Arc::new(ConnWriter {
-            io: tokio::sync::Mutex::new(Some(Box::pin(wr))),
-            failed: CancellationToken::new(),
-            error: Mutex::new(None),
-        });
-        let mut tasks = JoinSet::new();
-        let mut last_stream_id = 0u32;
-        let result = loop {
-            tokio::select! {
-                biased;
-                () = shutdown.cancelled() => break Ok(()),
-                () = conn.failed.cancelled() => break conn.take_error(),
-                Some(joined) = tasks.join_next(), if !tasks.is_empty() => {
-                    if let Err(e) = joined {
-                        tracing::error!(error = %e, "ttrpc server: request task failed");
+        // This task reads the connection and feeds the frames as they are
+        // (no copy into the feed's buffer); the feed's future does the rest.
+        let reading = async move {
+            loop {
+                match reader.next().await {
+                    Ok(ev) => {
+                        let eof = matches!(ev, ReadEvent::Eof);
+                        feed.handle(ev);
+                        if eof {
+                            return;
+                        }
                     }
+                    Err(Error::Io { source }) if is_peer_gone(&source) => {
+                        return feed.finish(Ok(()));
+                    }
+                    Err(e) => return feed.finish(Err(e)),
                 }
-                ev = reader.next() => match ev {
-                    Ok(ReadEvent::Frame(frame)) => {
-                        let mut spawn = Spawner::Tasks(&mut tasks);
-                        self.on_frame(frame, &mut last_stream_id, &conn, &mut spawn);
-                    }
-                    Ok(ReadEvent::Rejected(err)) => {
-                        on_rejected(err, &conn, &mut Spawner::Tasks(&mut tasks));
-                    }
-                    Ok(ReadEvent::Eof) => break Ok(()),
-                    Err(Error::Io { source }) if is_peer_gone(&source) => break Ok(()),
-                    Err(e) => break Err(e),
-                },
             }
         };
-        tasks.abort_all();
-        if let Err(e) = &result {
-            tracing::debug!(error = %e, "ttrpc server: connection failed");
+        tokio::select! {
+            biased;
+            r = &mut serving => r,
+            () = reading => serving.await,
         }
-        result
     }
 
     /// Serves one connection whose received bytes the transport hands to
@@ -419,14 +408,14 @@ impl Server {
         frame: Frame,
         last_stream_id: &mut u32,
         conn: &Arc<ConnWriter>,
-        tasks: &mut Spawner<'_>,
+        tasks: &Spawn,
     ) {
         let id = frame.stream_id;
         if frame.message_type == MessageType::Response {
             tracing::debug!(stream_id = id, "ttrpc server: ignoring response message");
             return;
         }
-        let reject = |st: Status, tasks: &mut Spawner<'_>| {
+        let reject = |st: Status, tasks: &Spawn| {
             let conn = conn.clone();
             spawn_polled(
                 tasks,
@@ -488,38 +477,27 @@ impl Server {
     }
 }
 
-/// Where the handlers that do not finish in their first poll go.
-enum Spawner<'a> {
-    /// The served connection's task set ([`Server::serve`]).
-    Tasks(&'a mut JoinSet<()>),
-    /// The task of a fed connection ([`Server::serve_fed`]); once that has
-    /// ended the connection is closing, and the handler is dropped.
-    Channel(&'a mpsc::UnboundedSender<BoxFuture<'static, ()>>),
-}
+/// Where a connection's handlers that do not finish in their first poll
+/// go: the connection's task (see [`Server::serve_fed`]). Once that task
+/// has ended the connection is closing, and such a handler is dropped.
+type Spawn = mpsc::UnboundedSender<BoxFuture<'static, ()>>;
 
-/// Polls `fut` once right here and spawns it (see [`Spawner`]) only if it
-/// is not finished: most handlers answer at once, and then the request
-/// costs no task and no hand-off.
+/// Polls `fut` once right here and spawns it (see [`Spawn`]) only if it is
+/// not finished: most handlers answer at once, and then the request costs
+/// no task and no hand-off.
 ///
 /// The first poll uses a no-op waker. A future that is pending has
 /// registered that waker somewhere; the spawned task polls it again at once
 /// with its own waker, which replaces it (every future re-registers its
 /// waker on each poll), so no wake-up is lost.
-fn spawn_polled<F>(tasks: &mut Spawner<'_>, fut: F)
+fn spawn_polled<F>(tasks: &Spawn, fut: F)
 where
     F: Future<Output = ()> + Send + 'static,
 {
     let mut fut = Box::pin(fut);
     let mut cx = Context::from_waker(Waker::noop());
     if fut.as_mut().poll(&mut cx).is_pending() {
-        match tasks {
-            Spawner::Tasks(set) => {
-                set.spawn(fut);
-            }
-            Spawner::Channel(tx) => {
-                let _ = tx.send(fut);
-            }
-        }
+        let _ = tasks.send(fut);
     }
 }
 
@@ -536,7 +514,7 @@ pub struct ServerFeed {
     buf: BytesMut,
     last_stream_id: u32,
     conn: Arc<ConnWriter>,
-    spawn: mpsc::UnboundedSender<BoxFuture<'static, ()>>,
+    spawn: Spawn,
     /// `None` once the end was reported.
     end: Option<oneshot::Sender<Result<(), Error>>>,
 }
@@ -560,17 +538,26 @@ impl ServerFeed {
         }
         self.buf.extend_from_slice(bytes);
         loop {
-            let mut spawn = Spawner::Channel(&self.spawn);
             match next_event(&mut self.decoder, &mut self.buf) {
                 Ok(None) => return,
-                Ok(Some(ReadEvent::Frame(frame))) => {
-                    self.server
-                        .on_frame(frame, &mut self.last_stream_id, &self.conn, &mut spawn);
-                }
-                Ok(Some(ReadEvent::Rejected(err))) => on_rejected(err, &self.conn, &mut spawn),
-                Ok(Some(ReadEvent::Eof)) => return self.finish(Ok(())),
+                Ok(Some(ev)) => self.handle(ev),
                 Err(e) => return self.finish(Err(e)),
             }
+        }
+    }
+
+    /// One decoded event of the connection.
+    fn handle(&mut self, ev: ReadEvent) {
+        if self.end.is_none() {
+            return;
+        }
+        match ev {
+            ReadEvent::Frame(frame) => {
+                self.server
+                    .on_frame(frame, &mut self.last_stream_id, &self.conn, &self.spawn);
+            }
+            ReadEvent::Rejected(err) => on_rejected(err, &self.conn, &self.spawn),
+            ReadEvent::Eof => self.finish(Ok(())),
         }
     }
 
@@ -662,7 +649,7 @@ impl Future for CatchUnwind {
     }
 }
 
-fn on_rejected(err: Error, conn: &Arc<ConnWriter>, tasks: &mut Spawner<'_>) {
+fn on_rejected(err: Error, conn: &Arc<ConnWriter>, tasks: &Spawn) {
     let (id, answer) = match &err {
         Error::FrameTooLarge {
             stream_id,
