@@ -820,9 +820,9 @@ impl Mux {
     /// spinning reader sees the answer as it arrives. The price is CPU
     /// while spinning, at most `budget` per message written. The reader
     /// adapts: each spin that runs out halves how often it spins (down to
-    /// after one write in 256), each spin that sees data doubles it (up to
+    /// after one write in 64), each spin that sees data doubles it (up to
     /// every write), so a slow peer, or a side that gets messages only now
-    /// and then, costs at most 1/256 of the budget per message. At most one
+    /// and then, costs at most 1/64 of the budget per message. At most one
     /// reader of the process spins at a time; it yields to the other tasks
     /// of its runtime between polls. [`MuxStats`] counts hits and misses.
     pub fn set_spin_budget(&self, budget: std::time::Duration) {

@@ -14,7 +14,7 @@
 //! each hit lowers `backoff` by one, each miss raises it, up to
 //! [`MAX_BACKOFF`]. When more than half the spins miss (a slow or sleeping
 //! peer, events seconds apart, a large Synchronize), the reader ends up
-//! spinning after one write in 256 only, which costs at most 1/256 of the
+//! spinning after one write in 64 only, which costs at most 1/64 of the
 //! budget per message; when answers come quickly it spins after every
 //! write. (Measuring the answer time instead would not do: a reader that
 //! parked sees the answer only after its own wake-up, so every answer
@@ -28,8 +28,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// Highest backoff: a reader whose spins keep missing still spins after
-/// one write in 2^8 = 256, to notice when answers get quick again.
-pub(crate) const MAX_BACKOFF: u32 = 8;
+/// one write in 2^6 = 64, to notice when answers get quick again.
+pub(crate) const MAX_BACKOFF: u32 = 6;
 
 /// Whether, and until when, the reader spins before parking. Times are
 /// nanoseconds on one monotonic clock; a write time of 0 means "never".
@@ -188,10 +188,10 @@ mod tests {
             }
             spun
         };
-        // Every spin misses: after the first few, one write in 256.
+        // Every spin misses: after the first few, one write in 64.
         let first = spins_after(&mut s, 200);
         assert!((6..=12).contains(&first), "{first}");
-        let later = spins_after(&mut s, 2560);
+        let later = spins_after(&mut s, 640);
         assert_eq!(later, 10);
         // Hits lower the backoff one step each, back to every write.
         for _ in 0..MAX_BACKOFF {

@@ -59,8 +59,8 @@ async fn the_reader_spins_only_for_quick_answers() {
     assert_eq!(peer.stats().spin_hits, 0, "the peer has no budget");
 
     // A peer that takes 5 ms per answer, against a 50 µs budget: every
-    // spin misses, and the reader backs off (spinning after writes 1, 3,
-    // 7, 15, 31, 63 and 127 of 130, on its way to one write in 256).
+    // spin misses, and the reader backs off to spinning after one write in
+    // 64 (writes 1, 3, 7, 15, 31, 63 and 127 of 130).
     let (m, peer) = mux_pair();
     m.set_spin_budget(Duration::from_micros(50));
     let _echo = echo(&peer, Duration::from_millis(5));

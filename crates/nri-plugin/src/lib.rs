@@ -165,7 +165,7 @@
 //! [`DEFAULT_SPIN_BUDGET`], 80 µs) instead of sleeping at once, which saves
 //! a wake-up per event while events come back to back. It adapts: when
 //! the next request does not come within the budget (events seconds apart,
-//! a runtime with a longer turn-around), it backs off to one try in 256.
+//! a runtime with a longer turn-around), it backs off to one try in 64.
 //! `Duration::ZERO` turns it off. See docs/runtime/spinning.md.
 
 mod builder;
