@@ -149,7 +149,10 @@ struct ConnShared {
 /// task, instead of a read half (see [`MuxReadHalf::into_sink`]).
 ///
 /// A sink must not block or wait: the trunk reader serves every connection
-/// and does nothing else while a sink runs.
+/// and does nothing else while a sink runs. Nor may it close its own trunk
+/// ([`Mux::close`], or dropping the last handle) from within
+/// [`data`](ConnSink::data): ending the trunk tells every sink, this one
+/// included, while it is still running; have another task do that.
 pub trait ConnSink: Send + 'static {
     /// The next bytes of the connection, in order. Message boundaries are
     /// not kept, as on a read half: a message may come in several pieces.
