@@ -6,7 +6,7 @@ use std::io::{self, IoSlice, Read, Write};
 use std::os::unix::net::UnixStream as StdUnixStream;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError};
 use std::task::{Context, Poll, Waker};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -149,10 +149,9 @@ struct ConnShared {
 /// task, instead of a read half (see [`MuxReadHalf::into_sink`]).
 ///
 /// A sink must not block or wait: the trunk reader serves every connection
-/// and does nothing else while a sink runs. Nor may it close its own trunk
-/// ([`Mux::close`], or dropping the last handle) from within
-/// [`data`](ConnSink::data): ending the trunk tells every sink, this one
-/// included, while it is still running; have another task do that.
+/// and does nothing else while a sink runs. A sink may end its own trunk
+/// from within [`data`](ConnSink::data) ([`Mux::close`], or by dropping the
+/// last handle); it is then told so once `data` has returned.
 pub trait ConnSink: Send + 'static {
     /// The next bytes of the connection, in order. Message boundaries are
     /// not kept, as on a read half: a message may come in several pieces.
@@ -267,8 +266,15 @@ impl Inner {
             }
             // The sink goes once told: it may hold a write half of this
             // trunk (a server answering requests), which would otherwise
-            // keep the trunk's socket and memory alive for ever.
-            let sink = lock(&c.sink).take();
+            // keep the trunk's socket and memory alive for ever. A sink in
+            // use (the reader is delivering to it, maybe on this very
+            // thread: a sink that ends its own trunk) is told by the reader
+            // when it is done (`deliver`).
+            let sink = match c.sink.try_lock() {
+                Ok(mut slot) => slot.take(),
+                Err(TryLockError::Poisoned(p)) => p.into_inner().take(),
+                Err(TryLockError::WouldBlock) => None,
+            };
             if let Some(mut sink) = sink {
                 sink.ended(error);
             }
@@ -327,6 +333,12 @@ impl Inner {
             let mut slot = lock(&conn.sink);
             if let Some(sink) = slot.as_mut() {
                 sink.data(payload);
+                if let Some(end) = self.end.get() {
+                    // The trunk ended while the sink ran (see `finish`).
+                    if let Some(mut sink) = slot.take() {
+                        sink.ended(end.sink_error());
+                    }
+                }
                 return true;
             }
             let mut st = lock(&conn.state);

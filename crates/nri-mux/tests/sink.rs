@@ -179,3 +179,43 @@ async fn a_sink_holding_its_own_trunk_is_dropped_when_the_trunk_ends() {
         .expect("the sink was not dropped when the trunk ended");
     assert_eq!(read_to_end(&mut raw).await, b"");
 }
+
+/// A sink that closes its own trunk as soon as data arrives.
+struct Closing {
+    mux: Mux,
+    rec: Recorder,
+}
+
+impl ConnSink for Closing {
+    fn data(&mut self, bytes: Bytes) {
+        self.rec.data(bytes);
+        self.mux.close();
+    }
+
+    fn ended(&mut self, error: Option<&Error>) {
+        self.rec.ended(error);
+    }
+}
+
+#[tokio::test]
+async fn a_sink_may_close_its_own_trunk_from_within_data() {
+    let (m, mut raw) = mux_and_raw();
+    let (rd, _wr) = m.open(PLUGIN_SERVICE_CONN).unwrap().into_split();
+    let rec = Recorder::default();
+    rd.into_sink(Closing {
+        mux: m,
+        rec: rec.clone(),
+    });
+    raw.write_all(&frame(1, b"bye")).await.unwrap();
+    // No deadlock: the sink is told once that the trunk ended (a local
+    // close: no error), after its data, and the peer sees the end.
+    tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        rec.wait_for(|s| !s.ends.is_empty()),
+    )
+    .await
+    .expect("the sink was not told that its trunk ended");
+    assert_eq!(rec.seen.lock().unwrap().data, b"bye");
+    assert_eq!(rec.seen.lock().unwrap().ends, [None]);
+    assert_eq!(read_to_end(&mut raw).await, b"");
+}
