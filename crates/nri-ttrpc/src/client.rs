@@ -12,9 +12,9 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::codec::{self, Decoder, Frame, MessageType};
+use crate::codec::{self, Frame, MessageType};
 use crate::error::Error;
-use crate::io::{ReadEvent, Reader, end_of_stream, next_event};
+use crate::io::{Frames, ReadEvent, Reader};
 use crate::proto::{KeyValue, Response};
 
 /// Options of one call: its timeout (every call has one) and metadata.
@@ -84,6 +84,13 @@ struct Shared {
 }
 
 impl Shared {
+    fn new() -> Arc<Shared> {
+        Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            closed: CancellationToken::new(),
+        })
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         // No code panics while holding this lock; recover anyway.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
@@ -163,9 +170,7 @@ impl Shared {
             }
         }
     }
-}
 
-impl Shared {
     /// Handles one read event; `Ok(true)` at a clean end of stream.
     fn on_event(&self, ev: ReadEvent) -> Result<bool, Error> {
         match ev {
@@ -278,10 +283,7 @@ impl Client {
         T: AsyncRead + AsyncWrite + Send + 'static,
     {
         let (rd, wr) = tokio::io::split(io);
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State::default()),
-            closed: CancellationToken::new(),
-        });
+        let shared = Shared::new();
         let reader = tokio::spawn(reader_task(Reader::new(rd), shared.clone()));
         Client::from_parts(shared, Box::pin(wr), Some(reader))
     }
@@ -293,14 +295,10 @@ impl Client {
     where
         W: AsyncWrite + Send + 'static,
     {
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State::default()),
-            closed: CancellationToken::new(),
-        });
+        let shared = Shared::new();
         let feed = ClientFeed {
             shared: Arc::clone(&shared),
-            decoder: Decoder::new(),
-            buf: BytesMut::new(),
+            frames: Frames::with_capacity(0),
         };
         (Client::from_parts(shared, Box::pin(wr), None), feed)
     }
@@ -512,14 +510,13 @@ async fn read_loop<R: AsyncRead + Unpin>(rd: &mut Reader<R>, shared: &Shared) ->
 /// Dropping the feed closes the client, as the end of its connection.
 pub struct ClientFeed {
     shared: Arc<Shared>,
-    decoder: Decoder,
-    buf: BytesMut,
+    frames: Frames,
 }
 
 impl std::fmt::Debug for ClientFeed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClientFeed")
-            .field("buffered", &self.buf.len())
+            .field("buffered", &self.frames.buffered())
             .field("closed", &self.shared.closed.is_cancelled())
             .finish_non_exhaustive()
     }
@@ -532,9 +529,9 @@ impl ClientFeed {
         if self.shared.closed.is_cancelled() {
             return;
         }
-        self.buf.extend_from_slice(bytes);
+        self.frames.push(bytes);
         loop {
-            match next_event(&mut self.decoder, &mut self.buf) {
+            match self.frames.next_event() {
                 Ok(None) => return,
                 Ok(Some(ev)) => match self.shared.on_event(ev) {
                     Ok(_) => {}
@@ -551,13 +548,13 @@ impl ClientFeed {
     pub fn end(&mut self, error: Option<std::io::Error>) {
         let cause = match error {
             Some(source) => Some(Arc::new(Error::Io { source })),
-            None => end_of_stream(&self.decoder, &self.buf).err().map(Arc::new),
+            None => self.frames.end_of_stream().err().map(Arc::new),
         };
         self.shared.close(cause);
     }
 
     fn fail(&mut self, e: Error) {
-        self.buf = BytesMut::new();
+        self.frames.clear();
         self.shared.close(Some(Arc::new(e)));
     }
 }

@@ -22,16 +22,14 @@ pub(crate) enum ReadEvent {
 
 pub(crate) struct Reader<R> {
     io: R,
-    buf: BytesMut,
-    decoder: Decoder,
+    frames: Frames,
 }
 
 impl<R: AsyncRead + Unpin> Reader<R> {
     pub(crate) fn new(io: R) -> Self {
         Reader {
             io,
-            buf: BytesMut::with_capacity(READ_CHUNK),
-            decoder: Decoder::new(),
+            frames: Frames::with_capacity(READ_CHUNK),
         }
     }
 
@@ -42,49 +40,79 @@ impl<R: AsyncRead + Unpin> Reader<R> {
     /// only await point is a read into the buffer.
     pub(crate) async fn next(&mut self) -> Result<ReadEvent, Error> {
         loop {
-            if let Some(ev) = next_event(&mut self.decoder, &mut self.buf)? {
+            if let Some(ev) = self.frames.next_event()? {
                 return Ok(ev);
             }
-            let want = READ_CHUNK.max(self.decoder.payload_bytes_missing(self.buf.len()));
-            self.buf.reserve(want);
-            let n = self.io.read_buf(&mut self.buf).await?;
+            let f = &mut self.frames;
+            let want = READ_CHUNK.max(f.decoder.payload_bytes_missing(f.buf.len()));
+            f.buf.reserve(want);
+            let n = self.io.read_buf(&mut f.buf).await?;
             if n == 0 {
-                return end_of_stream(&self.decoder, &self.buf);
+                return self.frames.end_of_stream();
             }
         }
     }
 }
 
-/// Decodes the next frame buffered in `buf`, if it is complete. A frame the
-/// decoder skips is [`ReadEvent::Rejected`]; fatal errors are `Err`.
-pub(crate) fn next_event(
-    decoder: &mut Decoder,
-    buf: &mut BytesMut,
-) -> Result<Option<ReadEvent>, Error> {
-    match decoder.decode(buf) {
-        Ok(Some(frame)) => {
-            if frame.payload.len() > READ_CHUNK {
-                release_large_buffer(buf);
-            }
-            Ok(Some(ReadEvent::Frame(frame)))
-        }
-        Ok(None) => Ok(None),
-        Err(e @ (Error::FrameTooLarge { .. } | Error::UnsupportedMessageType { .. })) => {
-            Ok(Some(ReadEvent::Rejected(e)))
-        }
-        Err(e) => Err(e),
-    }
+/// The bytes of a ttRPC stream received but not decoded yet, with their
+/// decoder: what every receiver keeps, whether it reads the stream itself
+/// ([`Reader`]) or is fed it (`ClientFeed`, `ServerFeed`).
+pub(crate) struct Frames {
+    decoder: Decoder,
+    buf: BytesMut,
 }
 
-/// What the end of the byte stream means given what is still buffered: a
-/// clean end between messages, or a truncated message.
-pub(crate) fn end_of_stream(decoder: &Decoder, buf: &BytesMut) -> Result<ReadEvent, Error> {
-    if decoder.is_at_boundary() && buf.is_empty() {
-        Ok(ReadEvent::Eof)
-    } else {
-        Err(Error::Truncated {
-            buffered: buf.len(),
-        })
+impl Frames {
+    pub(crate) fn with_capacity(capacity: usize) -> Self {
+        Frames {
+            decoder: Decoder::new(),
+            buf: BytesMut::with_capacity(capacity),
+        }
+    }
+
+    /// Appends received bytes.
+    pub(crate) fn push(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// Bytes buffered.
+    pub(crate) fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Drops what is buffered (the stream is over).
+    pub(crate) fn clear(&mut self) {
+        self.buf = BytesMut::new();
+    }
+
+    /// Decodes the next buffered frame, if it is complete. A frame the
+    /// decoder skips is [`ReadEvent::Rejected`]; fatal errors are `Err`.
+    pub(crate) fn next_event(&mut self) -> Result<Option<ReadEvent>, Error> {
+        match self.decoder.decode(&mut self.buf) {
+            Ok(Some(frame)) => {
+                if frame.payload.len() > READ_CHUNK {
+                    release_large_buffer(&mut self.buf);
+                }
+                Ok(Some(ReadEvent::Frame(frame)))
+            }
+            Ok(None) => Ok(None),
+            Err(e @ (Error::FrameTooLarge { .. } | Error::UnsupportedMessageType { .. })) => {
+                Ok(Some(ReadEvent::Rejected(e)))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// What the end of the byte stream means given what is still
+    /// buffered: a clean end between messages, or a truncated message.
+    pub(crate) fn end_of_stream(&self) -> Result<ReadEvent, Error> {
+        if self.decoder.is_at_boundary() && self.buf.is_empty() {
+            Ok(ReadEvent::Eof)
+        } else {
+            Err(Error::Truncated {
+                buffered: self.buf.len(),
+            })
+        }
     }
 }
 
@@ -142,12 +170,20 @@ mod tests {
             f.payload.is_unique(),
             "the reader must not keep a reference to the large allocation"
         );
-        assert!(r.buf.capacity() <= 2 * READ_CHUNK, "{}", r.buf.capacity());
+        assert!(
+            r.frames.buf.capacity() <= 2 * READ_CHUNK,
+            "{}",
+            r.frames.buf.capacity()
+        );
         drop(f);
         // Bytes read past the large frame are kept.
         assert_eq!(&frame(&mut r).await.payload[..], b"after");
         assert_eq!(&frame(&mut r).await.payload[..], b"tail");
         assert!(matches!(r.next().await.unwrap(), ReadEvent::Eof));
-        assert!(r.buf.capacity() <= 2 * READ_CHUNK, "{}", r.buf.capacity());
+        assert!(
+            r.frames.buf.capacity() <= 2 * READ_CHUNK,
+            "{}",
+            r.frames.buf.capacity()
+        );
     }
 }

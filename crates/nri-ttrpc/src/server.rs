@@ -16,9 +16,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::write_message;
-use crate::codec::{self, Decoder, Frame, MESSAGE_TYPE_REQUEST, MessageType};
+use crate::codec::{self, Frame, MESSAGE_TYPE_REQUEST, MessageType};
 use crate::error::Error;
-use crate::io::{ReadEvent, Reader, end_of_stream, next_event};
+use crate::io::{Frames, ReadEvent, Reader};
 use crate::proto::{Code, KeyValue, Request, Response, Status};
 
 /// A boxed, sendable future (this crate's own alias; no `futures` crate).
@@ -368,8 +368,7 @@ impl Server {
         let (end_tx, mut end_rx) = oneshot::channel::<Result<(), Error>>();
         let feed = ServerFeed {
             server: self.clone(),
-            decoder: Decoder::new(),
-            buf: BytesMut::new(),
+            frames: Frames::with_capacity(0),
             last_stream_id: 0,
             conn: Arc::clone(&conn),
             spawn: spawn_tx,
@@ -510,8 +509,7 @@ where
 /// the connection as a clean end of stream would.
 pub struct ServerFeed {
     server: Server,
-    decoder: Decoder,
-    buf: BytesMut,
+    frames: Frames,
     last_stream_id: u32,
     conn: Arc<ConnWriter>,
     spawn: Spawn,
@@ -522,7 +520,7 @@ pub struct ServerFeed {
 impl std::fmt::Debug for ServerFeed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServerFeed")
-            .field("buffered", &self.buf.len())
+            .field("buffered", &self.frames.buffered())
             .field("ended", &self.end.is_none())
             .finish_non_exhaustive()
     }
@@ -536,9 +534,9 @@ impl ServerFeed {
         if self.end.is_none() {
             return;
         }
-        self.buf.extend_from_slice(bytes);
+        self.frames.push(bytes);
         loop {
-            match next_event(&mut self.decoder, &mut self.buf) {
+            match self.frames.next_event() {
                 Ok(None) => return,
                 Ok(Some(ev)) => self.handle(ev),
                 Err(e) => return self.finish(Err(e)),
@@ -566,7 +564,7 @@ impl ServerFeed {
     /// went away is a clean end, as for [`Server::serve`]).
     pub fn end(&mut self, error: Option<std::io::Error>) {
         let result = match error {
-            None => end_of_stream(&self.decoder, &self.buf).map(|_| ()),
+            None => self.frames.end_of_stream().map(|_| ()),
             Some(source) if is_peer_gone(&source) => Ok(()),
             Some(source) => Err(Error::Io { source }),
         };
@@ -574,7 +572,7 @@ impl ServerFeed {
     }
 
     fn finish(&mut self, result: Result<(), Error>) {
-        self.buf = BytesMut::new();
+        self.frames.clear();
         if let Some(end) = self.end.take() {
             let _ = end.send(result);
         }
