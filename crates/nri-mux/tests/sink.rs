@@ -56,6 +56,14 @@ impl ConnSink for Recorder {
     }
 }
 
+/// Opens the plugin connection of `m` with a recording sink.
+fn recorded(m: &Mux) -> (Recorder, nri_mux::MuxWriteHalf) {
+    let (rd, wr) = m.open(PLUGIN_SERVICE_CONN).unwrap().into_split();
+    let rec = Recorder::default();
+    rd.into_sink(rec.clone());
+    (rec, wr)
+}
+
 #[tokio::test]
 async fn a_sink_gets_queued_and_later_data_in_order_and_one_clean_end() {
     let (a, mut raw) = UnixStream::pair().unwrap();
@@ -96,9 +104,7 @@ async fn a_sink_gets_queued_and_later_data_in_order_and_one_clean_end() {
 #[tokio::test]
 async fn a_sink_is_told_why_the_trunk_failed() {
     let (m, mut raw) = mux_and_raw();
-    let (rd, _wr) = m.open(PLUGIN_SERVICE_CONN).unwrap().into_split();
-    let rec = Recorder::default();
-    rd.into_sink(rec.clone());
+    let (rec, _wr) = recorded(&m);
     // A header announcing more than the largest payload ends the trunk.
     let mut bad = 1u32.to_be_bytes().to_vec();
     bad.extend_from_slice(&u32::MAX.to_be_bytes());
@@ -124,9 +130,7 @@ async fn a_sink_set_after_the_trunk_ended_is_told_at_once() {
 #[tokio::test]
 async fn frames_after_the_write_half_is_dropped_are_dropped_and_counted() {
     let (m, mut raw) = mux_and_raw();
-    let (rd, wr) = m.open(PLUGIN_SERVICE_CONN).unwrap().into_split();
-    let rec = Recorder::default();
-    rd.into_sink(rec.clone());
+    let (rec, wr) = recorded(&m);
     raw.write_all(&frame(1, b"kept")).await.unwrap();
     rec.wait_for(|s| s.data.len() == 4).await;
     drop(wr);

@@ -9,7 +9,8 @@ mod common;
 use bytes::{Bytes, BytesMut};
 use common::*;
 use nri_ttrpc::codec::{self, MessageType};
-use nri_ttrpc::{Client, Code, Error, Response, Status};
+use nri_ttrpc::{Client, ClientFeed, Code, Error, Response, ServerFeed, Status};
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// The bytes of one response frame.
@@ -17,6 +18,26 @@ fn response_bytes(stream_id: u32, resp: &Response) -> Vec<u8> {
     let mut b = BytesMut::new();
     codec::encode_message(stream_id, MessageType::Response, 0, resp, &mut b).unwrap();
     b.to_vec()
+}
+
+/// A fed client writing to a raw peer.
+fn fed_client() -> (Client, ClientFeed, RawPeer) {
+    let (wr, peer_io) = tokio::io::duplex(DUPLEX);
+    let (client, feed) = Client::with_feed(wr);
+    (client, feed, RawPeer::new(peer_io))
+}
+
+/// Starts a call of `method` with `payload` in a task of its own.
+fn spawn_call(
+    client: &Client,
+    method: &'static str,
+    payload: &'static [u8],
+) -> JoinHandle<Result<Bytes, Error>> {
+    let c = client.clone();
+    tokio::spawn(async move {
+        c.call(SVC, method, Bytes::from_static(payload), opts())
+            .await
+    })
 }
 
 fn ok_response(payload: &[u8]) -> Response {
@@ -28,21 +49,11 @@ fn ok_response(payload: &[u8]) -> Response {
 
 #[tokio::test]
 async fn answers_fed_in_pieces_and_out_of_order_complete_their_calls() {
-    let (wr, peer_io) = tokio::io::duplex(DUPLEX);
-    let (client, mut feed) = Client::with_feed(wr);
-    let mut peer = RawPeer::new(peer_io);
-    let c1 = client.clone();
-    let first = tokio::spawn(async move {
-        c1.call(SVC, "Echo", Bytes::from_static(b"one"), opts())
-            .await
-    });
+    let (client, mut feed, mut peer) = fed_client();
+    let first = spawn_call(&client, "Echo", b"one");
     let (id1, req1) = peer.recv_request().await;
     assert_eq!(&req1.payload[..], b"one");
-    let c2 = client.clone();
-    let second = tokio::spawn(async move {
-        c2.call(SVC, "Fail", Bytes::from_static(b"two"), opts())
-            .await
-    });
+    let second = spawn_call(&client, "Fail", b"two");
     let (id2, _) = peer.recv_request().await;
 
     // The second call's answer first, then the first's, split everywhere,
@@ -68,11 +79,8 @@ async fn answers_fed_in_pieces_and_out_of_order_complete_their_calls() {
 
 #[tokio::test]
 async fn a_corrupt_stream_fails_pending_calls_and_closes_the_client() {
-    let (wr, peer_io) = tokio::io::duplex(DUPLEX);
-    let (client, mut feed) = Client::with_feed(wr);
-    let mut peer = RawPeer::new(peer_io);
-    let c = client.clone();
-    let call = tokio::spawn(async move { c.call(SVC, "Echo", Bytes::new(), opts()).await });
+    let (client, mut feed, mut peer) = fed_client();
+    let call = spawn_call(&client, "Echo", b"");
     peer.recv_request().await;
     // A header with a message type that does not exist (0x7).
     feed.data(&[0, 0, 0, 1, 0, 0, 0, 1, 0x7, 0, b'x']);
@@ -87,11 +95,8 @@ async fn a_corrupt_stream_fails_pending_calls_and_closes_the_client() {
 
 #[tokio::test]
 async fn the_end_of_the_connection_fails_pending_calls() {
-    let (wr, peer_io) = tokio::io::duplex(DUPLEX);
-    let (client, mut feed) = Client::with_feed(wr);
-    let mut peer = RawPeer::new(peer_io);
-    let c = client.clone();
-    let call = tokio::spawn(async move { c.call(SVC, "Echo", Bytes::new(), opts()).await });
+    let (client, mut feed, mut peer) = fed_client();
+    let call = spawn_call(&client, "Echo", b"");
     let (id, _) = peer.recv_request().await;
     // Half a response, then the end: the call reports the truncation.
     let bytes = response_bytes(id, &ok_response(b"cut short"));
@@ -112,8 +117,7 @@ async fn the_end_of_the_connection_fails_pending_calls() {
 
 #[tokio::test]
 async fn dropping_the_feed_closes_the_client() {
-    let (wr, _peer_io) = tokio::io::duplex(DUPLEX);
-    let (client, feed) = Client::with_feed(wr);
+    let (client, feed, _peer) = fed_client();
     assert!(!client.is_closed());
     drop(feed);
     assert!(client.is_closed());
@@ -134,12 +138,16 @@ fn request_bytes(stream_id: u32, method: &str, payload: &[u8]) -> Vec<u8> {
     b.to_vec()
 }
 
+/// The test server, fed, writing to a raw peer; its future runs in a task.
+fn fed_server() -> (ServerFeed, JoinHandle<Result<(), Error>>, RawPeer) {
+    let (wr, peer_io) = tokio::io::duplex(DUPLEX);
+    let (feed, serving) = test_server().serve_fed(wr, CancellationToken::new());
+    (feed, tokio::spawn(serving), RawPeer::new(peer_io))
+}
+
 #[tokio::test]
 async fn a_fed_server_answers_at_once_and_runs_slow_handlers_in_its_future() {
-    let (wr, peer_io) = tokio::io::duplex(DUPLEX);
-    let mut peer = RawPeer::new(peer_io);
-    let (mut feed, serving) = test_server().serve_fed(wr, CancellationToken::new());
-    let serving = tokio::spawn(serving);
+    let (mut feed, serving, mut peer) = fed_server();
     // A slow request (50 ms) and a quick one, fed byte by byte.
     let mut bytes = request_bytes(1, "Sleep", &50u64.to_be_bytes());
     bytes.extend(request_bytes(3, "Echo", b"quick"));
@@ -159,10 +167,7 @@ async fn a_fed_server_answers_at_once_and_runs_slow_handlers_in_its_future() {
 
 #[tokio::test]
 async fn a_fed_server_ends_with_the_stream_error_and_aborts_its_handlers() {
-    let (wr, peer_io) = tokio::io::duplex(DUPLEX);
-    let mut peer = RawPeer::new(peer_io);
-    let (mut feed, serving) = test_server().serve_fed(wr, CancellationToken::new());
-    let serving = tokio::spawn(serving);
+    let (mut feed, serving, mut peer) = fed_server();
     feed.data(&request_bytes(1, "Forever", b""));
     feed.data(&request_bytes(3, "Echo", b"x"));
     assert_eq!(peer.recv_response().await.0, 3);
