@@ -40,6 +40,10 @@ const WRITE_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(
 /// Read chunk size of the trunk reader.
 const READ_CHUNK: usize = 64 * 1024;
 
+/// How long the trunk reader polls for the rest of a message it got part
+/// of before it parks (`Inner::read_rest`).
+const REST_WAIT_NS: u64 = 20_000;
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -100,6 +104,11 @@ pub struct MuxStats {
     pub spin_hits: u64,
     /// Spins that used up their budget; the reader parked after them.
     pub spin_misses: u64,
+    /// Reads that ended inside a message and found its rest while the
+    /// reader polled briefly instead of parking.
+    pub rest_hits: u64,
+    /// Such polls that found nothing; the reader parked after them.
+    pub rest_misses: u64,
 }
 
 #[derive(Default)]
@@ -113,6 +122,8 @@ struct Counters {
     last_dropped: Mutex<Option<Error>>,
     spin_hits: AtomicU64,
     spin_misses: AtomicU64,
+    rest_hits: AtomicU64,
+    rest_misses: AtomicU64,
 }
 
 #[derive(Default)]
@@ -160,6 +171,13 @@ pub trait ConnSink: Send + 'static {
     /// The trunk ended (no more data will come): `None` if the peer closed
     /// it or it was closed locally, else why it failed.
     fn ended(&mut self, error: Option<&Error>);
+
+    /// Whether the sink holds the first bytes of a message whose rest has
+    /// not come yet. The trunk reader then polls briefly for the rest
+    /// before it sleeps (see [`Mux::set_spin_budget`]). The default says no.
+    fn holds_partial(&self) -> bool {
+        false
+    }
 }
 
 /// State shared by the handles and the two tasks.
@@ -241,6 +259,40 @@ impl Inner {
         }
     }
 
+    /// Polls for the rest of a message the peer is in the middle of
+    /// writing, for up to [`REST_WAIT_NS`], yielding the CPU between polls.
+    ///
+    /// Peers write a message in pieces (Go's mux writes each frame's header
+    /// and payload separately, and its ttRPC splits a message into frames
+    /// of 4 KiB), and a reader woken by the first piece can preempt the
+    /// writer on its own CPU. Parking then costs a second wake-up for the
+    /// rest; yielding lets the writer finish instead. Not an async wait on
+    /// purpose: the point is to give the CPU to the writer, and the wait is
+    /// a few microseconds.
+    fn read_rest(&self, rd: &AsyncFd<StdUnixStream>, chunk: &mut [u8]) -> Option<io::Result<usize>> {
+        let _token = SpinToken::acquire()?;
+        let deadline = self.now_ns().saturating_add(REST_WAIT_NS);
+        loop {
+            match rd.get_ref().read(chunk) {
+                Ok(n) => {
+                    self.counters.rest_hits.fetch_add(1, Ordering::Relaxed);
+                    return Some(Ok(n));
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                    ) => {}
+                Err(e) => return Some(Err(e)),
+            }
+            if self.now_ns() >= deadline {
+                self.counters.rest_misses.fetch_add(1, Ordering::Relaxed);
+                return None;
+            }
+            std::thread::yield_now();
+        }
+    }
+
     fn finish(&self, end: End) {
         match &end {
             End::PeerEof => tracing::debug!("mux trunk closed by peer"),
@@ -311,7 +363,9 @@ impl Inner {
 
     /// Hands a received frame to its connection. Returns `false` if the
     /// trunk ended while waiting for buffer space.
-    async fn deliver(&self, id: ConnId, payload: Bytes) -> bool {
+    /// Hands one frame's payload to its connection. `partial` is set when
+    /// the connection's sink now holds the start of an unfinished message.
+    async fn deliver(&self, id: ConnId, payload: Bytes, partial: &mut bool) -> bool {
         let len = payload.len();
         self.counters
             .frames_received
@@ -333,6 +387,7 @@ impl Inner {
             let mut slot = lock(&conn.sink);
             if let Some(sink) = slot.as_mut() {
                 sink.data(payload);
+                *partial = sink.holds_partial();
                 if let Some(end) = self.end.get() {
                     // The trunk ended while the sink ran (see `finish`).
                     if let Some(mut sink) = slot.take() {
@@ -406,6 +461,8 @@ impl Inner {
         let mut dec = Decoder::new();
         let mut spin = SpinState::new();
         let mut spin_budget = 0;
+        // Whether the last message delivered to a sink is unfinished.
+        let mut partial = false;
         loop {
             loop {
                 match dec.decode(&mut buf) {
@@ -417,7 +474,7 @@ impl Inner {
                         if payload.len() > READ_CHUNK {
                             buf = release_large_buffer(buf);
                         }
-                        if !self.deliver(id, payload).await {
+                        if !self.deliver(id, payload, &mut partial).await {
                             return;
                         }
                     }
@@ -430,27 +487,37 @@ impl Inner {
                 spin_budget = budget;
                 spin.set_budget(std::time::Duration::from_nanos(budget));
             }
-            let last_write = self.last_write_ns.load(Ordering::Relaxed);
-            // No clock read on this path while spinning is off.
-            let deadline = if spin_budget > 0 {
-                spin.deadline(self.now_ns(), last_write)
+            // Mid-message (a frame, or a connection's message, came in
+            // part): the peer is writing the rest right now.
+            let mid_message = spin_budget > 0 && (partial || !buf.is_empty());
+            let mut spun = if mid_message {
+                self.read_rest(&rd, &mut chunk)
             } else {
                 None
             };
-            let spun = match deadline {
-                Some(deadline) => match self.spin_read(&rd, &mut chunk, deadline).await {
-                    SpinOutcome::Read(r) => {
-                        spin.on_spin(true);
-                        Some(r)
-                    }
-                    SpinOutcome::Missed => {
-                        spin.on_spin(false);
-                        None
-                    }
-                    SpinOutcome::Busy => None,
-                },
-                None => None,
-            };
+            if spun.is_none() {
+                let last_write = self.last_write_ns.load(Ordering::Relaxed);
+                // No clock read on this path while spinning is off.
+                let deadline = if spin_budget > 0 {
+                    spin.deadline(self.now_ns(), last_write)
+                } else {
+                    None
+                };
+                spun = match deadline {
+                    Some(deadline) => match self.spin_read(&rd, &mut chunk, deadline).await {
+                        SpinOutcome::Read(r) => {
+                            spin.on_spin(true);
+                            Some(r)
+                        }
+                        SpinOutcome::Missed => {
+                            spin.on_spin(false);
+                            None
+                        }
+                        SpinOutcome::Busy => None,
+                    },
+                    None => None,
+                };
+            }
             let wanted = spin.wants_next_write();
             self.spin_wanted.store(wanted, Ordering::Relaxed);
             let res = match spun {
@@ -840,6 +907,14 @@ impl Mux {
     /// and then, costs at most 1/64 of the budget per message. At most one
     /// reader of the process spins at a time; it yields to the other tasks
     /// of its runtime between polls. [`MuxStats`] counts hits and misses.
+    ///
+    /// With a budget set, a read that ends inside a message (a frame came
+    /// in part, or a [`ConnSink`] [holds part](ConnSink::holds_partial) of
+    /// a message) also makes the reader poll for the rest for up to 20 µs,
+    /// giving up the CPU between polls, before it parks: the peer is in the
+    /// middle of writing it (Go's mux writes each header and payload
+    /// separately), and the reader may have preempted it. Counted as
+    /// [`MuxStats::rest_hits`] and [`MuxStats::rest_misses`].
     pub fn set_spin_budget(&self, budget: std::time::Duration) {
         let ns = u64::try_from(budget.as_nanos()).unwrap_or(u64::MAX);
         self.owner.inner.spin_budget_ns.store(ns, Ordering::Relaxed);
@@ -915,6 +990,8 @@ impl Mux {
             last_dropped: lock(&c.last_dropped).clone(),
             spin_hits: c.spin_hits.load(Ordering::Relaxed),
             spin_misses: c.spin_misses.load(Ordering::Relaxed),
+            rest_hits: c.rest_hits.load(Ordering::Relaxed),
+            rest_misses: c.rest_misses.load(Ordering::Relaxed),
         }
     }
 }

@@ -523,6 +523,12 @@ impl std::fmt::Debug for ClientFeed {
 }
 
 impl ClientFeed {
+    /// Whether the feed holds the start of a frame whose rest has not come
+    /// yet (`false` between frames).
+    pub fn is_mid_frame(&self) -> bool {
+        self.frames.is_mid_frame()
+    }
+
     /// The connection's next bytes. A malformed stream (corrupt header)
     /// closes the client with that error; later data is ignored.
     pub fn data(&mut self, bytes: &[u8]) {

@@ -80,6 +80,11 @@ impl Frames {
         self.buf.len()
     }
 
+    /// Whether a frame has begun and not yet fully arrived.
+    pub(crate) fn is_mid_frame(&self) -> bool {
+        !self.decoder.is_at_boundary() || !self.buf.is_empty()
+    }
+
     /// Drops what is buffered (the stream is over).
     pub(crate) fn clear(&mut self) {
         self.buf = BytesMut::new();

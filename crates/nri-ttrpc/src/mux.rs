@@ -12,6 +12,10 @@ impl nri_mux::ConnSink for ClientFeed {
         ClientFeed::data(self, &bytes);
     }
 
+    fn holds_partial(&self) -> bool {
+        self.is_mid_frame()
+    }
+
     fn ended(&mut self, error: Option<&nri_mux::Error>) {
         self.end(error.map(|e| e.clone().into()));
     }
@@ -20,6 +24,10 @@ impl nri_mux::ConnSink for ClientFeed {
 impl nri_mux::ConnSink for ServerFeed {
     fn data(&mut self, bytes: Bytes) {
         ServerFeed::data(self, &bytes);
+    }
+
+    fn holds_partial(&self) -> bool {
+        self.is_mid_frame()
     }
 
     fn ended(&mut self, error: Option<&nri_mux::Error>) {

@@ -527,6 +527,12 @@ impl std::fmt::Debug for ServerFeed {
 }
 
 impl ServerFeed {
+    /// Whether the feed holds the start of a frame whose rest has not come
+    /// yet (`false` between frames).
+    pub fn is_mid_frame(&self) -> bool {
+        self.frames.is_mid_frame()
+    }
+
     /// The connection's next bytes. A corrupt stream ends the connection
     /// with that error ([`Server`] lists what is answered and what is
     /// fatal); later data is ignored.

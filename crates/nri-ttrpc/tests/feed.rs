@@ -47,6 +47,12 @@ fn ok_response(payload: &[u8]) -> Response {
     }
 }
 
+/// Whether a feed is inside a frame after `fed` bytes of two frames, the
+/// first `first_len` long, `total` in all.
+fn mid_frame(fed: usize, first_len: usize, total: usize) -> bool {
+    fed != first_len && fed != total
+}
+
 #[tokio::test]
 async fn answers_fed_in_pieces_and_out_of_order_complete_their_calls() {
     let (client, mut feed, mut peer) = fed_client();
@@ -66,9 +72,14 @@ async fn answers_fed_in_pieces_and_out_of_order_complete_their_calls() {
         },
     );
     bytes.extend(response_bytes(id1, &ok_response(b"answer one")));
+    let first_len = bytes.len() - response_bytes(id1, &ok_response(b"answer one")).len();
+    let mut fed = 0;
     for piece in bytes.chunks(3) {
         feed.data(piece);
+        fed += piece.len();
+        assert_eq!(feed.is_mid_frame(), mid_frame(fed, first_len, bytes.len()));
     }
+    assert!(!feed.is_mid_frame(), "nothing held between frames");
     assert_eq!(&first.await.unwrap().unwrap()[..], b"answer one");
     match second.await.unwrap() {
         Err(Error::Status { code, .. }) => assert_eq!(code, Code::NotFound),
@@ -151,8 +162,10 @@ async fn a_fed_server_answers_at_once_and_runs_slow_handlers_in_its_future() {
     // A slow request (50 ms) and a quick one, fed byte by byte.
     let mut bytes = request_bytes(1, "Sleep", &50u64.to_be_bytes());
     bytes.extend(request_bytes(3, "Echo", b"quick"));
-    for b in &bytes {
+    let first_len = request_bytes(1, "Sleep", &50u64.to_be_bytes()).len();
+    for (i, b) in bytes.iter().enumerate() {
         feed.data(std::slice::from_ref(b));
+        assert_eq!(feed.is_mid_frame(), mid_frame(i + 1, first_len, bytes.len()));
     }
     // The quick answer was written while `data` ran: the slow handler did
     // not hold it up.
