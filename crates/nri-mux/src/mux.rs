@@ -269,7 +269,11 @@ impl Inner {
     /// rest; yielding lets the writer finish instead. Not an async wait on
     /// purpose: the point is to give the CPU to the writer, and the wait is
     /// a few microseconds.
-    fn read_rest(&self, rd: &AsyncFd<StdUnixStream>, chunk: &mut [u8]) -> Option<io::Result<usize>> {
+    fn read_rest(
+        &self,
+        rd: &AsyncFd<StdUnixStream>,
+        chunk: &mut [u8],
+    ) -> Option<io::Result<usize>> {
         let _token = SpinToken::acquire()?;
         let deadline = self.now_ns().saturating_add(REST_WAIT_NS);
         loop {

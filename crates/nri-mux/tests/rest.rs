@@ -22,7 +22,11 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 async fn until(mux: &Mux, what: &str, f: impl Fn(&nri_mux::MuxStats) -> bool) {
     let start = Instant::now();
     while !f(&mux.stats()) {
-        assert!(start.elapsed() < Duration::from_secs(10), "never: {what}: {:?}", mux.stats());
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "never: {what}: {:?}",
+            mux.stats()
+        );
         tokio::task::yield_now().await;
     }
 }
@@ -97,15 +101,21 @@ async fn a_sink_holding_part_of_a_message_makes_the_reader_wait_for_the_rest() {
     });
     // Complete mux frames, but the sink's message is unfinished after the
     // first one: the reader waits for more, then parks.
-    raw.write_all(&frame(PLUGIN_SERVICE_CONN.0, b"abcd")).await.unwrap();
+    raw.write_all(&frame(PLUGIN_SERVICE_CONN.0, b"abcd"))
+        .await
+        .unwrap();
     until(&m, "the reader waited for the rest", |s| s.rest_misses >= 1).await;
     assert_eq!(m.stats().frames_received, 1);
-    raw.write_all(&frame(PLUGIN_SERVICE_CONN.0, b"efghij")).await.unwrap();
+    raw.write_all(&frame(PLUGIN_SERVICE_CONN.0, b"efghij"))
+        .await
+        .unwrap();
     until(&m, "the second frame", |_| got.lock().unwrap().len() == 10).await;
     assert_eq!(&got.lock().unwrap()[..], b"abcdefghij");
     // The message is complete now: no wait after the second frame.
     let misses = m.stats().rest_misses;
-    raw.write_all(&frame(PLUGIN_SERVICE_CONN.0, b"k")).await.unwrap();
+    raw.write_all(&frame(PLUGIN_SERVICE_CONN.0, b"k"))
+        .await
+        .unwrap();
     until(&m, "the third frame", |_| got.lock().unwrap().len() == 11).await;
     assert_eq!(m.stats().rest_misses, misses);
 }

@@ -17,7 +17,7 @@ use nri_api::api::{
     ValidateContainerAdjustmentResponse,
 };
 use nri_api::{method, runtime_nri_version};
-use nri_ttrpc::{BoxFuture, Code, RequestContext, Service, Status};
+use nri_ttrpc::{BoxFuture, Code, HandlerSlot, RequestContext, Service, Status};
 use prost::Message;
 use tokio::sync::Notify;
 
@@ -392,27 +392,36 @@ fn empty(_: ()) -> Bytes {
 impl<P: Plugin> Service for PluginService<P> {
     fn call(
         &self,
-        _ctx: RequestContext,
+        ctx: RequestContext,
         m: &str,
         payload: Bytes,
     ) -> BoxFuture<'static, nri_ttrpc::HandlerResult> {
+        let mut slot = HandlerSlot::default();
+        self.call_in(ctx, m, payload, &mut slot);
+        Box::pin(slot)
+    }
+
+    // Each event's future holds the decoded request (a CreateContainer's
+    // pod and container are 2.8 KB by value): the slot reuses one
+    // allocation for them instead of a new large one per event.
+    fn call_in(&self, _ctx: RequestContext, m: &str, payload: Bytes, slot: &mut HandlerSlot) {
         let s = self.clone();
         match m {
-            method::CONFIGURE => Box::pin(s.configure(payload)),
-            method::SYNCHRONIZE => Box::pin(s.synchronize(payload)),
-            method::STATE_CHANGE => Box::pin(s.state_change(payload)),
-            method::SHUTDOWN => Box::pin(async move {
+            method::CONFIGURE => slot.set(s.configure(payload)),
+            method::SYNCHRONIZE => slot.set(s.synchronize(payload)),
+            method::STATE_CHANGE => slot.set(s.state_change(payload)),
+            method::SHUTDOWN => slot.set(async move {
                 tracing::info!("nri-plugin: the runtime asked to shut down");
                 s.plugin.shutdown().await;
                 s.conn.shutdown.notify_one();
                 Ok(Bytes::new())
             }),
-            method::RUN_POD_SANDBOX => Box::pin(async move {
+            method::RUN_POD_SANDBOX => slot.set(async move {
                 let r: RunPodSandboxRequest = decode(payload)?;
                 let res = s.plugin.run_pod_sandbox(r.pod.unwrap_or_default()).await;
                 s.answer(Event::RunPodSandbox, method::RUN_POD_SANDBOX, res, empty)
             }),
-            method::UPDATE_POD_SANDBOX => Box::pin(async move {
+            method::UPDATE_POD_SANDBOX => slot.set(async move {
                 let r: UpdatePodSandboxRequest = decode(payload)?;
                 let res = s
                     .plugin
@@ -429,7 +438,7 @@ impl<P: Plugin> Service for PluginService<P> {
                     empty,
                 )
             }),
-            method::POST_UPDATE_POD_SANDBOX => Box::pin(async move {
+            method::POST_UPDATE_POD_SANDBOX => slot.set(async move {
                 let r: PostUpdatePodSandboxRequest = decode(payload)?;
                 let res = s
                     .plugin
@@ -442,12 +451,12 @@ impl<P: Plugin> Service for PluginService<P> {
                     empty,
                 )
             }),
-            method::STOP_POD_SANDBOX => Box::pin(async move {
+            method::STOP_POD_SANDBOX => slot.set(async move {
                 let r: StopPodSandboxRequest = decode(payload)?;
                 let res = s.plugin.stop_pod_sandbox(r.pod.unwrap_or_default()).await;
                 s.answer(Event::StopPodSandbox, method::STOP_POD_SANDBOX, res, empty)
             }),
-            method::REMOVE_POD_SANDBOX => Box::pin(async move {
+            method::REMOVE_POD_SANDBOX => slot.set(async move {
                 let r: RemovePodSandboxRequest = decode(payload)?;
                 let res = s.plugin.remove_pod_sandbox(r.pod.unwrap_or_default()).await;
                 s.answer(
@@ -457,7 +466,7 @@ impl<P: Plugin> Service for PluginService<P> {
                     empty,
                 )
             }),
-            method::CREATE_CONTAINER => Box::pin(async move {
+            method::CREATE_CONTAINER => slot.set(async move {
                 let r: CreateContainerRequest = decode(payload)?;
                 let res = s
                     .plugin
@@ -467,7 +476,7 @@ impl<P: Plugin> Service for PluginService<P> {
                     encode(&v)
                 })
             }),
-            method::POST_CREATE_CONTAINER => Box::pin(async move {
+            method::POST_CREATE_CONTAINER => slot.set(async move {
                 let r: PostCreateContainerRequest = decode(payload)?;
                 let res = s
                     .plugin
@@ -483,7 +492,7 @@ impl<P: Plugin> Service for PluginService<P> {
                     empty,
                 )
             }),
-            method::START_CONTAINER => Box::pin(async move {
+            method::START_CONTAINER => slot.set(async move {
                 let r: StartContainerRequest = decode(payload)?;
                 let res = s
                     .plugin
@@ -491,7 +500,7 @@ impl<P: Plugin> Service for PluginService<P> {
                     .await;
                 s.answer(Event::StartContainer, method::START_CONTAINER, res, empty)
             }),
-            method::POST_START_CONTAINER => Box::pin(async move {
+            method::POST_START_CONTAINER => slot.set(async move {
                 let r: PostStartContainerRequest = decode(payload)?;
                 let res = s
                     .plugin
@@ -507,7 +516,7 @@ impl<P: Plugin> Service for PluginService<P> {
                     empty,
                 )
             }),
-            method::UPDATE_CONTAINER => Box::pin(async move {
+            method::UPDATE_CONTAINER => slot.set(async move {
                 let r: UpdateContainerRequest = decode(payload)?;
                 let res = s
                     .plugin
@@ -521,7 +530,7 @@ impl<P: Plugin> Service for PluginService<P> {
                     encode(&v)
                 })
             }),
-            method::POST_UPDATE_CONTAINER => Box::pin(async move {
+            method::POST_UPDATE_CONTAINER => slot.set(async move {
                 let r: PostUpdateContainerRequest = decode(payload)?;
                 let res = s
                     .plugin
@@ -537,7 +546,7 @@ impl<P: Plugin> Service for PluginService<P> {
                     empty,
                 )
             }),
-            method::STOP_CONTAINER => Box::pin(async move {
+            method::STOP_CONTAINER => slot.set(async move {
                 let r: StopContainerRequest = decode(payload)?;
                 let res = s
                     .plugin
@@ -547,7 +556,7 @@ impl<P: Plugin> Service for PluginService<P> {
                     encode(&v)
                 })
             }),
-            method::REMOVE_CONTAINER => Box::pin(async move {
+            method::REMOVE_CONTAINER => slot.set(async move {
                 let r: RemoveContainerRequest = decode(payload)?;
                 let res = s
                     .plugin
@@ -555,7 +564,7 @@ impl<P: Plugin> Service for PluginService<P> {
                     .await;
                 s.answer(Event::RemoveContainer, method::REMOVE_CONTAINER, res, empty)
             }),
-            method::VALIDATE_CONTAINER_ADJUSTMENT => Box::pin(async move {
+            method::VALIDATE_CONTAINER_ADJUSTMENT => slot.set(async move {
                 let r: ValidateContainerAdjustmentRequest = decode(payload)?;
                 match s.plugin.validate_container_adjustment(r).await {
                     Ok(()) => Ok(encode(&ValidateContainerAdjustmentResponse::default())),
@@ -572,7 +581,7 @@ impl<P: Plugin> Service for PluginService<P> {
             }),
             other => {
                 let st = Status::unknown_method(other);
-                Box::pin(async move { Err(st) })
+                slot.set(async move { Err(st) });
             }
         }
     }

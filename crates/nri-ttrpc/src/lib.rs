@@ -75,5 +75,6 @@ pub use client::{CallOptions, Client, ClientFeed};
 pub use error::Error;
 pub use proto::{Any, Code, KeyValue, Request, Response, Status};
 pub use server::{
-    BoxFuture, HandlerResult, Methods, RequestContext, Server, ServerFeed, Service, service_fn,
+    BoxFuture, HandlerResult, HandlerSlot, Methods, RequestContext, Server, ServerFeed, Service,
+    service_fn,
 };

@@ -165,7 +165,10 @@ async fn a_fed_server_answers_at_once_and_runs_slow_handlers_in_its_future() {
     let first_len = request_bytes(1, "Sleep", &50u64.to_be_bytes()).len();
     for (i, b) in bytes.iter().enumerate() {
         feed.data(std::slice::from_ref(b));
-        assert_eq!(feed.is_mid_frame(), mid_frame(i + 1, first_len, bytes.len()));
+        assert_eq!(
+            feed.is_mid_frame(),
+            mid_frame(i + 1, first_len, bytes.len())
+        );
     }
     // The quick answer was written while `data` ran: the slow handler did
     // not hold it up.
