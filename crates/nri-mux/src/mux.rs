@@ -228,8 +228,16 @@ impl Inner {
     }
 
     /// Polls the trunk without parking until `deadline` (see `spin`),
-    /// yielding to other tasks between polls.
-    async fn spin_read(
+    /// giving the CPU to other threads (`sched_yield`) between polls.
+    ///
+    /// It does not return to the tokio scheduler between polls: on a
+    /// multi-thread runtime every `yield_now` re-queues the task and wakes
+    /// a parked worker to steal it, and that worker then competes with the
+    /// plugins for the CPUs (measured: CreateContainer through 4 plugins
+    /// 333 -> 252 us, see docs/runtime/spinning.md). The price: the spin
+    /// holds its worker thread for up to the budget, so a task queued
+    /// behind it waits that long at most.
+    fn spin_read(
         &self,
         rd: &AsyncFd<StdUnixStream>,
         chunk: &mut [u8],
@@ -255,7 +263,7 @@ impl Inner {
                 self.counters.spin_misses.fetch_add(1, Ordering::Relaxed);
                 return SpinOutcome::Missed;
             }
-            tokio::task::yield_now().await;
+            std::thread::yield_now();
         }
     }
 
@@ -508,7 +516,7 @@ impl Inner {
                     None
                 };
                 spun = match deadline {
-                    Some(deadline) => match self.spin_read(&rd, &mut chunk, deadline).await {
+                    Some(deadline) => match self.spin_read(&rd, &mut chunk, deadline) {
                         SpinOutcome::Read(r) => {
                             spin.on_spin(true);
                             Some(r)
@@ -909,8 +917,11 @@ impl Mux {
     /// after one write in 64), each spin that sees data doubles it (up to
     /// every write), so a slow peer, or a side that gets messages only now
     /// and then, costs at most 1/64 of the budget per message. At most one
-    /// reader of the process spins at a time; it yields to the other tasks
-    /// of its runtime between polls. [`MuxStats`] counts hits and misses.
+    /// reader of the process spins at a time. Between polls it gives the
+    /// CPU to other threads but keeps its tokio worker thread (returning to
+    /// the scheduler would wake another worker each time): a task queued
+    /// behind the spinning reader on that worker waits up to the budget.
+    /// [`MuxStats`] counts hits and misses.
     ///
     /// With a budget set, a read that ends inside a message (a frame came
     /// in part, or a [`ConnSink`] [holds part](ConnSink::holds_partial) of

@@ -833,6 +833,15 @@ fn targets(report: &BenchReport) -> Vec<TargetCheck> {
                 t.push(ratio_check(
                     report,
                     &id,
+                    "latency_p99_us",
+                    rr,
+                    gg,
+                    format!("CreateContainer {f} K={k} p99 latency (Rust stack)"),
+                    Want::AtMost(0.2),
+                ));
+                t.push(ratio_check(
+                    report,
+                    &id,
                     "latency_median_us",
                     rg,
                     gg,
