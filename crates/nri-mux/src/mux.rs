@@ -373,9 +373,8 @@ impl Inner {
         *lock(&c.last_dropped) = Some(Error::UnknownConn { conn, len });
     }
 
-    /// Hands a received frame to its connection. Returns `false` if the
-    /// trunk ended while waiting for buffer space.
-    /// Hands one frame's payload to its connection. `partial` is set when
+    /// Hands one frame's payload to its connection. Returns `false` if the
+    /// trunk ended while waiting for buffer space. `partial` is set when
     /// the connection's sink now holds the start of an unfinished message.
     async fn deliver(&self, id: ConnId, payload: Bytes, partial: &mut bool) -> bool {
         let len = payload.len();
