@@ -288,3 +288,64 @@ fn update_conflicts_between_plugins() {
         )
     );
 }
+
+#[test]
+fn failed_apply_after_updates_and_evictions_keeps_the_earlier_ones() {
+    let mut r = result();
+    let mut u = ContainerUpdate::new("other");
+    u.set_linux_cpu_shares(3);
+    r.apply(
+        &pid("10-a"),
+        Some(adj(|a| {
+            a.add_env("A", "1").set_linux_cpu_shares(1);
+        })),
+        vec![u],
+        vec![nri_api::api::ContainerEviction::new("victim", "too big")],
+    )
+    .unwrap();
+    apply(
+        &mut r,
+        "15-c",
+        adj(|a| {
+            a.add_annotation("c", "1");
+        }),
+    )
+    .unwrap();
+    let before_adj = r.adjustment().clone();
+    let before_ctr = r.container().clone();
+    let before_owners = r.owners().clone();
+    let before_updates = r.updates().to_vec();
+    let before_evictions = r.evictions().to_vec();
+    assert_eq!(before_updates.len(), 1);
+    assert_eq!(before_evictions.len(), 1);
+
+    // Env and an annotation merge first, then the CPU shares conflict.
+    let e = r.apply(
+        &pid("20-b"),
+        Some(adj(|a| {
+            a.add_env("B", "2")
+                .add_annotation("b", "2")
+                .set_linux_cpu_shares(2);
+        })),
+        vec![],
+        vec![],
+    );
+    assert!(matches!(e, Err(Error::Conflict { .. })));
+    assert_eq!(r.adjustment(), &before_adj);
+    assert_eq!(r.container(), &before_ctr);
+    assert_eq!(r.owners(), &before_owners);
+    assert_eq!(r.updates(), &before_updates[..]);
+    assert_eq!(r.evictions(), &before_evictions[..]);
+    assert_eq!(r.plugins(), [pid("10-a"), pid("15-c")]);
+
+    // And the collector goes on from there.
+    apply(
+        &mut r,
+        "30-d",
+        adj(|a| {
+            a.add_env("D", "4");
+        }),
+    )
+    .unwrap();
+    assert_eq!(r.plugins(), [pid("10-a"), pid("15-c"), pid("30-d")]);
+}

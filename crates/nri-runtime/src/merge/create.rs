@@ -41,6 +41,18 @@ pub struct CreateResult {
     /// Bumped whenever an applied response changed the container the next
     /// plugin sees (lets the fan-out reuse an encoded request).
     revision: u64,
+    /// The responses applied so far, in order: what `apply` replays onto
+    /// the pristine state to undo a response that failed half-way.
+    applied: Vec<Applied>,
+}
+
+/// One applied response, kept to rebuild the state after a failed one.
+#[derive(Debug, Clone)]
+struct Applied {
+    plugin: PluginId,
+    adjust: Option<ContainerAdjustment>,
+    updates: Vec<ContainerUpdate>,
+    evictions: Vec<ContainerEviction>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -68,6 +80,7 @@ impl CreateResult {
             pristine: container,
             plugins: Vec::new(),
             revision: 0,
+            applied: Vec::new(),
         }
     }
 
@@ -166,27 +179,56 @@ impl CreateResult {
             note(&mut self.plugins, plugin);
             return Ok(());
         }
-        let mut next = self.state.clone();
-        let id = self.pristine.id.as_str();
+        // Applied in place: copying the whole state first (the adjusted
+        // container with its ~100 strings, the owners) cost more than the
+        // merge itself for every adjusting plugin. A response that fails
+        // half-way is undone by rebuilding the state from the responses
+        // applied before it; failures are rare, merges are not.
         let adjusted = adjust.is_some();
-        if let Some(a) = adjust.as_ref() {
-            next.adjust_container(&self.pristine, id, &plugin.to_string(), a)?;
-        }
-        merge_updates(
-            &mut next.owners,
-            &mut next.updates,
+        let res = self.state.apply(
+            &self.pristine,
             plugin,
+            adjust.as_ref(),
+            updates.clone(),
+            evictions.clone(),
+        );
+        if let Err(e) = res {
+            self.rebuild();
+            return Err(e);
+        }
+        self.applied.push(Applied {
+            plugin: plugin.clone(),
+            adjust,
             updates,
-            Some(id),
-            None,
-        )?;
-        collect_evictions(&mut next.evictions, plugin, evictions, Some(id))?;
-        self.state = next;
+            evictions,
+        });
         if adjusted {
             self.revision += 1;
         }
         note(&mut self.plugins, plugin);
         Ok(())
+    }
+
+    /// Rebuilds the state from the pristine container and the responses
+    /// applied so far (each of which applied cleanly to exactly that state
+    /// before).
+    fn rebuild(&mut self) {
+        let mut state = CreateState::default();
+        for a in &self.applied {
+            let res = state.apply(
+                &self.pristine,
+                &a.plugin,
+                a.adjust.as_ref(),
+                a.updates.clone(),
+                a.evictions.clone(),
+            );
+            if let Err(e) = res {
+                // Cannot happen: the same inputs in the same order applied
+                // cleanly before. Keep what was rebuilt rather than panic.
+                tracing::error!(plugin = %a.plugin, error = %e, "nri-runtime: replaying an applied response failed");
+            }
+        }
+        self.state = state;
     }
 
     /// [`apply`](Self::apply) for a whole response.
@@ -339,6 +381,31 @@ fn append_hooks(dst: &mut Hooks, src: &Hooks) {
 }
 
 impl CreateState {
+    /// Merges one plugin's response into this state. On error the state
+    /// may be partly changed (the caller rebuilds it).
+    fn apply(
+        &mut self,
+        pristine: &Container,
+        plugin: &PluginId,
+        adjust: Option<&ContainerAdjustment>,
+        updates: Vec<ContainerUpdate>,
+        evictions: Vec<ContainerEviction>,
+    ) -> Result<(), Error> {
+        let id = pristine.id.as_str();
+        if let Some(a) = adjust {
+            self.adjust_container(pristine, id, &plugin.to_string(), a)?;
+        }
+        merge_updates(
+            &mut self.owners,
+            &mut self.updates,
+            plugin,
+            updates,
+            Some(id),
+            None,
+        )?;
+        collect_evictions(&mut self.evictions, plugin, evictions, Some(id))
+    }
+
     /// Applies one plugin's adjustment. Order of fields as upstream
     /// (annotations, mounts, env, args, hooks, linux..., rlimits, CDI), which
     /// decides which conflict is reported first.
