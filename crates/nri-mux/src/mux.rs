@@ -517,11 +517,12 @@ impl Inner {
                 spun = match deadline {
                     Some(deadline) => match self.spin_read(&rd, &mut chunk, deadline) {
                         SpinOutcome::Read(r) => {
-                            spin.on_spin(true);
+                            let waited = self.now_ns().saturating_sub(last_write);
+                            spin.on_spin(true, waited);
                             Some(r)
                         }
                         SpinOutcome::Missed => {
-                            spin.on_spin(false);
+                            spin.on_spin(false, 0);
                             None
                         }
                         SpinOutcome::Busy => None,

@@ -73,13 +73,23 @@ impl SpinState {
         self.last_read_ns = now;
     }
 
-    /// A spin ended: it saw data (`hit`) or ran out.
-    pub(crate) fn on_spin(&mut self, hit: bool) {
-        self.backoff = if hit {
-            self.backoff.saturating_sub(1)
+    /// A spin ended: it saw data (`hit`) or ran out. `waited` is how long
+    /// after the write the data came (for a hit).
+    ///
+    /// Only a hit within half the budget makes spinning more likely: a spin
+    /// costs the CPU time it lasts, and one that waits most of its budget
+    /// for the answer (a peer whose turn-around is about the budget, as the
+    /// Go runtime's is for a plugin) costs far more CPU than the wake-up it
+    /// saves. Such a late hit leaves the rate as it is, so misses back it
+    /// off.
+    pub(crate) fn on_spin(&mut self, hit: bool, waited: u64) {
+        if hit {
+            if waited <= self.budget_ns / 2 {
+                self.backoff = self.backoff.saturating_sub(1);
+            }
         } else {
-            (self.backoff + 1).min(MAX_BACKOFF)
-        };
+            self.backoff = (self.backoff + 1).min(MAX_BACKOFF);
+        }
     }
 
     /// Whether the reader would spin after the next write (writers then
@@ -182,7 +192,7 @@ mod tests {
                     // Asking again about the same write gives the same answer.
                     assert!(s.deadline(write + 2 * US, write).is_some());
                     spun += 1;
-                    s.on_spin(false);
+                    s.on_spin(false, 0);
                 }
                 s.on_message(write + 500 * US, write);
             }
@@ -193,9 +203,15 @@ mod tests {
         assert!((6..=12).contains(&first), "{first}");
         let later = spins_after(&mut s, 640);
         assert_eq!(later, 10);
-        // Hits lower the backoff one step each, back to every write.
+        // Late hits (after more than half the 50 us budget) do not make
+        // spinning more likely; quick ones lower the backoff one step
+        // each, back to every write.
         for _ in 0..MAX_BACKOFF {
-            s.on_spin(true);
+            s.on_spin(true, 26 * US);
+        }
+        assert_eq!(s.backoff, MAX_BACKOFF);
+        for _ in 0..MAX_BACKOFF {
+            s.on_spin(true, 25 * US);
         }
         assert!(s.wants_next_write());
         assert_eq!(s.backoff, 0);
