@@ -228,15 +228,7 @@ impl Inner {
     }
 
     /// Polls the trunk without parking until `deadline` (see `spin`),
-    /// giving the CPU to other threads (`sched_yield`) between polls.
-    ///
-    /// It does not return to the tokio scheduler between polls: on a
-    /// multi-thread runtime every `yield_now` re-queues the task and wakes
-    /// a parked worker to steal it, and that worker then competes with the
-    /// plugins for the CPUs (measured: CreateContainer through 4 plugins
-    /// 333 -> 252 us, see docs/runtime/spinning.md). The price: the spin
-    /// holds its worker thread for up to the budget, so a task queued
-    /// behind it waits that long at most.
+    /// giving the CPU to other threads between polls ([`Self::poll_until`]).
     fn spin_read(
         &self,
         rd: &AsyncFd<StdUnixStream>,
@@ -246,37 +238,21 @@ impl Inner {
         let Some(_token) = SpinToken::acquire() else {
             return SpinOutcome::Busy;
         };
-        loop {
-            match rd.get_ref().read(chunk) {
-                Ok(n) => {
-                    self.counters.spin_hits.fetch_add(1, Ordering::Relaxed);
-                    return SpinOutcome::Read(Ok(n));
-                }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                    ) => {}
-                Err(e) => return SpinOutcome::Read(Err(e)),
-            }
-            if self.now_ns() >= deadline || self.ended.is_cancelled() {
-                self.counters.spin_misses.fetch_add(1, Ordering::Relaxed);
-                return SpinOutcome::Missed;
-            }
-            std::thread::yield_now();
+        let c = &self.counters;
+        match self.poll_until(rd, chunk, deadline, &c.spin_hits, &c.spin_misses) {
+            Some(r) => SpinOutcome::Read(r),
+            None => SpinOutcome::Missed,
         }
     }
 
     /// Polls for the rest of a message the peer is in the middle of
-    /// writing, for up to [`REST_WAIT_NS`], yielding the CPU between polls.
+    /// writing, for up to [`REST_WAIT_NS`] ([`Self::poll_until`]).
     ///
     /// Peers write a message in pieces (Go's mux writes each frame's header
     /// and payload separately, and its ttRPC splits a message into frames
     /// of 4 KiB), and a reader woken by the first piece can preempt the
     /// writer on its own CPU. Parking then costs a second wake-up for the
-    /// rest; yielding lets the writer finish instead. Not an async wait on
-    /// purpose: the point is to give the CPU to the writer, and the wait is
-    /// a few microseconds.
+    /// rest; yielding lets the writer finish instead.
     fn read_rest(
         &self,
         rd: &AsyncFd<StdUnixStream>,
@@ -284,10 +260,35 @@ impl Inner {
     ) -> Option<io::Result<usize>> {
         let _token = SpinToken::acquire()?;
         let deadline = self.now_ns().saturating_add(REST_WAIT_NS);
+        let c = &self.counters;
+        self.poll_until(rd, chunk, deadline, &c.rest_hits, &c.rest_misses)
+    }
+
+    /// Reads the trunk without parking until data (or end of file, or an
+    /// error) comes or `deadline` passes (`None`; also when the trunk has
+    /// ended), calling `sched_yield` between reads. Counts a read that got
+    /// data in `hits`, a deadline that passed in `misses`.
+    ///
+    /// It does not return to the tokio scheduler between polls: on a
+    /// multi-thread runtime every `yield_now` re-queues the task and wakes
+    /// a parked worker to steal it, and that worker then competes with the
+    /// plugins for the CPUs (measured: CreateContainer through 4 plugins
+    /// 333 -> 252 us, see docs/runtime/spinning.md), and a writer this
+    /// reader preempted gets its CPU back only through the OS. The price:
+    /// the poll holds its worker thread until the deadline at most, so a
+    /// task queued behind it waits that long.
+    fn poll_until(
+        &self,
+        rd: &AsyncFd<StdUnixStream>,
+        chunk: &mut [u8],
+        deadline: u64,
+        hits: &AtomicU64,
+        misses: &AtomicU64,
+    ) -> Option<io::Result<usize>> {
         loop {
             match rd.get_ref().read(chunk) {
                 Ok(n) => {
-                    self.counters.rest_hits.fetch_add(1, Ordering::Relaxed);
+                    hits.fetch_add(1, Ordering::Relaxed);
                     return Some(Ok(n));
                 }
                 Err(e)
@@ -297,8 +298,8 @@ impl Inner {
                     ) => {}
                 Err(e) => return Some(Err(e)),
             }
-            if self.now_ns() >= deadline {
-                self.counters.rest_misses.fetch_add(1, Ordering::Relaxed);
+            if self.now_ns() >= deadline || self.ended.is_cancelled() {
+                misses.fetch_add(1, Ordering::Relaxed);
                 return None;
             }
             std::thread::yield_now();

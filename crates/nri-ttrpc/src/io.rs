@@ -111,7 +111,7 @@ impl Frames {
     /// What the end of the byte stream means given what is still
     /// buffered: a clean end between messages, or a truncated message.
     pub(crate) fn end_of_stream(&self) -> Result<ReadEvent, Error> {
-        if self.decoder.is_at_boundary() && self.buf.is_empty() {
+        if !self.is_mid_frame() {
             Ok(ReadEvent::Eof)
         } else {
             Err(Error::Truncated {

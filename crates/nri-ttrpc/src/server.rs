@@ -547,7 +547,7 @@ impl Server {
         let slots = Arc::clone(slots);
         let mut slot = slots.take();
         let method = ctx.method.clone();
-        let started = start_handler(&*service, ctx, payload, &mut slot);
+        let started = start_handler(&*service, ctx, &method, payload, &mut slot);
         spawn_polled(tasks, async move {
             let result = match started {
                 Ok(()) => run_handler(&mut slot, deadline, &method).await,
@@ -688,16 +688,17 @@ impl Drop for ServerFeed {
     }
 }
 
-/// Starts the handler of a call, its future in `slot`.
+/// Starts the handler of a call (`method` is `ctx`'s method), its future
+/// in `slot`.
 fn start_handler(
     service: &dyn Service,
     ctx: RequestContext,
+    method: &str,
     payload: Bytes,
     slot: &mut HandlerSlot,
 ) -> Result<(), Panicked> {
-    let method = ctx.method.clone();
     std::panic::catch_unwind(AssertUnwindSafe(|| {
-        service.call_in(ctx, &method, payload, slot);
+        service.call_in(ctx, method, payload, slot);
     }))
     .map_err(|_| Panicked)
 }

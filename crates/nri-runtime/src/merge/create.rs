@@ -175,7 +175,7 @@ impl CreateResult {
             check_adjustment(plugin, a)?;
         }
         if adjust.is_none() && updates.is_empty() && evictions.is_empty() {
-            // Nothing to merge: skip the all-or-nothing copy of the state.
+            // Nothing to merge, and nothing to keep for a rebuild.
             note(&mut self.plugins, plugin);
             return Ok(());
         }
