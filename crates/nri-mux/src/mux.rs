@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, IoSlice, Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream as StdUnixStream;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -109,6 +110,12 @@ pub struct MuxStats {
     pub rest_hits: u64,
     /// Such polls that found nothing; the reader parked after them.
     pub rest_misses: u64,
+    /// Times the trunk reader registered the socket with the reactor to
+    /// park. Once for the trunk's life, except on a multi-thread runtime
+    /// with spinning on: there the reader leaves the reactor while it polls
+    /// (so that a worker parked in the reactor is not woken by data it
+    /// reads itself) and registers again each time it parks after polling.
+    pub reactor_registrations: u64,
 }
 
 #[derive(Default)]
@@ -124,6 +131,7 @@ struct Counters {
     spin_misses: AtomicU64,
     rest_hits: AtomicU64,
     rest_misses: AtomicU64,
+    reactor_registrations: AtomicU64,
 }
 
 #[derive(Default)]
@@ -229,17 +237,12 @@ impl Inner {
 
     /// Polls the trunk without parking until `deadline` (see `spin`),
     /// giving the CPU to other threads between polls ([`Self::poll_until`]).
-    fn spin_read(
-        &self,
-        rd: &AsyncFd<StdUnixStream>,
-        chunk: &mut [u8],
-        deadline: u64,
-    ) -> SpinOutcome {
+    fn spin_read(&self, watch: &mut ReadWatch, chunk: &mut [u8], deadline: u64) -> SpinOutcome {
         let Some(_token) = SpinToken::acquire() else {
             return SpinOutcome::Busy;
         };
         let c = &self.counters;
-        match self.poll_until(rd, chunk, deadline, &c.spin_hits, &c.spin_misses) {
+        match self.poll_until(watch, chunk, deadline, &c.spin_hits, &c.spin_misses) {
             Some(r) => SpinOutcome::Read(r),
             None => SpinOutcome::Missed,
         }
@@ -253,15 +256,11 @@ impl Inner {
     /// of 4 KiB), and a reader woken by the first piece can preempt the
     /// writer on its own CPU. Parking then costs a second wake-up for the
     /// rest; yielding lets the writer finish instead.
-    fn read_rest(
-        &self,
-        rd: &AsyncFd<StdUnixStream>,
-        chunk: &mut [u8],
-    ) -> Option<io::Result<usize>> {
+    fn read_rest(&self, watch: &mut ReadWatch, chunk: &mut [u8]) -> Option<io::Result<usize>> {
         let _token = SpinToken::acquire()?;
         let deadline = self.now_ns().saturating_add(REST_WAIT_NS);
         let c = &self.counters;
-        self.poll_until(rd, chunk, deadline, &c.rest_hits, &c.rest_misses)
+        self.poll_until(watch, chunk, deadline, &c.rest_hits, &c.rest_misses)
     }
 
     /// Reads the trunk without parking until data (or end of file, or an
@@ -279,23 +278,22 @@ impl Inner {
     /// task queued behind it waits that long.
     fn poll_until(
         &self,
-        rd: &AsyncFd<StdUnixStream>,
+        watch: &mut ReadWatch,
         chunk: &mut [u8],
         deadline: u64,
         hits: &AtomicU64,
         misses: &AtomicU64,
     ) -> Option<io::Result<usize>> {
+        // Out of the reactor while polling (see `ReadWatch`).
+        watch.leave_reactor();
+        let mut rd = watch.stream();
         loop {
-            match rd.get_ref().read(chunk) {
+            match rd.read(chunk) {
                 Ok(n) => {
                     hits.fetch_add(1, Ordering::Relaxed);
                     return Some(Ok(n));
                 }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                    ) => {}
+                Err(e) if retry_read(&e) => {}
                 Err(e) => return Some(Err(e)),
             }
             if self.now_ns() >= deadline || self.ended.is_cancelled() {
@@ -453,7 +451,7 @@ impl Inner {
         true
     }
 
-    async fn read_loop(self: Arc<Self>, rd: io::Result<AsyncFd<StdUnixStream>>) {
+    async fn read_loop(self: Arc<Self>, rd: io::Result<StdUnixStream>) {
         // One cancellation future for the whole loop, not one per turn.
         let ended = self.ended.cancelled();
         tokio::pin!(ended);
@@ -462,9 +460,13 @@ impl Inner {
             _ = &mut ended => return,
             _ = self.started.cancelled() => {}
         }
-        let rd = match rd {
-            Ok(rd) => rd,
-            Err(e) => return self.finish(End::Failed(Error::io("register trunk socket", e))),
+        let multi_thread = matches!(
+            tokio::runtime::Handle::current().runtime_flavor(),
+            tokio::runtime::RuntimeFlavor::MultiThread
+        );
+        let mut watch = match rd {
+            Ok(sock) => ReadWatch::new(sock, multi_thread),
+            Err(e) => return self.finish(End::Failed(Error::io("duplicate trunk socket", e))),
         };
         let mut buf = BytesMut::with_capacity(READ_CHUNK);
         // Reads land here first (initialized once), then are appended to
@@ -503,7 +505,7 @@ impl Inner {
             // part): the peer is writing the rest right now.
             let mid_message = spin_budget > 0 && (partial || !buf.is_empty());
             let mut spun = if mid_message {
-                self.read_rest(&rd, &mut chunk)
+                self.read_rest(&mut watch, &mut chunk)
             } else {
                 None
             };
@@ -516,7 +518,7 @@ impl Inner {
                     None
                 };
                 spun = match deadline {
-                    Some(deadline) => match self.spin_read(&rd, &mut chunk, deadline) {
+                    Some(deadline) => match self.spin_read(&mut watch, &mut chunk, deadline) {
                         SpinOutcome::Read(r) => {
                             let waited = self.now_ns().saturating_sub(last_write);
                             spin.on_spin(true, waited);
@@ -538,7 +540,7 @@ impl Inner {
                 None => tokio::select! {
                     biased;
                     _ = &mut ended => return,
-                    r = read_some(&rd, &mut chunk) => r,
+                    r = watch.read(&mut chunk, &self.counters.reactor_registrations) => r,
                     // A write while parked: go back and spin for the answer.
                     () = self.wrote.notified(), if wanted => continue,
                 },
@@ -744,27 +746,126 @@ enum SpinOutcome {
     Busy,
 }
 
-/// One read from the trunk, waiting for readability as needed.
-async fn read_some(rd: &AsyncFd<StdUnixStream>, chunk: &mut [u8]) -> io::Result<usize> {
-    loop {
-        let mut guard = rd.readable().await?;
-        match guard.get_inner().read(chunk) {
-            Ok(n) => {
-                // A stream socket gives all it has: a short read means it
-                // is drained, so wait for the next readiness event rather
-                // than read again just to get `EAGAIN` (one `recvfrom`
-                // per burst). The reactor's tick keeps this safe against
-                // data that arrived meanwhile.
-                if n > 0 && n < chunk.len() {
-                    guard.clear_ready();
-                }
-                return Ok(n);
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => guard.clear_ready(),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+/// A descriptor owned elsewhere, registered with the reactor without
+/// being closed by it (see [`ReadWatch`]).
+#[derive(Debug)]
+struct FdRef(RawFd);
+
+impl AsRawFd for FdRef {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0
+    }
+}
+
+/// The trunk reader's socket and its registration with the reactor, made
+/// when the reader parks.
+///
+/// On a multi-thread runtime the registration is dropped while the reader
+/// polls the socket itself (spin, rest of a message): the socket stays in
+/// the reactor's epoll set otherwise, and every message arriving then wakes
+/// whichever worker is parked in the reactor, which finds nothing to do
+/// (the poller reads the data) after costing a cross-CPU wake-up, often on
+/// the very CPU the peer answers from (measured: CreateContainer through 4
+/// plugins, 165 -> 135 us of plugin CPU per event, see
+/// docs/runtime/spinning.md). On a current-thread runtime the one thread
+/// that could be parked in the reactor is the one polling, so the
+/// registration stays.
+#[derive(Debug)]
+struct ReadWatch {
+    /// Declared before `sock` so it is dropped (deregistered) first.
+    reg: Option<AsyncFd<FdRef>>,
+    sock: StdUnixStream,
+    /// Whether polling leaves the reactor (multi-thread runtimes).
+    leave_to_poll: bool,
+}
+
+impl ReadWatch {
+    fn new(sock: StdUnixStream, leave_to_poll: bool) -> ReadWatch {
+        ReadWatch {
+            reg: None,
+            sock,
+            leave_to_poll,
         }
     }
+
+    fn stream(&self) -> &StdUnixStream {
+        &self.sock
+    }
+
+    /// Called before polling the socket without parking.
+    fn leave_reactor(&mut self) {
+        if self.leave_to_poll {
+            self.reg = None;
+        }
+    }
+
+    /// Registers `sock` for readability unless `reg` holds its
+    /// registration.
+    #[allow(unsafe_code)]
+    fn ensure_registered<'r>(
+        reg: &'r mut Option<AsyncFd<FdRef>>,
+        sock: &StdUnixStream,
+        counter: &AtomicU64,
+    ) -> io::Result<&'r AsyncFd<FdRef>> {
+        if let Some(r) = reg {
+            return Ok(r);
+        }
+        let fd = FdRef(sock.as_raw_fd());
+        // SAFETY: `fd` is `sock`'s descriptor, open for as long as `sock`
+        // lives; the registration is dropped before `sock` (field order,
+        // and `leave_reactor` only drops it) and `sock` is never replaced,
+        // so the registered descriptor stays the same open socket for the
+        // registration's whole life.
+        let r = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }
+            .map_err(io::Error::from)?;
+        counter.fetch_add(1, Ordering::Relaxed);
+        Ok(reg.insert(r))
+    }
+
+    /// One read from the trunk, waiting for readability as needed. When the
+    /// socket cannot be registered (the reactor is out of memory or epoll
+    /// watches) it tries again every `WRITE_RETRY_PAUSE`, reading the
+    /// socket in between, rather than end the trunk.
+    async fn read(&mut self, chunk: &mut [u8], registrations: &AtomicU64) -> io::Result<usize> {
+        loop {
+            let reg = match Self::ensure_registered(&mut self.reg, &self.sock, registrations) {
+                Ok(reg) => reg,
+                Err(e) => {
+                    tracing::debug!(error = %e, "mux: cannot watch the trunk, polling it");
+                    tokio::time::sleep(WRITE_RETRY_PAUSE).await;
+                    match (&self.sock).read(chunk) {
+                        Err(e) if retry_read(&e) => continue,
+                        r => return r,
+                    }
+                }
+            };
+            let mut guard = reg.readable().await?;
+            match (&self.sock).read(chunk) {
+                Ok(n) => {
+                    // A stream socket gives all it has: a short read means it
+                    // is drained, so wait for the next readiness event rather
+                    // than read again just to get `EAGAIN` (one `recvfrom`
+                    // per burst). The reactor's tick keeps this safe against
+                    // data that arrived meanwhile.
+                    if n > 0 && n < chunk.len() {
+                        guard.clear_ready();
+                    }
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => guard.clear_ready(),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// Whether a failed non-blocking read is worth trying again.
+fn retry_read(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+    )
 }
 
 /// After a payload larger than the read chunk was split off `buf`, `buf`
@@ -866,11 +967,11 @@ impl Mux {
     /// If called outside a tokio runtime.
     pub fn new_paused(stream: UnixStream) -> Mux {
         // `into_std` only fails if the socket cannot be deregistered, and
-        // registering the reader's duplicate only for lack of memory or
-        // descriptors: either way the reader ends the trunk at once.
+        // duplicating the reader's descriptor only at the descriptor limit:
+        // either way the reader ends the trunk at once.
         let (stream, rd) = match stream.into_std() {
             Ok(s) => {
-                let rd = s.try_clone().and_then(|d| register(d, Interest::READABLE));
+                let rd = s.try_clone();
                 (Some(s), rd)
             }
             Err(e) => (None, Err(e)),
@@ -1008,6 +1109,7 @@ impl Mux {
             spin_misses: c.spin_misses.load(Ordering::Relaxed),
             rest_hits: c.rest_hits.load(Ordering::Relaxed),
             rest_misses: c.rest_misses.load(Ordering::Relaxed),
+            reactor_registrations: c.reactor_registrations.load(Ordering::Relaxed),
         }
     }
 }
