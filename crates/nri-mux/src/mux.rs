@@ -764,9 +764,9 @@ impl AsRawFd for FdRef {
 /// polls the socket itself (spin, rest of a message): the socket stays in
 /// the reactor's epoll set otherwise, and every message arriving then wakes
 /// whichever worker is parked in the reactor, which finds nothing to do
-/// (the poller reads the data) after costing a cross-CPU wake-up, often on
-/// the very CPU the peer answers from (measured: CreateContainer through 4
-/// plugins, 165 -> 135 us of plugin CPU per event, see
+/// (the poller reads the data) after costing a cross-CPU wake-up, paid in
+/// the peer's write (measured: CreateContainer through 4 no-op plugins,
+/// plugin CPU per event 135 -> 85 us, median 210 -> 174 us; see
 /// docs/runtime/spinning.md). On a current-thread runtime the one thread
 /// that could be parked in the reactor is the one polling, so the
 /// registration stays.

@@ -10,7 +10,7 @@
 //! CreateContainer request is encoded once per event and reused for every
 //! plugin ([`CreatePayload`]).
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use nri_api::api::{Container, Event, PodSandbox};
 use prost::Message;
 use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, message};
@@ -73,6 +73,12 @@ pub(crate) fn state_change(event: Event, pod: &PodSandbox, container: Option<&Co
 pub(crate) struct CreatePayload {
     pod: Vec<u8>,
     cached: Option<(u64, Bytes)>,
+    /// Where requests are encoded; its allocation is taken back for the
+    /// next re-encoding once the previous request is dropped, so an event
+    /// through K adjusting plugins allocates one request buffer, not K
+    /// (each allocation of a few KiB sends glibc's malloc down its slow
+    /// path).
+    scratch: BytesMut,
 }
 
 impl CreatePayload {
@@ -83,6 +89,7 @@ impl CreatePayload {
         Self {
             pod: buf,
             cached: None,
+            scratch: BytesMut::new(),
         }
     }
 
@@ -94,11 +101,15 @@ impl CreatePayload {
         {
             return b.clone();
         }
-        let mut buf =
-            Vec::with_capacity(self.pod.len() + message_len(REQUEST_CONTAINER, container));
+        // Drop our copy of the previous request first: once the caller has
+        // dropped its own (sent), `reserve` can take the allocation back.
+        self.cached = None;
+        let buf = &mut self.scratch;
+        buf.clear();
+        buf.reserve(self.pod.len() + message_len(REQUEST_CONTAINER, container));
         buf.extend_from_slice(&self.pod);
-        message::encode(REQUEST_CONTAINER, container, &mut buf);
-        let b = Bytes::from(buf);
+        message::encode(REQUEST_CONTAINER, container, buf);
+        let b = buf.split().freeze();
         self.cached = Some((revision, b.clone()));
         b
     }
@@ -544,6 +555,32 @@ mod tests {
                 &want[..]
             );
         }
+    }
+
+    #[test]
+    fn create_payload_reuses_its_buffer_only_once_the_last_request_is_dropped() {
+        let p = pod();
+        let want = |c: Container| {
+            CreateContainerRequest {
+                pod: Some(p.clone()),
+                container: Some(c),
+            }
+            .encode_to_vec()
+        };
+        let mut payload = CreatePayload::new(&p);
+        let a = payload.request(1, &ctr(1));
+        // `a` still held (a request in flight): re-encoding must not write
+        // over it.
+        let b = payload.request(2, &ctr(2));
+        assert_eq!(&a[..], &want(ctr(1))[..]);
+        assert_eq!(&b[..], &want(ctr(2))[..]);
+        drop(a);
+        let b_ptr = b.as_ptr();
+        drop(b);
+        // Both dropped: the next request is encoded into `b`'s allocation.
+        let c = payload.request(3, &ctr(3));
+        assert_eq!(c.as_ptr(), b_ptr);
+        assert_eq!(&c[..], &want(ctr(3))[..]);
     }
 
     #[test]

@@ -230,7 +230,15 @@ struct Writer {
     io: Option<Pin<Box<dyn AsyncWrite + Send>>>,
     /// Next stream id to use; u64 so exhaustion of u32 ids is detectable.
     next_stream_id: u64,
+    /// Encoding buffer of the requests, kept between calls: a fresh
+    /// allocation of a request's size per call (several KiB for NRI's
+    /// container events) sends glibc's malloc through its slow path.
+    buf: BytesMut,
 }
+
+/// Largest encoding buffer a client keeps between calls; one that grew
+/// beyond it for a large request is given back.
+const KEEP_BUFFER: usize = 64 * 1024;
 
 struct Inner {
     shared: Arc<Shared>,
@@ -314,6 +322,7 @@ impl Client {
                 writer: tokio::sync::Mutex::new(Writer {
                     io: Some(wr),
                     next_stream_id: 1,
+                    buf: BytesMut::new(),
                 }),
                 reader,
             }),
@@ -382,23 +391,10 @@ impl Client {
         let timeout_nano = i64::try_from(opts.timeout.as_nanos())
             .unwrap_or(i64::MAX)
             .max(1);
-        // Encode outside the lock, straight from the borrowed parts; the
-        // stream id is patched in under it.
-        let mut buf = BytesMut::new();
-        codec::encode_request(
-            0,
-            service,
-            method,
-            &payload,
-            timeout_nano,
-            &opts.metadata,
-            &mut buf,
-        )?;
-        drop(payload);
-
         let (tx, rx) = oneshot::channel();
         let mut pending = {
-            let mut w = self.inner.writer.lock().await;
+            let mut guard = self.inner.writer.lock().await;
+            let w = &mut *guard;
             if shared.closed.is_cancelled() {
                 w.io = None;
                 return Err(shared.closed_error());
@@ -406,8 +402,20 @@ impl Client {
             let Ok(id) = u32::try_from(w.next_stream_id) else {
                 return Err(Error::StreamIdsExhausted);
             };
+            // Encoded under the lock, into the client's buffer, straight
+            // from the borrowed parts.
+            w.buf.clear();
+            codec::encode_request(
+                id,
+                service,
+                method,
+                &payload,
+                timeout_nano,
+                &opts.metadata,
+                &mut w.buf,
+            )?;
+            drop(payload);
             w.next_stream_id += 2;
-            codec::set_stream_id(&mut buf, id);
             shared.register(id, tx)?;
             let pending = PendingGuard {
                 shared,
@@ -421,15 +429,18 @@ impl Client {
                 stream_id = id,
                 service,
                 method,
-                len = buf.len(),
+                len = w.buf.len(),
                 "ttrpc call"
             );
-            let mut guard = WriteGuard {
+            let mut write_guard = WriteGuard {
                 shared,
                 armed: true,
             };
-            let res = write_message(io.as_mut(), &buf).await;
-            guard.armed = false;
+            let res = write_message(io.as_mut(), &w.buf).await;
+            write_guard.armed = false;
+            if w.buf.capacity() > KEEP_BUFFER {
+                w.buf = BytesMut::new();
+            }
             if let Err(source) = res {
                 let cause = Arc::new(Error::Io { source });
                 shared.close(Some(cause.clone()));

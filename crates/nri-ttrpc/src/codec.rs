@@ -405,14 +405,6 @@ pub fn encode_request(
     Ok(())
 }
 
-/// Overwrites the stream id of the message header at the start of `buf`
-/// (used to assign the id after encoding, under the writer lock).
-pub(crate) fn set_stream_id(buf: &mut [u8], stream_id: u32) {
-    if let Some(dst) = buf.get_mut(4..8) {
-        dst.copy_from_slice(&stream_id.to_be_bytes());
-    }
-}
-
 /// Decodes an envelope (or any protobuf message) from a frame payload.
 pub fn decode_message<M: prost::Message + Default>(
     what: &'static str,
