@@ -81,7 +81,7 @@ pub use codec::{
 };
 pub use error::Error;
 pub use mux::{
-    ConnSink, Mux, MuxConn, MuxReadHalf, MuxStats, MuxWriteHalf, READ_BUFFER_LIMIT,
+    ConnSink, Mux, MuxConn, MuxReadHalf, MuxStats, MuxWriteHalf, READ_BUFFER_LIMIT, ReaderDriver,
     WRITE_BACKLOG_LIMIT,
 };
 pub use socket::{

@@ -158,6 +158,10 @@ struct ConnState {
 
 struct ConnShared {
     id: ConnId,
+    /// Whoever writes on this connection drives the trunk reader while it
+    /// waits for the answer ([`MuxWriteHalf::reader_driver`]): its writes
+    /// need not wake the reader task to spin.
+    writer_drives: AtomicBool,
     state: Mutex<ConnState>,
     /// Takes the connection's data in place of `state.queue` once set (see
     /// [`MuxReadHalf::into_sink`]).
@@ -225,6 +229,45 @@ struct Inner {
     spin_wanted: AtomicBool,
     /// Wakes a parked reader after a write (see `spin_wanted`).
     wrote: Notify,
+    /// Set with every write the reader should spin for (see `spin_wanted`):
+    /// a reader polled by a driving writer sees it without being woken.
+    spin_requested: AtomicBool,
+    /// The trunk reader, polled by its task or by a writer waiting for its
+    /// answer (see [`ReaderDriver`]).
+    reader: Mutex<Option<Pin<Box<dyn Future<Output = ()> + Send>>>>,
+    /// The reader task's waker.
+    reader_task: Mutex<Option<Waker>>,
+    /// The waker of the writer driving the reader, if one is.
+    drive_waker: Mutex<Option<Waker>>,
+    /// Set when `reader_wake` woke the driving writer, cleared when the
+    /// reader is polled.
+    woke_driver: AtomicBool,
+    /// The one waker the reader is polled with (see `poll_reader`).
+    reader_wake: OnceLock<Waker>,
+}
+
+/// Wakes whoever runs the trunk reader: the driving writer, else the
+/// reader task. Holds the `Inner` weakly (the `Inner` holds it).
+struct ReaderWake(std::sync::Weak<Inner>);
+
+impl std::task::Wake for ReaderWake {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let Some(inner) = self.0.upgrade() else {
+            return;
+        };
+        let driver = lock(&inner.drive_waker).clone();
+        match driver {
+            Some(w) => {
+                inner.woke_driver.store(true, Ordering::SeqCst);
+                w.wake();
+            }
+            None => inner.wake_reader_task(),
+        }
+    }
 }
 
 impl Inner {
@@ -233,6 +276,84 @@ impl Inner {
         u64::try_from(self.epoch.elapsed().as_nanos())
             .unwrap_or(u64::MAX)
             .saturating_add(1)
+    }
+
+    /// Completes at the next write the reader should spin for: at once if
+    /// one came since the reader last looked (a driving writer sets the
+    /// flag without waking anyone), else when a writer wakes it.
+    async fn write_to_spin_for(&self) {
+        let notified = self.wrote.notified();
+        tokio::pin!(notified);
+        std::future::poll_fn(|cx| {
+            if self.spin_requested.swap(false, Ordering::AcqRel) {
+                return Poll::Ready(());
+            }
+            match notified.as_mut().poll(cx) {
+                Poll::Ready(()) => {
+                    self.spin_requested.store(false, Ordering::Relaxed);
+                    Poll::Ready(())
+                }
+                Poll::Pending => Poll::Pending,
+            }
+        })
+        .await
+    }
+
+    /// Polls the trunk reader for the reader task (`task`) or for a driving
+    /// writer. `Ready` once the reader has ended.
+    ///
+    /// One poller at a time; the other returns `Pending`. The reader is
+    /// always polled with the same waker (`ReaderWake`), which wakes the
+    /// writer that is driving it, if any, and the reader task otherwise; a
+    /// writer that stops driving ([`Self::stop_driving`]) passes on to the
+    /// task a wake-up it took without polling the reader for it.
+    fn poll_reader(&self, cx: &mut Context<'_>, task: bool) -> Poll<()> {
+        {
+            let slot = if task {
+                &self.reader_task
+            } else {
+                &self.drive_waker
+            };
+            let mut w = lock(slot);
+            if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                *w = Some(cx.waker().clone());
+            }
+        }
+        let mut slot = match self.reader.try_lock() {
+            Ok(slot) => slot,
+            Err(TryLockError::WouldBlock) => return Poll::Pending,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+        };
+        let Some(reader) = slot.as_mut() else {
+            return Poll::Ready(());
+        };
+        self.woke_driver.store(false, Ordering::SeqCst);
+        let Some(waker) = self.reader_wake.get() else {
+            return Poll::Pending;
+        };
+        match reader.as_mut().poll(&mut Context::from_waker(waker)) {
+            Poll::Ready(()) => {
+                *slot = None;
+                Poll::Ready(())
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// A writer stops driving the reader: wake-ups go to the reader task
+    /// again, and one that reached the writer since it last polled the
+    /// reader is passed on.
+    fn stop_driving(&self) {
+        lock(&self.drive_waker).take();
+        if self.woke_driver.swap(false, Ordering::SeqCst) {
+            self.wake_reader_task();
+        }
+    }
+
+    fn wake_reader_task(&self) {
+        if let Some(w) = lock(&self.reader_task).as_ref() {
+            w.wake_by_ref();
+        }
     }
 
     /// Polls the trunk without parking until `deadline` (see `spin`),
@@ -535,14 +656,17 @@ impl Inner {
             }
             let wanted = spin.wants_next_write();
             self.spin_wanted.store(wanted, Ordering::Relaxed);
+            if !wanted {
+                self.spin_requested.store(false, Ordering::Relaxed);
+            }
             let res = match spun {
                 Some(r) => r,
                 None => tokio::select! {
                     biased;
                     _ = &mut ended => return,
-                    r = watch.read(&mut chunk, &self.counters.reactor_registrations) => r,
                     // A write while parked: go back and spin for the answer.
-                    () = self.wrote.notified(), if wanted => continue,
+                    () = self.write_to_spin_for(), if wanted => continue,
+                    r = watch.read(&mut chunk, &self.counters.reactor_registrations) => r,
                 },
             };
             match res {
@@ -642,6 +766,7 @@ impl Inner {
     fn write_message(
         &self,
         id: ConnId,
+        writer_drives: bool,
         cx: &mut Context<'_>,
         msg: &[u8],
     ) -> Poll<io::Result<usize>> {
@@ -713,7 +838,10 @@ impl Inner {
             self.flush_needed.notify_one();
         }
         if spin_wanted {
-            self.wrote.notify_one();
+            self.spin_requested.store(true, Ordering::Release);
+            if !writer_drives {
+                self.wrote.notify_one();
+            }
         }
         let c = &self.counters;
         c.messages_sent.fetch_add(1, Ordering::Relaxed);
@@ -912,11 +1040,17 @@ struct Owner {
 impl Drop for Owner {
     fn drop(&mut self) {
         self.inner.finish(End::Failed(Error::Closed));
-        // The tasks leave on `ended`; aborting is for a task that is not
-        // polled again (runtime shutting down).
-        for t in &self.tasks {
-            t.abort();
+        // The reader future holds the `Inner` that holds it: drop it now
+        // unless it is being polled (then that poll sees the end and lets
+        // go of it), and wake the reader task, which ends once the future
+        // is gone or has returned. The task is not aborted: a task aborted
+        // while another thread polls the reader would leave the cycle.
+        if let Ok(mut slot) = self.inner.reader.try_lock() {
+            drop(slot.take());
         }
+        self.inner.wake_reader_task();
+        let [_reader, flusher] = &self.tasks;
+        flusher.abort();
     }
 }
 
@@ -991,8 +1125,23 @@ impl Mux {
             spin_budget_ns: AtomicU64::new(0),
             spin_wanted: AtomicBool::new(false),
             wrote: Notify::new(),
+            spin_requested: AtomicBool::new(false),
+            reader: Mutex::new(None),
+            reader_task: Mutex::new(None),
+            drive_waker: Mutex::new(None),
+            woke_driver: AtomicBool::new(false),
+            reader_wake: OnceLock::new(),
         });
-        let reader = tokio::spawn(Arc::clone(&inner).read_loop(rd));
+        let _ = inner
+            .reader_wake
+            .set(Waker::from(Arc::new(ReaderWake(Arc::downgrade(&inner)))));
+        // The reader future holds the `Inner` that holds it: the cycle ends
+        // when the loop returns (the slot is emptied) or in `Owner::drop`.
+        *lock(&inner.reader) = Some(Box::pin(Arc::clone(&inner).read_loop(rd)));
+        let reader = {
+            let inner = Arc::clone(&inner);
+            tokio::spawn(std::future::poll_fn(move |cx| inner.poll_reader(cx, true)))
+        };
         let flusher = tokio::spawn(Arc::clone(&inner).flush_loop());
         Mux {
             owner: Arc::new(Owner {
@@ -1059,6 +1208,7 @@ impl Mux {
                 return Err(Error::AlreadyOpen { conn: id });
             }
             let shared = Arc::new(ConnShared {
+                writer_drives: AtomicBool::new(false),
                 id,
                 state: Mutex::new(ConnState::default()),
                 sink: Mutex::new(None),
@@ -1197,7 +1347,8 @@ impl ConnHandle {
             }
             .into()));
         }
-        self.inner().write_message(self.shared.id, cx, buf)
+        let drives = self.shared.writer_drives.load(Ordering::Relaxed);
+        self.inner().write_message(self.shared.id, drives, cx, buf)
     }
 
     fn poll_shutdown(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -1379,6 +1530,60 @@ impl AsyncRead for MuxReadHalf {
 /// contract as [`MuxConn`].
 pub struct MuxWriteHalf {
     h: Arc<ConnHandle>,
+}
+
+impl MuxWriteHalf {
+    /// A handle for the writer to drive the trunk reader while it waits for
+    /// the answer to what it wrote (see [`ReaderDriver`]). From then on
+    /// writes on this connection no longer wake the reader task to spin:
+    /// the writer is expected to poll the reader itself.
+    pub fn reader_driver(&self) -> ReaderDriver {
+        self.h.shared.writer_drives.store(true, Ordering::Relaxed);
+        ReaderDriver {
+            h: Arc::clone(&self.h),
+        }
+    }
+}
+
+/// Lets a writer waiting for an answer run the trunk reader in its own
+/// task ([`poll`](Self::poll)) instead of being woken by the reader task:
+/// the reader spins for the answer, reads it and hands it to the
+/// connection's sink (which wakes nobody: the writer is running), all in
+/// the writer's poll. On a multi-thread runtime this saves the hand-off of
+/// every answer from the reader task to the waiting writer, which tokio
+/// may run on another worker.
+///
+/// Contract: a writer that polled the reader must call
+/// [`done`](Self::done) when it stops waiting (answer received, timeout,
+/// cancellation): until then the reader's wake-ups go to that writer, not
+/// to the reader task.
+#[derive(Clone)]
+pub struct ReaderDriver {
+    h: Arc<ConnHandle>,
+}
+
+impl std::fmt::Debug for ReaderDriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReaderDriver")
+            .field("conn", &self.h.shared.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ReaderDriver {
+    /// Polls the trunk reader with the caller's context, unless the reader
+    /// task (or another writer) is polling it right now. Whatever arrives
+    /// is delivered as usual; the caller learns of its answer from its own
+    /// channel.
+    pub fn poll(&self, cx: &mut Context<'_>) {
+        let _ = self.h.inner().poll_reader(cx, false);
+    }
+
+    /// Tells the reader that this writer no longer waits (call it after
+    /// [`poll`](Self::poll), once per wait).
+    pub fn done(&self) {
+        self.h.inner().stop_driving();
+    }
 }
 
 impl std::fmt::Debug for MuxWriteHalf {

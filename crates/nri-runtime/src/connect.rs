@@ -97,8 +97,12 @@ impl Shared {
         // Both connections take their data straight from the trunk reader:
         // the plugin's answers go to the waiting call, and its requests to
         // their handler, with no reader task in between.
+        // A call waiting for its answer runs the trunk reader itself, so
+        // the answer is read in the calling task (no hand-off from the
+        // reader task, which tokio may run on another worker).
         let (answers, requests) = conn1.into_split();
-        let (client, feed) = Client::with_feed(requests);
+        let driver = Arc::new(requests.reader_driver());
+        let (client, feed) = Client::with_feed_driven(requests, driver);
         answers.into_sink(feed);
         let closed = CancellationToken::new();
         let identity: Arc<Mutex<Option<PluginId>>> = Arc::new(Mutex::new(None));

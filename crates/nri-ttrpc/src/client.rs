@@ -1,8 +1,10 @@
 //! The unary ttRPC client.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -245,6 +247,22 @@ struct Inner {
     writer: tokio::sync::Mutex<Writer>,
     /// `None` when a [`ClientFeed`] brings the responses.
     reader: Option<JoinHandle<()>>,
+    /// Runs the feed's input in the waiting call (see
+    /// [`Client::with_feed_driven`]).
+    driver: Option<Arc<dyn InputDriver>>,
+}
+
+/// The input side of a fed client's transport, run by a call while it waits
+/// for its answer (see [`Client::with_feed_driven`]).
+pub trait InputDriver: Send + Sync + 'static {
+    /// Reads and delivers whatever input is there (feeding the
+    /// [`ClientFeed`]), registering `cx` for more. Must not block.
+    fn poll_input(&self, cx: &mut Context<'_>);
+
+    /// Called once a call that polled the input stops waiting (answered,
+    /// timed out or cancelled), so that whoever runs the input otherwise
+    /// takes over again.
+    fn done(&self);
 }
 
 impl Drop for Inner {
@@ -311,6 +329,20 @@ impl Client {
         (Client::from_parts(shared, Box::pin(wr), None), feed)
     }
 
+    /// Like [`with_feed`](Self::with_feed), and while a call waits for its
+    /// answer it polls `driver` itself, so the answer is read and fed in
+    /// the calling task rather than handed over from another one.
+    pub fn with_feed_driven<W>(wr: W, driver: Arc<dyn InputDriver>) -> (Client, ClientFeed)
+    where
+        W: AsyncWrite + Send + 'static,
+    {
+        let (mut client, feed) = Client::with_feed(wr);
+        if let Some(inner) = Arc::get_mut(&mut client.inner) {
+            inner.driver = Some(driver);
+        }
+        (client, feed)
+    }
+
     fn from_parts(
         shared: Arc<Shared>,
         wr: Pin<Box<dyn AsyncWrite + Send>>,
@@ -325,6 +357,7 @@ impl Client {
                     buf: BytesMut::new(),
                 }),
                 reader,
+                driver: None,
             }),
         }
     }
@@ -452,7 +485,10 @@ impl Client {
             }
             pending
         };
-        let reply = rx.await;
+        let reply = match &self.inner.driver {
+            None => rx.await,
+            Some(driver) => wait_driving(rx, &**driver).await,
+        };
         pending.armed = false;
         match reply {
             Ok(r) => r,
@@ -487,6 +523,38 @@ impl Client {
 }
 
 /// Writes one whole message: one `write_all` of one buffer, then a flush.
+/// Waits for `rx`, polling `driver` for the input meanwhile, and tells the
+/// driver when it stops (also when dropped).
+async fn wait_driving<T>(
+    mut rx: oneshot::Receiver<T>,
+    driver: &dyn InputDriver,
+) -> Result<T, oneshot::error::RecvError> {
+    struct HandBack<'a> {
+        driver: &'a dyn InputDriver,
+        polled: bool,
+    }
+    impl Drop for HandBack<'_> {
+        fn drop(&mut self) {
+            if self.polled {
+                self.driver.done();
+            }
+        }
+    }
+    let mut hand_back = HandBack {
+        driver,
+        polled: false,
+    };
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(r) = Pin::new(&mut rx).poll(cx) {
+            return Poll::Ready(r);
+        }
+        hand_back.polled = true;
+        driver.poll_input(cx);
+        Pin::new(&mut rx).poll(cx)
+    })
+    .await
+}
+
 pub(crate) async fn write_message(
     mut io: Pin<&mut (dyn AsyncWrite + Send)>,
     buf: &[u8],

@@ -71,7 +71,7 @@ mod io;
 mod mux;
 mod server;
 
-pub use client::{CallOptions, Client, ClientFeed};
+pub use client::{CallOptions, Client, ClientFeed, InputDriver};
 pub use error::Error;
 pub use proto::{Any, Code, KeyValue, Request, Response, Status};
 pub use server::{
