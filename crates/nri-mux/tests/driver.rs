@@ -9,7 +9,9 @@ use std::pin::pin;
 use std::task::Poll;
 use std::time::Duration;
 
-use nri_mux::{Mux, PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN, ReaderDriver};
+mod common;
+
+use nri_mux::{PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN, ReaderDriver};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Runs `fut`, polling `driver` whenever it is not ready, then tells the
@@ -36,37 +38,28 @@ fn peer(
     echoes: usize,
     delay: Duration,
 ) -> std::thread::JoinHandle<bool> {
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            sock.set_nonblocking(true).unwrap();
-            let m = Mux::new(tokio::net::UnixStream::from_std(sock).unwrap());
-            let mut c = m.open(PLUGIN_SERVICE_CONN).unwrap();
-            let mut late = m.open(RUNTIME_SERVICE_CONN).unwrap();
-            let mut buf = [0u8; 64];
-            for _ in 0..echoes {
-                c.read_exact(&mut buf).await.unwrap();
-                tokio::time::sleep(delay).await;
-                c.write_all(&buf).await.unwrap();
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            late.write_all(b"late").await.unwrap();
-            // The other side dropped its mux: the trunk closes.
-            tokio::time::timeout(Duration::from_secs(10), m.closed())
-                .await
-                .is_ok()
-        })
+    common::peer_thread(sock, move |m| async move {
+        let mut c = m.open(PLUGIN_SERVICE_CONN).unwrap();
+        let mut late = m.open(RUNTIME_SERVICE_CONN).unwrap();
+        let mut buf = [0u8; 64];
+        for _ in 0..echoes {
+            c.read_exact(&mut buf).await.unwrap();
+            tokio::time::sleep(delay).await;
+            c.write_all(&buf).await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        late.write_all(b"late").await.unwrap();
+        // The other side dropped its mux: the trunk closes.
+        tokio::time::timeout(Duration::from_secs(10), m.closed())
+            .await
+            .is_ok()
     })
 }
 
 async fn scenario(budget: Option<Duration>, delay: Duration) {
     let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
     let peer = peer(b, 50, delay);
-    a.set_nonblocking(true).unwrap();
-    let m = Mux::new(tokio::net::UnixStream::from_std(a).unwrap());
+    let m = common::std_mux(a);
     if let Some(b) = budget {
         m.set_spin_budget(b);
     }
@@ -107,8 +100,7 @@ async fn a_driving_writer_gets_its_answers_and_hands_the_reader_back() {
 async fn a_driver_dropped_mid_wait_leaves_the_answer_to_the_reader_task() {
     let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
     let peer = peer(b, 1, Duration::from_millis(50));
-    a.set_nonblocking(true).unwrap();
-    let m = Mux::new(tokio::net::UnixStream::from_std(a).unwrap());
+    let m = common::std_mux(a);
     let (mut rd, mut wr) = m.open(PLUGIN_SERVICE_CONN).unwrap().into_split();
     let mut late = m.open(RUNTIME_SERVICE_CONN).unwrap();
     let driver = wr.reader_driver();

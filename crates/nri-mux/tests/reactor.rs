@@ -8,46 +8,10 @@
 
 use std::time::Duration;
 
-use nri_mux::{Mux, MuxConn, MuxStats, PLUGIN_SERVICE_CONN};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+mod common;
 
-/// Sends `n` 64-byte requests and reads each 64-byte answer.
-async fn exchange(conn: &mut MuxConn, n: usize) {
-    let mut buf = [0u8; 64];
-    for i in 0..n {
-        conn.write_all(&[i as u8; 64]).await.unwrap();
-        conn.read_exact(&mut buf).await.unwrap();
-        assert_eq!(buf, [i as u8; 64]);
-    }
-}
-
-/// A mux whose peer, on its own thread and runtime (as another process
-/// would be), echoes every 64-byte request after `delay`.
-fn mux_with_echo(delay: Duration) -> Mux {
-    let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            b.set_nonblocking(true).unwrap();
-            let peer = Mux::new(tokio::net::UnixStream::from_std(b).unwrap());
-            let mut conn = peer.open(PLUGIN_SERVICE_CONN).unwrap();
-            let mut buf = [0u8; 64];
-            while conn.read_exact(&mut buf).await.is_ok() {
-                if !delay.is_zero() {
-                    std::thread::sleep(delay);
-                }
-                if conn.write_all(&buf).await.is_err() {
-                    break;
-                }
-            }
-        });
-    });
-    a.set_nonblocking(true).unwrap();
-    Mux::new(tokio::net::UnixStream::from_std(a).unwrap())
-}
+use common::{exchange, mux_with_echo};
+use nri_mux::{MuxStats, PLUGIN_SERVICE_CONN};
 
 /// Runs `n` exchanges against an echo peer answering after `delay`, with
 /// the reader's spin `budget` (none: spinning off), on `rt`.

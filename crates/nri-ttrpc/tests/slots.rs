@@ -8,48 +8,17 @@
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::future::Future;
 
 use bytes::{Bytes, BytesMut};
+use common::counting::{BIG, Counting, big_allocs};
 use common::*;
 use nri_ttrpc::codec::{self, MessageType};
 use nri_ttrpc::{BoxFuture, HandlerResult, HandlerSlot, RequestContext, Server, Service, Status};
 use tokio_util::sync::CancellationToken;
 
-const BIG: usize = 4096;
-
-thread_local! {
-    static BIG_ALLOCS: Cell<usize> = const { Cell::new(0) };
-}
-
-struct Counting;
-
-#[allow(unsafe_code)]
-// SAFETY: forwards every call to `System` unchanged; the counter is a
-// const-initialised thread-local `Cell`, which never allocates.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if layout.size() >= BIG {
-            let _ = BIG_ALLOCS.try_with(|c| c.set(c.get() + 1));
-        }
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as ours.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
 #[global_allocator]
 static GLOBAL: Counting = Counting;
-
-fn big_allocs() -> usize {
-    BIG_ALLOCS.with(Cell::get)
-}
 
 /// A handler future of more than `BIG` bytes that answers at once.
 fn big_future(payload: Bytes) -> impl Future<Output = HandlerResult> + Send + 'static {

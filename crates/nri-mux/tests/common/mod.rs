@@ -1,8 +1,11 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use nri_mux::Mux;
-use tokio::io::AsyncReadExt;
+use std::future::Future;
+use std::time::Duration;
+
+use nri_mux::{Mux, MuxConn, PLUGIN_SERVICE_CONN};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
 /// A Mux on one end of a socketpair and the raw other end.
@@ -66,4 +69,61 @@ pub fn typed(e: &std::io::Error) -> &nri_mux::Error {
     e.get_ref()
         .and_then(|e| e.downcast_ref::<nri_mux::Error>())
         .unwrap_or_else(|| panic!("not a nri_mux::Error: {e:?}"))
+}
+
+/// Runs `peer` with a mux on `sock` on a thread and current-thread runtime
+/// of its own, as a plugin or runtime in another process would (a
+/// spinning reader holds its worker thread, and an in-process peer queued
+/// behind it could not answer).
+pub fn peer_thread<F, Fut, T>(
+    sock: std::os::unix::net::UnixStream,
+    peer: F,
+) -> std::thread::JoinHandle<T>
+where
+    F: FnOnce(Mux) -> Fut + Send + 'static,
+    Fut: Future<Output = T>,
+    T: Send + 'static,
+{
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move { peer(std_mux(sock)).await })
+    })
+}
+
+/// A mux on a std socket (made non-blocking).
+pub fn std_mux(sock: std::os::unix::net::UnixStream) -> Mux {
+    sock.set_nonblocking(true).unwrap();
+    Mux::new(UnixStream::from_std(sock).unwrap())
+}
+
+/// A mux whose peer (see [`peer_thread`]) answers every 64-byte request on
+/// the plugin connection with the same bytes, after `delay`.
+pub fn mux_with_echo(delay: Duration) -> Mux {
+    let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+    peer_thread(b, move |peer| async move {
+        let mut conn = peer.open(PLUGIN_SERVICE_CONN).unwrap();
+        let mut buf = [0u8; 64];
+        while conn.read_exact(&mut buf).await.is_ok() {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            if conn.write_all(&buf).await.is_err() {
+                break;
+            }
+        }
+    });
+    std_mux(a)
+}
+
+/// Sends `n` 64-byte requests and reads each 64-byte answer.
+pub async fn exchange(conn: &mut MuxConn, n: usize) {
+    let mut buf = [0u8; 64];
+    for i in 0..n {
+        conn.write_all(&[i as u8; 64]).await.unwrap();
+        conn.read_exact(&mut buf).await.unwrap();
+        assert_eq!(buf, [i as u8; 64]);
+    }
 }

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod counting;
+
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
