@@ -243,7 +243,7 @@ struct Inner {
     /// reader is polled.
     woke_driver: AtomicBool,
     /// The one waker the reader is polled with (see `poll_reader`).
-    reader_wake: OnceLock<Waker>,
+    reader_wake: Waker,
 }
 
 /// Wakes whoever runs the trunk reader: the driving writer, else the
@@ -328,10 +328,10 @@ impl Inner {
             return Poll::Ready(());
         };
         self.woke_driver.store(false, Ordering::SeqCst);
-        let Some(waker) = self.reader_wake.get() else {
-            return Poll::Pending;
-        };
-        match reader.as_mut().poll(&mut Context::from_waker(waker)) {
+        match reader
+            .as_mut()
+            .poll(&mut Context::from_waker(&self.reader_wake))
+        {
             Poll::Ready(()) => {
                 *slot = None;
                 Poll::Ready(())
@@ -1110,7 +1110,7 @@ impl Mux {
             }
             Err(e) => (None, Err(e)),
         };
-        let inner = Arc::new(Inner {
+        let inner = Arc::new_cyclic(|weak| Inner {
             stream,
             conns: Mutex::new(HashMap::new()),
             write: Mutex::new(WriteState::default()),
@@ -1130,11 +1130,8 @@ impl Mux {
             reader_task: Mutex::new(None),
             drive_waker: Mutex::new(None),
             woke_driver: AtomicBool::new(false),
-            reader_wake: OnceLock::new(),
+            reader_wake: Waker::from(Arc::new(ReaderWake(weak.clone()))),
         });
-        let _ = inner
-            .reader_wake
-            .set(Waker::from(Arc::new(ReaderWake(Arc::downgrade(&inner)))));
         // The reader future holds the `Inner` that holds it: the cycle ends
         // when the loop returns (the slot is emptied) or in `Owner::drop`.
         *lock(&inner.reader) = Some(Box::pin(Arc::clone(&inner).read_loop(rd)));

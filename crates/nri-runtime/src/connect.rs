@@ -96,10 +96,10 @@ impl Shared {
             .map_err(|e| reg_err(format!("mux: {e}")))?;
         // Both connections take their data straight from the trunk reader:
         // the plugin's answers go to the waiting call, and its requests to
-        // their handler, with no reader task in between.
-        // A call waiting for its answer runs the trunk reader itself, so
-        // the answer is read in the calling task (no hand-off from the
-        // reader task, which tokio may run on another worker).
+        // their handler, with no reader task in between. A call waiting for
+        // its answer runs the trunk reader itself, so the answer is read in
+        // the calling task (no hand-off from the reader task, which tokio
+        // may run on another worker).
         let (answers, requests) = conn1.into_split();
         let driver = Arc::new(requests.reader_driver());
         let (client, feed) = Client::with_feed_driven(requests, driver);

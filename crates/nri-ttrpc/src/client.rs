@@ -311,7 +311,7 @@ impl Client {
         let (rd, wr) = tokio::io::split(io);
         let shared = Shared::new();
         let reader = tokio::spawn(reader_task(Reader::new(rd), shared.clone()));
-        Client::from_parts(shared, Box::pin(wr), Some(reader))
+        Client::from_parts(shared, Box::pin(wr), Some(reader), None)
     }
 
     /// Starts a client that writes requests to `wr` and is given the bytes
@@ -321,12 +321,7 @@ impl Client {
     where
         W: AsyncWrite + Send + 'static,
     {
-        let shared = Shared::new();
-        let feed = ClientFeed {
-            shared: Arc::clone(&shared),
-            frames: Frames::with_capacity(0),
-        };
-        (Client::from_parts(shared, Box::pin(wr), None), feed)
+        Client::fed(Box::pin(wr), None)
     }
 
     /// Like [`with_feed`](Self::with_feed), and while a call waits for its
@@ -336,17 +331,26 @@ impl Client {
     where
         W: AsyncWrite + Send + 'static,
     {
-        let (mut client, feed) = Client::with_feed(wr);
-        if let Some(inner) = Arc::get_mut(&mut client.inner) {
-            inner.driver = Some(driver);
-        }
-        (client, feed)
+        Client::fed(Box::pin(wr), Some(driver))
+    }
+
+    fn fed(
+        wr: Pin<Box<dyn AsyncWrite + Send>>,
+        driver: Option<Arc<dyn InputDriver>>,
+    ) -> (Client, ClientFeed) {
+        let shared = Shared::new();
+        let feed = ClientFeed {
+            shared: Arc::clone(&shared),
+            frames: Frames::with_capacity(0),
+        };
+        (Client::from_parts(shared, wr, None, driver), feed)
     }
 
     fn from_parts(
         shared: Arc<Shared>,
         wr: Pin<Box<dyn AsyncWrite + Send>>,
         reader: Option<JoinHandle<()>>,
+        driver: Option<Arc<dyn InputDriver>>,
     ) -> Client {
         Client {
             inner: Arc::new(Inner {
@@ -357,7 +361,7 @@ impl Client {
                     buf: BytesMut::new(),
                 }),
                 reader,
-                driver: None,
+                driver,
             }),
         }
     }
@@ -522,7 +526,6 @@ impl Client {
     }
 }
 
-/// Writes one whole message: one `write_all` of one buffer, then a flush.
 /// Waits for `rx`, polling `driver` for the input meanwhile, and tells the
 /// driver when it stops (also when dropped).
 async fn wait_driving<T>(
@@ -555,6 +558,7 @@ async fn wait_driving<T>(
     .await
 }
 
+/// Writes one whole message: one `write_all` of one buffer, then a flush.
 pub(crate) async fn write_message(
     mut io: Pin<&mut (dyn AsyncWrite + Send)>,
     buf: &[u8],
