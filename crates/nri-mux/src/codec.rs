@@ -71,6 +71,56 @@ pub const PLUGIN_SERVICE_CONN: ConnId = ConnId(1);
 /// client, the runtime serves. Mirrors `RuntimeServiceConn` (2).
 pub const RUNTIME_SERVICE_CONN: ConnId = ConnId(2);
 
+/// Connection id of our extension frames (see [`Extension`]). No NRI side
+/// opens it (NRI uses 1 and 2, and 0 is reserved), and the Go mux drops a
+/// frame for a connection it has not opened without a word, in every
+/// release since the mux came in (v0.3.0 to v0.12.x), so a Go peer reads
+/// these frames and ignores them. Not part of containerd/nri.
+pub const EXTENSION_CONN: ConnId = ConnId(u32::MAX);
+
+/// What an extension frame (a frame on [`EXTENSION_CONN`] with a one-byte
+/// payload) tells the peer. Our own addition to the wire, ignored by Go
+/// peers; a frame with an unknown payload is ignored by ours.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Extension {
+    /// The sender polls for a while when it gets a [`Extension::WakeHint`],
+    /// so it is worth sending it hints. Sent once, right after connecting.
+    WakeHintsAccepted,
+    /// A message for the receiver is on its way soon: it may poll for it
+    /// instead of going to sleep (and paying a wake-up when it comes).
+    WakeHint,
+}
+
+impl Extension {
+    /// Length of an extension frame on the wire.
+    pub const FRAME_LEN: usize = HEADER_LEN + 1;
+
+    const fn byte(self) -> u8 {
+        match self {
+            Extension::WakeHintsAccepted => 1,
+            Extension::WakeHint => 2,
+        }
+    }
+
+    /// The extension a frame payload carries, if it is one we know.
+    pub fn from_payload(payload: &[u8]) -> Option<Extension> {
+        match payload {
+            [1] => Some(Extension::WakeHintsAccepted),
+            [2] => Some(Extension::WakeHint),
+            _ => None,
+        }
+    }
+
+    /// The whole frame: header for [`EXTENSION_CONN`] and the payload byte.
+    pub fn frame(self) -> [u8; Extension::FRAME_LEN] {
+        let mut f = [0u8; Extension::FRAME_LEN];
+        f[..HEADER_LEN].copy_from_slice(&header(EXTENSION_CONN, 1));
+        f[HEADER_LEN] = self.byte();
+        f
+    }
+}
+
 /// Writes a frame header for `conn` with payload length `len`.
 fn header(conn: ConnId, len: usize) -> [u8; HEADER_LEN] {
     let mut h = [0u8; HEADER_LEN];

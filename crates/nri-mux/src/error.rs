@@ -18,8 +18,10 @@ use crate::ConnId;
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// Connection id 0 is reserved and cannot be opened.
-    #[error("connection id 0 is reserved")]
+    /// Connection id 0 (reserved by the NRI mux) and
+    /// [`EXTENSION_CONN`](crate::EXTENSION_CONN) (our extension frames)
+    /// cannot be opened.
+    #[error("connection ids 0 and 4294967295 are reserved")]
     ReservedConnId,
 
     /// The connection id is already open on this trunk.

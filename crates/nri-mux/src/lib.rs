@@ -76,8 +76,8 @@ mod socket;
 mod spin;
 
 pub use codec::{
-    ConnId, Decoder, FIRST_FRAME_MAX, HEADER_LEN, MAX_PAYLOAD, PLUGIN_SERVICE_CONN, RESERVED_CONN,
-    RUNTIME_SERVICE_CONN, encode_message,
+    ConnId, Decoder, EXTENSION_CONN, Extension, FIRST_FRAME_MAX, HEADER_LEN, MAX_PAYLOAD,
+    PLUGIN_SERVICE_CONN, RESERVED_CONN, RUNTIME_SERVICE_CONN, encode_message,
 };
 pub use error::Error;
 pub use mux::{

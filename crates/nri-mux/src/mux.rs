@@ -18,8 +18,8 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::codec::{Decoder, MessageFrames, RESERVED_CONN};
-use crate::spin::{SpinState, SpinToken};
+use crate::codec::{Decoder, EXTENSION_CONN, Extension, MessageFrames, RESERVED_CONN};
+use crate::spin::{HintBackoff, SpinState, SpinToken};
 use crate::{ConnId, Error, MAX_PAYLOAD};
 
 /// Per-connection read buffer limit. While a connection holds more than this
@@ -116,6 +116,15 @@ pub struct MuxStats {
     /// (so that a worker parked in the reactor is not woken by data it
     /// reads itself) and registers again each time it parks after polling.
     pub reactor_registrations: u64,
+    /// Wake hints written ([`Mux::send_wake_hint`]).
+    pub wake_hints_sent: u64,
+    /// Wake hints read (acted on or not).
+    pub wake_hints_received: u64,
+    /// Polls after a wake hint that read the announced message
+    /// ([`Mux::accept_wake_hints`]).
+    pub hint_hits: u64,
+    /// Polls after a wake hint that used up the budget; the reader parked.
+    pub hint_misses: u64,
 }
 
 #[derive(Default)]
@@ -132,6 +141,10 @@ struct Counters {
     rest_hits: AtomicU64,
     rest_misses: AtomicU64,
     reactor_registrations: AtomicU64,
+    wake_hints_sent: AtomicU64,
+    wake_hints_received: AtomicU64,
+    hint_hits: AtomicU64,
+    hint_misses: AtomicU64,
 }
 
 #[derive(Default)]
@@ -232,6 +245,10 @@ struct Inner {
     /// Set with every write the reader should spin for (see `spin_wanted`):
     /// a reader polled by a driving writer sees it without being woken.
     spin_requested: AtomicBool,
+    /// This side polls after a wake hint ([`Mux::accept_wake_hints`]).
+    accepts_hints: AtomicBool,
+    /// The peer said it polls after a wake hint.
+    peer_accepts_hints: AtomicBool,
     /// The trunk reader, polled by its task or by a writer waiting for its
     /// answer (see [`ReaderDriver`]).
     reader: Mutex<Option<Pin<Box<dyn Future<Output = ()> + Send>>>>,
@@ -358,12 +375,17 @@ impl Inner {
 
     /// Polls the trunk without parking until `deadline` (see `spin`),
     /// giving the CPU to other threads between polls ([`Self::poll_until`]).
-    fn spin_read(&self, watch: &mut ReadWatch, chunk: &mut [u8], deadline: u64) -> SpinOutcome {
+    fn spin_read(
+        &self,
+        watch: &mut ReadWatch,
+        chunk: &mut [u8],
+        deadline: u64,
+        (hits, misses): (&AtomicU64, &AtomicU64),
+    ) -> SpinOutcome {
         let Some(_token) = SpinToken::acquire() else {
             return SpinOutcome::Busy;
         };
-        let c = &self.counters;
-        match self.poll_until(watch, chunk, deadline, &c.spin_hits, &c.spin_misses) {
+        match self.poll_until(watch, chunk, deadline, hits, misses) {
             Some(r) => SpinOutcome::Read(r),
             None => SpinOutcome::Missed,
         }
@@ -598,10 +620,19 @@ impl Inner {
         let mut spin_budget = 0;
         // Whether the last message delivered to a sink is unfinished.
         let mut partial = false;
+        // When the last wake hint came, if no message came after it.
+        let mut hinted: Option<u64> = None;
+        let mut hints = HintBackoff::default();
         loop {
             loop {
                 match dec.decode(&mut buf) {
+                    Ok(Some((id, payload))) if id == EXTENSION_CONN => {
+                        if self.on_extension(&payload) {
+                            hinted = Some(self.now_ns());
+                        }
+                    }
                     Ok(Some((id, payload))) => {
+                        hinted = None;
                         if spin_budget > 0 {
                             let last_write = self.last_write_ns.load(Ordering::Relaxed);
                             spin.on_message(self.now_ns(), last_write);
@@ -630,6 +661,28 @@ impl Inner {
             } else {
                 None
             };
+            // A wake hint and nothing after it: the message it announced is
+            // on its way.
+            if let Some(at) = hinted.take().filter(|_| spun.is_none() && spin_budget > 0)
+                && !mid_message
+                && hints.take()
+            {
+                let deadline = at.saturating_add(spin_budget);
+                let c = &self.counters;
+                match self.spin_read(
+                    &mut watch,
+                    &mut chunk,
+                    deadline,
+                    (&c.hint_hits, &c.hint_misses),
+                ) {
+                    SpinOutcome::Read(r) => {
+                        hints.on_poll(true);
+                        spun = Some(r);
+                    }
+                    SpinOutcome::Missed => hints.on_poll(false),
+                    SpinOutcome::Busy => {}
+                }
+            }
             if spun.is_none() {
                 let last_write = self.last_write_ns.load(Ordering::Relaxed);
                 // No clock read on this path while spinning is off.
@@ -639,7 +692,12 @@ impl Inner {
                     None
                 };
                 spun = match deadline {
-                    Some(deadline) => match self.spin_read(&mut watch, &mut chunk, deadline) {
+                    Some(deadline) => match self.spin_read(
+                        &mut watch,
+                        &mut chunk,
+                        deadline,
+                        (&self.counters.spin_hits, &self.counters.spin_misses),
+                    ) {
                         SpinOutcome::Read(r) => {
                             let waited = self.now_ns().saturating_sub(last_write);
                             spin.on_spin(true, waited);
@@ -847,6 +905,78 @@ impl Inner {
         c.messages_sent.fetch_add(1, Ordering::Relaxed);
         c.frames_sent.fetch_add(frames, Ordering::Relaxed);
         Poll::Ready(Ok(msg.len()))
+    }
+
+    /// Takes an extension frame read from the trunk. Returns whether it is
+    /// a wake hint to act on.
+    fn on_extension(&self, payload: &[u8]) -> bool {
+        let c = &self.counters;
+        c.frames_received.fetch_add(1, Ordering::Relaxed);
+        c.bytes_received
+            .fetch_add(payload.len() as u64, Ordering::Relaxed);
+        match Extension::from_payload(payload) {
+            Some(Extension::WakeHintsAccepted) => {
+                self.peer_accepts_hints.store(true, Ordering::Relaxed);
+                false
+            }
+            Some(Extension::WakeHint) => {
+                c.wake_hints_received.fetch_add(1, Ordering::Relaxed);
+                self.accepts_hints.load(Ordering::Relaxed)
+            }
+            // A later extension we do not know: ignored, as Go peers
+            // ignore all of them.
+            _ => {
+                tracing::debug!(
+                    len = payload.len(),
+                    "mux: ignoring an unknown extension frame"
+                );
+                false
+            }
+        }
+    }
+
+    /// Writes an extension frame. With `or_queue`, a frame the socket does
+    /// not take at once is queued behind the backlog like a message;
+    /// without, it is written only if it goes out at once and whole (a wake
+    /// hint is worth nothing late). Returns whether it was written or
+    /// queued.
+    fn write_extension(&self, ext: Extension, or_queue: bool) -> bool {
+        if self.end_error().is_some() {
+            return false;
+        }
+        let frame = ext.frame();
+        let mut w = lock(&self.write);
+        if !w.pending.is_empty() {
+            if !or_queue {
+                return false;
+            }
+            w.pending.put_slice(&frame);
+            return true;
+        }
+        let written = loop {
+            match self.socket().and_then(|mut s| s.write(&frame)) {
+                Ok(n) => break n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break 0,
+                Err(e) => {
+                    drop(w);
+                    self.finish(End::Failed(Error::io("write to trunk", e)));
+                    return false;
+                }
+            }
+        };
+        if written == frame.len() {
+            return true;
+        }
+        if written == 0 && !or_queue {
+            return false;
+        }
+        // Part of a frame went out: the rest must follow before anything else.
+        w.pending
+            .put_slice(frame.get(written..).unwrap_or_default());
+        drop(w);
+        self.flush_needed.notify_one();
+        true
     }
 
     fn poll_flush(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -1126,6 +1256,8 @@ impl Mux {
             spin_wanted: AtomicBool::new(false),
             wrote: Notify::new(),
             spin_requested: AtomicBool::new(false),
+            accepts_hints: AtomicBool::new(false),
+            peer_accepts_hints: AtomicBool::new(false),
             reader: Mutex::new(None),
             reader_task: Mutex::new(None),
             drive_waker: Mutex::new(None),
@@ -1146,6 +1278,53 @@ impl Mux {
                 tasks: [reader, flusher],
             }),
         }
+    }
+
+    /// Tells the peer that this side acts on wake hints, and from now on
+    /// acts on them: after a [`Extension::WakeHint`] with nothing after it,
+    /// the trunk reader polls for the announced message for up to the spin
+    /// budget ([`Self::set_spin_budget`]; nothing happens without one)
+    /// before it parks, giving the CPU to other threads between polls.
+    /// Polls that run out make polling after later hints rarer (down to
+    /// one hint in 64), polls that see the message more frequent again.
+    /// Counted as [`MuxStats::hint_hits`] and [`MuxStats::hint_misses`].
+    ///
+    /// Wake hints are our extension of the wire (frames on
+    /// [`EXTENSION_CONN`]); a Go peer reads the announcement and drops it,
+    /// and never sends hints. Call it before the first message, so that
+    /// the announcement comes first. Returns `false` if the trunk has ended.
+    pub fn accept_wake_hints(&self) -> bool {
+        let inner = &self.owner.inner;
+        inner.accepts_hints.store(true, Ordering::Relaxed);
+        inner.write_extension(Extension::WakeHintsAccepted, true)
+    }
+
+    /// Whether the peer said it acts on wake hints
+    /// ([`Self::accept_wake_hints`]), as far as the trunk reader has read.
+    pub fn peer_accepts_wake_hints(&self) -> bool {
+        self.owner.inner.peer_accepts_hints.load(Ordering::Relaxed)
+    }
+
+    /// Tells the peer that a message for it is on its way soon (for the
+    /// runtime: the plugin after the one it is calling now), so that it
+    /// can poll instead of going to sleep and be running when the message
+    /// comes, instead of paying a wake-up then. Sends nothing, and returns
+    /// `false`, unless the peer [accepts hints](Self::peer_accepts_wake_hints);
+    /// a hint that the socket does not take at once, whole, is not sent
+    /// either (it never waits).
+    pub fn send_wake_hint(&self) -> bool {
+        let inner = &self.owner.inner;
+        if !inner.peer_accepts_hints.load(Ordering::Relaxed) {
+            return false;
+        }
+        let sent = inner.write_extension(Extension::WakeHint, false);
+        if sent {
+            inner
+                .counters
+                .wake_hints_sent
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        sent
     }
 
     /// Starts reading the trunk (no-op if already started).
@@ -1188,11 +1367,11 @@ impl Mux {
     ///
     /// # Errors
     ///
-    /// [`Error::ReservedConnId`] for id 0, [`Error::AlreadyOpen`] if a
+    /// [`Error::ReservedConnId`] for id 0 and [`EXTENSION_CONN`], [`Error::AlreadyOpen`] if a
     /// [`MuxConn`] for `id` is alive, or the reason the trunk ended
     /// ([`Error::Closed`], [`Error::PeerClosed`], ...).
     pub fn open(&self, id: ConnId) -> Result<MuxConn, Error> {
-        if id == RESERVED_CONN {
+        if id == RESERVED_CONN || id == EXTENSION_CONN {
             return Err(Error::ReservedConnId);
         }
         let inner = &self.owner.inner;
@@ -1257,6 +1436,10 @@ impl Mux {
             rest_hits: c.rest_hits.load(Ordering::Relaxed),
             rest_misses: c.rest_misses.load(Ordering::Relaxed),
             reactor_registrations: c.reactor_registrations.load(Ordering::Relaxed),
+            wake_hints_sent: c.wake_hints_sent.load(Ordering::Relaxed),
+            wake_hints_received: c.wake_hints_received.load(Ordering::Relaxed),
+            hint_hits: c.hint_hits.load(Ordering::Relaxed),
+            hint_misses: c.hint_misses.load(Ordering::Relaxed),
         }
     }
 }

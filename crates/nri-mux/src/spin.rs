@@ -119,6 +119,40 @@ impl SpinState {
     }
 }
 
+/// Whether to poll after a wake hint ([`crate::Extension::WakeHint`]):
+/// the back-off of [`SpinState`], counted over hints. A hint that the
+/// announced message follows within the budget (a hit) makes polling after
+/// the next hint more likely, one that does not (a miss) less, down to one
+/// hint in 64. Unlike [`SpinState`], a late hit counts too: the hinted side
+/// has not written anything, so the message it polls for is the sender's
+/// next one, and it comes when the sender gets to it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct HintBackoff {
+    /// Poll after one hint in 2^backoff.
+    backoff: u32,
+    /// Hints since the last one polled after.
+    skipped: u64,
+}
+
+impl HintBackoff {
+    /// A hint came: whether to poll for the message it announces.
+    pub(crate) fn take(&mut self) -> bool {
+        let poll = self.skipped + 1 >= 1 << self.backoff;
+        self.skipped = if poll { 0 } else { self.skipped + 1 };
+        poll
+    }
+
+    /// A poll after a hint ended: the message came (`hit`) or the budget
+    /// ran out.
+    pub(crate) fn on_poll(&mut self, hit: bool) {
+        self.backoff = if hit {
+            self.backoff.saturating_sub(1)
+        } else {
+            (self.backoff + 1).min(MAX_BACKOFF)
+        };
+    }
+}
+
 /// Set while some reader of this process spins.
 static SPINNING: AtomicBool = AtomicBool::new(false);
 
@@ -215,6 +249,31 @@ mod tests {
         }
         assert!(s.wants_next_write());
         assert_eq!(s.backoff, 0);
+    }
+
+    #[test]
+    fn hint_polls_back_off_on_misses_and_return_on_hits() {
+        let mut h = HintBackoff::default();
+        // Every hint is polled after while they hit, late or not.
+        for _ in 0..10 {
+            assert!(h.take());
+            h.on_poll(true);
+        }
+        // Misses: one hint in 2, 4, ... 64.
+        let mut polled = 0;
+        for _ in 0..1000 {
+            if h.take() {
+                polled += 1;
+                h.on_poll(false);
+            }
+        }
+        assert!((15..=25).contains(&polled), "{polled}");
+        assert_eq!(h.backoff, MAX_BACKOFF);
+        // Six hits bring it back to every hint.
+        for _ in 0..MAX_BACKOFF {
+            h.on_poll(true);
+        }
+        assert!(h.take() && h.take());
     }
 
     #[test]

@@ -178,6 +178,12 @@ impl<P: Plugin> Stub<P> {
         // the trunk reader (see below) and so holds the trunk open itself.
         let _close_mux = CloseOnDrop(&mux);
         mux.set_spin_budget(self.config.spin_budget);
+        // A plugin that spins for its next request after a hint gets its
+        // request without a wake-up when the runtime hints it while the
+        // plugin before it works (our runtime does; Go's ignores this).
+        if !self.config.spin_budget.is_zero() {
+            mux.accept_wake_hints();
+        }
         let (plugin_conn, runtime_conn) = match (
             mux.open(PLUGIN_SERVICE_CONN),
             mux.open(RUNTIME_SERVICE_CONN),

@@ -19,7 +19,7 @@ use crate::error::Error;
 use crate::failure::{ErrorClass, FailurePolicy, PluginError, PluginFailure, is_teardown_event};
 use crate::merge::{CreateResult, PluginId, StopResult, UpdateResult};
 use crate::metrics::{Metrics, audit_owners};
-use crate::plugin::{Notification, Plugin, PluginInfo, PluginList, PluginOrigin};
+use crate::plugin::{Notification, Plugin, PluginInfo, PluginList, PluginOrigin, in_turn};
 use crate::registry::{CreationGuard, Registry};
 use crate::validate::{self, DefaultValidator, Validator};
 
@@ -365,7 +365,7 @@ impl Adaptation {
         self.shared.check_required(ev, &plugins)?;
         let mut errors = Vec::new();
         let n = Notification::new(ev, pod, None);
-        for p in plugins.iter().filter(|p| p.subscribed(ev)) {
+        for p in in_turn(&plugins, ev) {
             if let Err(f) = p.notify_prepared(&*self.shared.metrics, &n).await {
                 self.shared.on_failure(p, ev, f, &mut errors)?;
             }
@@ -391,7 +391,7 @@ impl Adaptation {
         };
         let payload = bytes::Bytes::from(prost::Message::encode_to_vec(&req));
         let mut errors = Vec::new();
-        for p in plugins.iter().filter(|p| p.subscribed(ev)) {
+        for p in in_turn(&plugins, ev) {
             let r: Result<UpdatePodSandboxResponse, _> = p
                 .call_encoded(
                     &*self.shared.metrics,
@@ -446,10 +446,15 @@ impl Adaptation {
         let mut result = CreateResult::with_shared(PodSandbox::default(), container);
         let mut payload = crate::encode::CreatePayload::new(pod);
         let mut errors = Vec::new();
-        for p in plugins.iter() {
+        for (i, p) in plugins.iter().enumerate() {
             if !p.subscribed(ev) {
                 result.note_plugin(&p.id);
                 continue;
+            }
+            // As `in_turn` does, with every plugin noted in call order.
+            let rest = plugins.get(i + 1..).unwrap_or_default();
+            if let Some(next) = rest.iter().find(|q| q.subscribed(ev)) {
+                next.wake_hint();
             }
             let req = payload.request(result.revision(), result.container());
             let r: Result<CreateContainerResponse, _> = p
@@ -532,7 +537,7 @@ impl Adaptation {
         let plugins = sh.registry.begin_event(ev, pod, Some(container));
         let mut result = UpdateResult::new(pod.clone(), container.clone(), resources);
         let mut errors = Vec::new();
-        for p in plugins.iter().filter(|p| p.subscribed(ev)) {
+        for p in in_turn(&plugins, ev) {
             let req = result.request();
             let r: Result<UpdateContainerResponse, _> = p
                 .call(&*sh.metrics, op, method::UPDATE_CONTAINER, &req, p.timeout)
@@ -665,7 +670,7 @@ impl Adaptation {
                 }
             }
         } else {
-            for p in plugins.iter().filter(|p| p.subscribed(ev)) {
+            for p in in_turn(&plugins, ev) {
                 if let Err(f) = p.notify_prepared(&*sh.metrics, &n).await {
                     sh.on_failure(p, ev, f, &mut errors)?;
                 }

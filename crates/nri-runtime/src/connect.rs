@@ -209,6 +209,7 @@ impl Shared {
             client,
             mux,
             strike_limit: self.config.strike_limit,
+            wake_hints: !self.config.spin_budget.is_zero(),
             closed,
             child: pending.child.take(),
         }));

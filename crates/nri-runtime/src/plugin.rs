@@ -68,6 +68,7 @@ pub(crate) struct Plugin {
     deprecation_warned: Mutex<EventMask>,
     strikes: AtomicU32,
     strike_limit: u32,
+    wake_hints: bool,
     /// Cancelled when the runtime closes the plugin.
     pub(crate) closed: CancellationToken,
     pub(crate) child: Mutex<Option<tokio::process::Child>>,
@@ -102,6 +103,8 @@ pub(crate) struct PluginParts {
     pub(crate) client: Client,
     pub(crate) mux: nri_mux::Mux,
     pub(crate) strike_limit: u32,
+    /// Whether to send the plugin wake hints (see [`Plugin::wake_hint`]).
+    pub(crate) wake_hints: bool,
     pub(crate) closed: CancellationToken,
     pub(crate) child: Option<tokio::process::Child>,
 }
@@ -120,6 +123,7 @@ impl Plugin {
             deprecation_warned: Mutex::new(EventMask::EMPTY),
             strikes: AtomicU32::new(0),
             strike_limit: p.strike_limit,
+            wake_hints: p.wake_hints,
             closed: p.closed,
             child: Mutex::new(p.child),
             ready: watch::channel(false).0,
@@ -201,6 +205,16 @@ impl Plugin {
             _ = self.mux.closed() => {}
             () = self.client.closed() => {}
             () = self.closed.cancelled() => {}
+        }
+    }
+
+    /// Tells the plugin that a request for it follows soon (it is next in
+    /// line after the plugin being called now), if it said it polls for
+    /// one when hinted: it is then running, not asleep, when the request
+    /// comes. Never waits; see `nri_mux::Mux::send_wake_hint`.
+    pub(crate) fn wake_hint(&self) {
+        if self.wake_hints && self.mux.send_wake_hint() {
+            tracing::trace!(plugin = %self.id, "wake hint sent");
         }
     }
 
@@ -422,3 +436,17 @@ impl<'a> Notification<'a> {
 
 /// Sorted, shared list of plugins.
 pub(crate) type PluginList = Arc<Vec<Arc<Plugin>>>;
+
+/// The plugins of `list` subscribed to `event`, in order, for calls made
+/// one after the other: when one is handed out (to be called now), the one
+/// after it gets a wake hint ([`Plugin::wake_hint`]).
+pub(crate) fn in_turn(list: &[Arc<Plugin>], event: Event) -> impl Iterator<Item = &Arc<Plugin>> {
+    let mut subscribed = list.iter().filter(move |p| p.subscribed(event)).peekable();
+    std::iter::from_fn(move || {
+        let p = subscribed.next()?;
+        if let Some(next) = subscribed.peek() {
+            next.wake_hint();
+        }
+        Some(p)
+    })
+}

@@ -17,11 +17,11 @@ use nri_interop_tests::{
     BytesValue, ECHO_SERVICE, Empty, Int32Value, Served, UInt64Value, echo_service, go_peer,
     pattern,
 };
-use nri_mux::{ConnId, Mux};
+use nri_mux::{ConnId, Extension, Mux};
 use nri_ttrpc::codec::MAX_MESSAGE_LEN;
 use nri_ttrpc::{CallOptions, Client, Code, Error, Request, Server};
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
@@ -337,8 +337,13 @@ async fn scenario(role: Role) -> Result<()> {
         }
     };
 
+    // Our extension frames (wake hints) first: Go's mux must read past
+    // them, as it does frames for any connection it has not opened.
+    let mut stream = stream;
+    stream.write_all(&Extension::WakeHint.frame()).await?;
     // Open both conns before reading, so no early frame of Go's is dropped.
     let mux = Mux::new_paused(stream);
+    ensure!(mux.accept_wake_hints(), "announce wake hints");
     let client = Client::new(mux.open(GO_SERVES)?);
     let served = Arc::new(Served::default());
     let mut server = Server::new();
@@ -410,6 +415,12 @@ async fn scenario(role: Role) -> Result<()> {
         served.snapshot() == (per_round, 0, 1),
         "Rust served {:?}",
         served.snapshot()
+    );
+
+    // Go never announces hints, so none were sent to it.
+    ensure!(
+        !mux.peer_accepts_wake_hints() && !mux.send_wake_hint(),
+        "Go takes no hints"
     );
 
     // Close the trunk from the Rust side; Go then reports what it served.

@@ -188,6 +188,8 @@ pub struct FakePlugin {
     pub log: Arc<Mutex<Vec<Received>>>,
     /// Do not register at all (registration timeout tests).
     pub skip_register: bool,
+    /// Announce that it takes wake hints (as our plugin SDK does).
+    pub wake_hints: bool,
 }
 
 impl FakePlugin {
@@ -206,7 +208,13 @@ impl FakePlugin {
             sync_updates: Vec::new(),
             log: Arc::new(Mutex::new(Vec::new())),
             skip_register: false,
+            wake_hints: false,
         }
+    }
+
+    pub fn wake_hints(mut self) -> Self {
+        self.wake_hints = true;
+        self
     }
     pub fn events(mut self, mask: EventMask) -> Self {
         self.events = mask.as_i32();
@@ -305,6 +313,9 @@ impl FakePlugin {
             }
         });
         let client = Client::new(c2);
+        if self.wake_hints {
+            assert!(mux.accept_wake_hints());
+        }
         mux.start();
         if !self.skip_register {
             let req = RegisterPluginRequest {
