@@ -454,7 +454,7 @@ impl Adaptation {
             // As `in_turn` does, with every plugin noted in call order.
             let rest = plugins.get(i + 1..).unwrap_or_default();
             if let Some(next) = rest.iter().find(|q| q.subscribed(ev)) {
-                next.wake_hint();
+                p.hint_after_write(next);
             }
             let req = payload.request(result.revision(), result.container());
             let r: Result<CreateContainerResponse, _> = p

@@ -20,7 +20,7 @@ use crate::adaptation::Shared;
 use crate::encode::{Packer, SyncEncoder, SyncLimits};
 use crate::error::Error;
 use crate::merge::PluginId;
-use crate::plugin::{Plugin, PluginOrigin, PluginParts};
+use crate::plugin::{Plugin, PluginInput, PluginOrigin, PluginParts};
 use crate::registry::Deferred;
 
 /// How long a refused plugin gets to read the refusal before the runtime
@@ -101,8 +101,8 @@ impl Shared {
         // the calling task (no hand-off from the reader task, which tokio
         // may run on another worker).
         let (answers, requests) = conn1.into_split();
-        let driver = Arc::new(requests.reader_driver());
-        let (client, feed) = Client::with_feed_driven(requests, driver);
+        let input = Arc::new(PluginInput::new(requests.reader_driver()));
+        let (client, feed) = Client::with_feed_driven(requests, input.clone());
         answers.into_sink(feed);
         let closed = CancellationToken::new();
         let identity: Arc<Mutex<Option<PluginId>>> = Arc::new(Mutex::new(None));
@@ -207,6 +207,7 @@ impl Shared {
             mask,
             timeout,
             client,
+            input,
             mux,
             strike_limit: self.config.strike_limit,
             wake_hints: !self.config.spin_budget.is_zero(),

@@ -2,7 +2,7 @@
 //! timeout strikes.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -63,6 +63,7 @@ pub(crate) struct Plugin {
     pub(crate) mask: EventMask,
     pub(crate) timeout: Duration,
     client: Client,
+    input: Arc<PluginInput>,
     mux: nri_mux::Mux,
     legacy: AtomicBool,
     deprecation_warned: Mutex<EventMask>,
@@ -95,12 +96,54 @@ impl Drop for Plugin {
     }
 }
 
+/// How a call to a plugin reads its answer (see `connect.rs`): it runs the
+/// trunk reader ([`nri_mux::ReaderDriver`]), and first, once its request
+/// is written, sends the wake hint queued for the plugin after this one
+/// ([`Plugin::hint_after_write`]).
+pub(crate) struct PluginInput {
+    driver: nri_mux::ReaderDriver,
+    hint_next: Mutex<Option<Weak<Plugin>>>,
+}
+
+impl PluginInput {
+    pub(crate) fn new(driver: nri_mux::ReaderDriver) -> Self {
+        Self {
+            driver,
+            hint_next: Mutex::new(None),
+        }
+    }
+
+    fn send_queued_hint(&self) {
+        let next = lock(&self.hint_next).take();
+        if let Some(next) = next.and_then(|w| w.upgrade()) {
+            next.wake_hint();
+        }
+    }
+}
+
+impl nri_ttrpc::InputDriver for PluginInput {
+    fn poll_input(&self, cx: &mut std::task::Context<'_>) {
+        self.send_queued_hint();
+        self.driver.poll(cx);
+    }
+
+    fn done(&self) {
+        self.driver.done();
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 pub(crate) struct PluginParts {
     pub(crate) id: PluginId,
     pub(crate) origin: PluginOrigin,
     pub(crate) mask: EventMask,
     pub(crate) timeout: Duration,
     pub(crate) client: Client,
+    /// The input driver `client` was built with.
+    pub(crate) input: Arc<PluginInput>,
     pub(crate) mux: nri_mux::Mux,
     pub(crate) strike_limit: u32,
     /// Whether to send the plugin wake hints (see [`Plugin::wake_hint`]).
@@ -118,6 +161,7 @@ impl Plugin {
             mask: p.mask,
             timeout: p.timeout,
             client: p.client,
+            input: p.input,
             mux: p.mux,
             legacy: AtomicBool::new(false),
             deprecation_warned: Mutex::new(EventMask::EMPTY),
@@ -208,6 +252,17 @@ impl Plugin {
         }
     }
 
+    /// Has the next call to this plugin, once its request is written, send
+    /// `next` a wake hint ([`Plugin::wake_hint`]): `next` is called after
+    /// this one. Sent after the write, so that this plugin, which is
+    /// needed first, is woken first (and gets the idle CPU); the hint still
+    /// leaves `next` this plugin's whole turn to wake up in.
+    pub(crate) fn hint_after_write(&self, next: &Arc<Plugin>) {
+        if next.wake_hints {
+            *lock(&self.input.hint_next) = Some(Arc::downgrade(next));
+        }
+    }
+
     /// Tells the plugin that a request for it follows soon (it is next in
     /// line after the plugin being called now), if it said it polls for
     /// one when hinted: it is then running, not asleep, when the request
@@ -233,6 +288,9 @@ impl Plugin {
             .call(PLUGIN_SERVICE, method, payload, CallOptions::new(timeout))
             .await;
         let elapsed = start.elapsed();
+        // A hint queued for a call that never waited (it failed first) is
+        // not sent later, with another call.
+        lock(&self.input.hint_next).take();
         metrics.plugin_latency(&self.name, operation, elapsed);
         let res = res.map_err(|e| PluginFailure::from_ttrpc(&e, timeout));
         self.account(metrics, operation, &res);
@@ -438,14 +496,14 @@ impl<'a> Notification<'a> {
 pub(crate) type PluginList = Arc<Vec<Arc<Plugin>>>;
 
 /// The plugins of `list` subscribed to `event`, in order, for calls made
-/// one after the other: when one is handed out (to be called now), the one
-/// after it gets a wake hint ([`Plugin::wake_hint`]).
+/// one after the other: the one after each gets a wake hint once the
+/// request to that one is written ([`Plugin::hint_after_write`]).
 pub(crate) fn in_turn(list: &[Arc<Plugin>], event: Event) -> impl Iterator<Item = &Arc<Plugin>> {
     let mut subscribed = list.iter().filter(move |p| p.subscribed(event)).peekable();
     std::iter::from_fn(move || {
         let p = subscribed.next()?;
         if let Some(next) = subscribed.peek() {
-            next.wake_hint();
+            p.hint_after_write(next);
         }
         Some(p)
     })
