@@ -120,13 +120,15 @@ pub struct Builder<P> {
     spin_budget: Duration,
 }
 
-/// Default [`Builder::spin_budget`]: a little more than `nri-runtime`
+/// Default [`Builder::spin_budget`]: comfortably more than `nri-runtime`
 /// takes, between our answer and its next request, during a burst of
-/// events (so the burst costs no wake-up per event), and less than the Go
-/// runtime's turn-around (whose requests our spins would mostly miss).
-/// Events that come further apart (the usual case) leave the plugin
-/// asleep; see docs/runtime/spinning.md.
-pub const DEFAULT_SPIN_BUDGET: Duration = Duration::from_micros(80);
+/// events (so the burst costs no wake-up per event; only a request within
+/// half the budget makes spinning more likely, and that half has to cover
+/// the runtime's turn-around also when the machine is busy), and short
+/// enough that under the Go runtime, whose next request comes 70-200 µs
+/// after the answer, the spins back off. Events that come further apart
+/// (the usual case) leave the plugin asleep; see docs/runtime/spinning.md.
+pub const DEFAULT_SPIN_BUDGET: Duration = Duration::from_micros(100);
 
 impl<P: Plugin> Builder<P> {
     /// A builder with the defaults: auto-detected connection mode, socket

@@ -162,7 +162,7 @@
 //!
 //! **Latency.** After answering an event the connection's reader may poll
 //! for the next request for up to [`Builder::spin_budget`] (default
-//! [`DEFAULT_SPIN_BUDGET`], 80 µs) instead of sleeping at once, which saves
+//! [`DEFAULT_SPIN_BUDGET`], 100 µs) instead of sleeping at once, which saves
 //! a wake-up per event while events come back to back. It adapts: when
 //! the next request does not come within the budget (events seconds apart,
 //! a runtime with a longer turn-around), it backs off to one try in 64.
