@@ -166,7 +166,12 @@
 //! a wake-up per event while events come back to back. It adapts: when
 //! the next request does not come within the budget (events seconds apart,
 //! a runtime with a longer turn-around), it backs off to one try in 64.
-//! `Duration::ZERO` turns it off. See docs/runtime/spinning.md.
+//! With a budget set, the plugin also tells the runtime that it takes
+//! *wake hints* (our extension of the wire, ignored by Go runtimes):
+//! `nri-runtime` then hints the plugin while the plugin before it in the
+//! chain works, and the plugin polls for its request instead of being
+//! woken when it comes. `Duration::ZERO` turns both off. See
+//! docs/runtime/spinning.md.
 
 mod builder;
 mod error;

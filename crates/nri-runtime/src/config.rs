@@ -157,7 +157,10 @@ pub struct Config {
     /// keep coming that quickly (default [`DEFAULT_SPIN_BUDGET`]; zero turns
     /// it off). Trades up to this much CPU per request for one wake-up less
     /// per plugin call; see `nri_mux::Mux::set_spin_budget` and
-    /// docs/runtime/spinning.md.
+    /// docs/runtime/spinning.md. While it is non-zero, plugins that take
+    /// wake hints (ours) get one when the plugin before them in a chain of
+    /// calls is called, so that they are running when their turn comes;
+    /// zero sends none.
     pub spin_budget: Duration,
 }
 
