@@ -7,10 +7,10 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
-use nri_mux::{EXTENSION_CONN, Error, Extension, Mux, PLUGIN_SERVICE_CONN};
+use nri_mux::{EXTENSION_CONN, Error, Extension, PLUGIN_SERVICE_CONN};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Taken by each test: only one reader of the process may poll at a time.
@@ -19,19 +19,6 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 /// The announcement and the hint, as they go over the wire.
 const ACCEPTED: [u8; 9] = [0xff, 0xff, 0xff, 0xff, 0, 0, 0, 1, 1];
 const HINT: [u8; 9] = [0xff, 0xff, 0xff, 0xff, 0, 0, 0, 1, 2];
-
-/// Yields until `f(mux)` holds, failing after 10 s.
-async fn until(mux: &Mux, what: &str, f: impl Fn(&nri_mux::MuxStats) -> bool) {
-    let start = Instant::now();
-    while !f(&mux.stats()) {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "never: {what}: {:?}",
-            mux.stats()
-        );
-        tokio::task::yield_now().await;
-    }
-}
 
 #[test]
 fn extension_frames_are_nine_bytes_on_the_highest_connection_id() {

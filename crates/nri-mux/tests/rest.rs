@@ -6,30 +6,17 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use nri_mux::{ConnSink, Error, Mux, PLUGIN_SERVICE_CONN};
+use nri_mux::{ConnSink, Error, PLUGIN_SERVICE_CONN};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Taken by each test: only one reader of the process may wait at a time.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// Yields until `f(mux)` holds, failing after 10 s.
-async fn until(mux: &Mux, what: &str, f: impl Fn(&nri_mux::MuxStats) -> bool) {
-    let start = Instant::now();
-    while !f(&mux.stats()) {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "never: {what}: {:?}",
-            mux.stats()
-        );
-        tokio::task::yield_now().await;
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_rest_of_a_frame_is_waited_for_then_read_after_parking() {

@@ -8,6 +8,20 @@ use nri_mux::{Mux, MuxConn, PLUGIN_SERVICE_CONN};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
+/// Yields until `f(mux)` holds (a counter of its stats, typically),
+/// failing after 10 s.
+pub async fn until(mux: &Mux, what: &str, f: impl Fn(&nri_mux::MuxStats) -> bool) {
+    let start = std::time::Instant::now();
+    while !f(&mux.stats()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "never: {what}: {:?}",
+            mux.stats()
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
 /// A Mux on one end of a socketpair and the raw other end.
 pub fn mux_and_raw() -> (Mux, UnixStream) {
     let (a, b) = UnixStream::pair().unwrap();
