@@ -97,9 +97,9 @@ impl Drop for Plugin {
 }
 
 /// How a call to a plugin reads its answer (see `connect.rs`): it runs the
-/// trunk reader ([`nri_mux::ReaderDriver`]), and first, once its request
-/// is written, sends the wake hint queued for the plugin after this one
-/// ([`Plugin::hint_after_write`]).
+/// trunk reader ([`nri_mux::ReaderDriver`]); and once its request is
+/// written, before it waits, it sends the wake hint queued for the plugin
+/// after this one ([`Plugin::hint_after_write`]).
 pub(crate) struct PluginInput {
     driver: nri_mux::ReaderDriver,
     hint_next: Mutex<Option<Weak<Plugin>>>,
@@ -123,12 +123,15 @@ impl PluginInput {
 
 impl nri_ttrpc::InputDriver for PluginInput {
     fn poll_input(&self, cx: &mut std::task::Context<'_>) {
-        self.send_queued_hint();
         self.driver.poll(cx);
     }
 
     fn done(&self) {
         self.driver.done();
+    }
+
+    fn request_written(&self) {
+        self.send_queued_hint();
     }
 }
 

@@ -263,6 +263,11 @@ pub trait InputDriver: Send + Sync + 'static {
     /// timed out or cancelled), so that whoever runs the input otherwise
     /// takes over again.
     fn done(&self);
+
+    /// Called by each call once its request is written, before it waits
+    /// for the answer (whether or not it then polls the input: the answer
+    /// may be there already). The default does nothing.
+    fn request_written(&self) {}
 }
 
 impl Drop for Inner {
@@ -491,7 +496,10 @@ impl Client {
         };
         let reply = match &self.inner.driver {
             None => rx.await,
-            Some(driver) => wait_driving(rx, &**driver).await,
+            Some(driver) => {
+                driver.request_written();
+                wait_driving(rx, &**driver).await
+            }
         };
         pending.armed = false;
         match reply {
