@@ -51,13 +51,15 @@ fn a_spinning_reader_leaves_the_reactor_only_on_a_multi_thread_runtime() {
     let s = scenario(&multi, Duration::ZERO, None, 100);
     assert_eq!(s.reactor_registrations, 1, "{s:?}");
 
-    // A slow peer (5 ms) against a 50 us budget: spins miss, and the reader
+    // A slow peer (5 ms) against a 1 ms budget (long enough that the reader
+    // starts its spin within it after each write even on a busy machine, as
+    // an unoptimized build runs): spins miss, and the reader
     // parks after each; it left the reactor to spin and registers again to
     // park, and the answers that come while it is parked wake it.
     let s = scenario(
         &multi,
         Duration::from_millis(5),
-        Some(Duration::from_micros(50)),
+        Some(Duration::from_millis(1)),
         40,
     );
     assert!(s.spin_misses >= 1, "{s:?}");
@@ -80,7 +82,7 @@ fn a_spinning_reader_leaves_the_reactor_only_on_a_multi_thread_runtime() {
     let s = scenario(
         &single,
         Duration::from_millis(5),
-        Some(Duration::from_micros(50)),
+        Some(Duration::from_millis(1)),
         40,
     );
     assert!(s.spin_misses >= 1, "{s:?}");
