@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::codec::{Decoder, EXTENSION_CONN, Extension, MessageFrames, RESERVED_CONN};
-use crate::spin::{HintBackoff, SpinState, SpinToken};
+use crate::spin::{Backoff, SpinState, SpinToken};
 use crate::{ConnId, Error, MAX_PAYLOAD};
 
 /// Per-connection read buffer limit. While a connection holds more than this
@@ -520,12 +520,6 @@ impl Inner {
     /// the connection's sink now holds the start of an unfinished message.
     async fn deliver(&self, id: ConnId, payload: Bytes, partial: &mut bool) -> bool {
         let len = payload.len();
-        self.counters
-            .frames_received
-            .fetch_add(1, Ordering::Relaxed);
-        self.counters
-            .bytes_received
-            .fetch_add(len as u64, Ordering::Relaxed);
         let conn = lock(&self.conns).get(&id).cloned();
         let Some(conn) = conn else {
             self.drop_frame(id, len);
@@ -622,16 +616,24 @@ impl Inner {
         let mut partial = false;
         // When the last wake hint came, if no message came after it.
         let mut hinted: Option<u64> = None;
-        let mut hints = HintBackoff::default();
+        // How often a hint is polled after. Unlike a spin after a write, a
+        // late hit counts as a hit: this side wrote nothing, the message it
+        // polls for comes when the sender gets to it.
+        let mut hints = Backoff::default();
         loop {
             loop {
                 match dec.decode(&mut buf) {
-                    Ok(Some((id, payload))) if id == EXTENSION_CONN => {
-                        if self.on_extension(&payload) {
-                            hinted = Some(self.now_ns());
-                        }
-                    }
                     Ok(Some((id, payload))) => {
+                        let c = &self.counters;
+                        c.frames_received.fetch_add(1, Ordering::Relaxed);
+                        c.bytes_received
+                            .fetch_add(payload.len() as u64, Ordering::Relaxed);
+                        if id == EXTENSION_CONN {
+                            if self.on_extension(&payload) {
+                                hinted = Some(self.now_ns());
+                            }
+                            continue;
+                        }
                         hinted = None;
                         if spin_budget > 0 {
                             let last_write = self.last_write_ns.load(Ordering::Relaxed);
@@ -663,7 +665,8 @@ impl Inner {
             };
             // A wake hint and nothing after it: the message it announced is
             // on its way.
-            if let Some(at) = hinted.take().filter(|_| spun.is_none() && spin_budget > 0)
+            if let Some(at) = hinted.take()
+                && spin_budget > 0
                 && !mid_message
                 && hints.take()
             {
@@ -676,10 +679,10 @@ impl Inner {
                     (&c.hint_hits, &c.hint_misses),
                 ) {
                     SpinOutcome::Read(r) => {
-                        hints.on_poll(true);
+                        hints.hit();
                         spun = Some(r);
                     }
-                    SpinOutcome::Missed => hints.on_poll(false),
+                    SpinOutcome::Missed => hints.miss(),
                     SpinOutcome::Busy => {}
                 }
             }
@@ -869,24 +872,14 @@ impl Inner {
             }
             append_unsent(&mut w.pending, slices, 0);
         } else {
-            loop {
-                match self.socket().and_then(|mut s| s.write_vectored(slices)) {
-                    Ok(n) if n == total => break,
-                    Ok(n) => {
-                        append_unsent(&mut w.pending, slices, n);
-                        break;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        append_unsent(&mut w.pending, slices, 0);
-                        break;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => {
-                        drop(w);
-                        let err = Error::io("write to trunk", e);
-                        self.finish(End::Failed(err.clone()));
-                        return Poll::Ready(Err(err.into()));
-                    }
+            match self.write_now(slices) {
+                Ok(n) if n < total => append_unsent(&mut w.pending, slices, n),
+                Ok(_) => {}
+                Err(e) => {
+                    drop(w);
+                    let err = Error::io("write to trunk", e);
+                    self.finish(End::Failed(err.clone()));
+                    return Poll::Ready(Err(err.into()));
                 }
             }
         }
@@ -907,13 +900,24 @@ impl Inner {
         Poll::Ready(Ok(msg.len()))
     }
 
+    /// One non-blocking write of `slices` to the socket (the caller holds
+    /// the write lock, with nothing queued): the bytes written, 0 when the
+    /// socket takes nothing now. Retried when interrupted.
+    fn write_now(&self, slices: &[IoSlice<'_>]) -> io::Result<usize> {
+        loop {
+            match self.socket().and_then(|mut s| s.write_vectored(slices)) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// Takes an extension frame read from the trunk. Returns whether it is
     /// a wake hint to act on.
     fn on_extension(&self, payload: &[u8]) -> bool {
         let c = &self.counters;
-        c.frames_received.fetch_add(1, Ordering::Relaxed);
-        c.bytes_received
-            .fetch_add(payload.len() as u64, Ordering::Relaxed);
         match Extension::from_payload(payload) {
             Some(Extension::WakeHintsAccepted) => {
                 self.peer_accepts_hints.store(true, Ordering::Relaxed);
@@ -945,24 +949,21 @@ impl Inner {
             return false;
         }
         let frame = ext.frame();
+        let slices = [IoSlice::new(&frame)];
         let mut w = lock(&self.write);
         if !w.pending.is_empty() {
             if !or_queue {
                 return false;
             }
-            w.pending.put_slice(&frame);
+            append_unsent(&mut w.pending, &slices, 0);
             return true;
         }
-        let written = loop {
-            match self.socket().and_then(|mut s| s.write(&frame)) {
-                Ok(n) => break n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break 0,
-                Err(e) => {
-                    drop(w);
-                    self.finish(End::Failed(Error::io("write to trunk", e)));
-                    return false;
-                }
+        let written = match self.write_now(&slices) {
+            Ok(n) => n,
+            Err(e) => {
+                drop(w);
+                self.finish(End::Failed(Error::io("write to trunk", e)));
+                return false;
             }
         };
         if written == frame.len() {
@@ -972,8 +973,7 @@ impl Inner {
             return false;
         }
         // Part of a frame went out: the rest must follow before anything else.
-        w.pending
-            .put_slice(frame.get(written..).unwrap_or_default());
+        append_unsent(&mut w.pending, &slices, written);
         drop(w);
         self.flush_needed.notify_one();
         true

@@ -31,15 +31,52 @@ use std::time::Duration;
 /// one write in 2^6 = 64, to notice when answers get quick again.
 pub(crate) const MAX_BACKOFF: u32 = 6;
 
+/// How often a chance to spin is taken: one in 2^`level`. A hit lowers
+/// the level by one, a miss raises it, up to [`MAX_BACKOFF`]. Used for the
+/// spin after a write ([`SpinState`]) and the poll after a wake hint.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Backoff {
+    level: u32,
+    /// Chances passed up since the last one taken.
+    skipped: u64,
+}
+
+impl Backoff {
+    /// Whether the next chance would be taken.
+    fn due(&self) -> bool {
+        self.skipped + 1 >= 1 << self.level
+    }
+
+    /// A chance: whether to take it (counted either way).
+    pub(crate) fn take(&mut self) -> bool {
+        let take = self.due();
+        self.skipped = if take { 0 } else { self.skipped + 1 };
+        take
+    }
+
+    /// A chance that went by without being offered to [`Self::take`].
+    fn skip(&mut self) {
+        self.skipped += 1;
+    }
+
+    /// A taken chance paid off: take more of them.
+    pub(crate) fn hit(&mut self) {
+        self.level = self.level.saturating_sub(1);
+    }
+
+    /// A taken chance ran out: take fewer of them.
+    pub(crate) fn miss(&mut self) {
+        self.level = (self.level + 1).min(MAX_BACKOFF);
+    }
+}
+
 /// Whether, and until when, the reader spins before parking. Times are
 /// nanoseconds on one monotonic clock; a write time of 0 means "never".
 #[derive(Debug, Clone)]
 pub(crate) struct SpinState {
     budget_ns: u64,
-    /// Spin after one write in 2^backoff.
-    backoff: u32,
-    /// Writes since the last one the reader spun after.
-    skipped: u64,
+    /// Spin after one write in 2^level.
+    rate: Backoff,
     /// The write the last decision was about, and whether to spin for it.
     decided: (u64, bool),
     /// When the last message was read.
@@ -50,8 +87,7 @@ impl SpinState {
     pub(crate) fn new() -> Self {
         SpinState {
             budget_ns: 0,
-            backoff: 0,
-            skipped: 0,
+            rate: Backoff::default(),
             decided: (0, false),
             last_read_ns: 0,
         }
@@ -67,7 +103,7 @@ impl SpinState {
     /// that write was not one to spin after) counts as skipped here.
     pub(crate) fn on_message(&mut self, now: u64, last_write: u64) {
         if self.budget_ns > 0 && last_write > self.last_read_ns && self.decided.0 != last_write {
-            self.skipped += 1;
+            self.rate.skip();
             self.decided = (last_write, false);
         }
         self.last_read_ns = now;
@@ -85,17 +121,17 @@ impl SpinState {
     pub(crate) fn on_spin(&mut self, hit: bool, waited: u64) {
         if hit {
             if waited <= self.budget_ns / 2 {
-                self.backoff = self.backoff.saturating_sub(1);
+                self.rate.hit();
             }
         } else {
-            self.backoff = (self.backoff + 1).min(MAX_BACKOFF);
+            self.rate.miss();
         }
     }
 
     /// Whether the reader would spin after the next write (writers then
     /// wake a parked reader so that it can).
     pub(crate) fn wants_next_write(&self) -> bool {
-        self.budget_ns > 0 && self.skipped + 1 >= 1 << self.backoff
+        self.budget_ns > 0 && self.rate.due()
     }
 
     /// When the reader, about to park at `now`, should stop spinning:
@@ -107,49 +143,13 @@ impl SpinState {
             return None;
         }
         if self.decided.0 != last_write {
-            let spin = self.skipped + 1 >= 1 << self.backoff;
-            self.skipped = if spin { 0 } else { self.skipped + 1 };
-            self.decided = (last_write, spin);
+            self.decided = (last_write, self.rate.take());
         }
         if !self.decided.1 {
             return None;
         }
         let deadline = last_write.saturating_add(self.budget_ns);
         (now < deadline).then_some(deadline)
-    }
-}
-
-/// Whether to poll after a wake hint ([`crate::Extension::WakeHint`]):
-/// the back-off of [`SpinState`], counted over hints. A hint that the
-/// announced message follows within the budget (a hit) makes polling after
-/// the next hint more likely, one that does not (a miss) less, down to one
-/// hint in 64. Unlike [`SpinState`], a late hit counts too: the hinted side
-/// has not written anything, so the message it polls for is the sender's
-/// next one, and it comes when the sender gets to it.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct HintBackoff {
-    /// Poll after one hint in 2^backoff.
-    backoff: u32,
-    /// Hints since the last one polled after.
-    skipped: u64,
-}
-
-impl HintBackoff {
-    /// A hint came: whether to poll for the message it announces.
-    pub(crate) fn take(&mut self) -> bool {
-        let poll = self.skipped + 1 >= 1 << self.backoff;
-        self.skipped = if poll { 0 } else { self.skipped + 1 };
-        poll
-    }
-
-    /// A poll after a hint ended: the message came (`hit`) or the budget
-    /// ran out.
-    pub(crate) fn on_poll(&mut self, hit: bool) {
-        self.backoff = if hit {
-            self.backoff.saturating_sub(1)
-        } else {
-            (self.backoff + 1).min(MAX_BACKOFF)
-        };
     }
 }
 
@@ -243,35 +243,35 @@ mod tests {
         for _ in 0..MAX_BACKOFF {
             s.on_spin(true, 26 * US);
         }
-        assert_eq!(s.backoff, MAX_BACKOFF);
+        assert_eq!(s.rate.level, MAX_BACKOFF);
         for _ in 0..MAX_BACKOFF {
             s.on_spin(true, 25 * US);
         }
         assert!(s.wants_next_write());
-        assert_eq!(s.backoff, 0);
+        assert_eq!(s.rate.level, 0);
     }
 
     #[test]
-    fn hint_polls_back_off_on_misses_and_return_on_hits() {
-        let mut h = HintBackoff::default();
-        // Every hint is polled after while they hit, late or not.
+    fn a_backoff_takes_every_chance_while_they_hit_and_one_in_64_after_misses() {
+        let mut h = Backoff::default();
+        // Every chance is taken while they hit.
         for _ in 0..10 {
             assert!(h.take());
-            h.on_poll(true);
+            h.hit();
         }
-        // Misses: one hint in 2, 4, ... 64.
+        // Misses: one chance in 2, 4, ... 64.
         let mut polled = 0;
         for _ in 0..1000 {
             if h.take() {
                 polled += 1;
-                h.on_poll(false);
+                h.miss();
             }
         }
         assert!((15..=25).contains(&polled), "{polled}");
-        assert_eq!(h.backoff, MAX_BACKOFF);
-        // Six hits bring it back to every hint.
+        assert_eq!(h.level, MAX_BACKOFF);
+        // Six hits bring it back to every chance.
         for _ in 0..MAX_BACKOFF {
-            h.on_poll(true);
+            h.hit();
         }
         assert!(h.take() && h.take());
     }
