@@ -19,7 +19,9 @@ use crate::error::Error;
 use crate::failure::{ErrorClass, FailurePolicy, PluginError, PluginFailure, is_teardown_event};
 use crate::merge::{CreateResult, PluginId, StopResult, UpdateResult};
 use crate::metrics::{Metrics, audit_owners};
-use crate::plugin::{Notification, Plugin, PluginInfo, PluginList, PluginOrigin, in_turn};
+use crate::plugin::{
+    Notification, Plugin, PluginInfo, PluginList, PluginOrigin, hint_next, in_turn,
+};
 use crate::registry::{CreationGuard, Registry};
 use crate::validate::{self, DefaultValidator, Validator};
 
@@ -452,10 +454,7 @@ impl Adaptation {
                 continue;
             }
             // As `in_turn` does, with every plugin noted in call order.
-            let rest = plugins.get(i + 1..).unwrap_or_default();
-            if let Some(next) = rest.iter().find(|q| q.subscribed(ev)) {
-                p.hint_after_write(next);
-            }
+            hint_next(&plugins, i, ev);
             let req = payload.request(result.revision(), result.container());
             let r: Result<CreateContainerResponse, _> = p
                 .call_encoded(&*sh.metrics, op, method::CREATE_CONTAINER, req, p.timeout)

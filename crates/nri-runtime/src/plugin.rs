@@ -113,10 +113,15 @@ impl PluginInput {
         }
     }
 
+    /// Sends the queued hint: never waits, and sends nothing to a plugin
+    /// that did not say it polls when hinted (see
+    /// `nri_mux::Mux::send_wake_hint`).
     fn send_queued_hint(&self) {
         let next = lock(&self.hint_next).take();
-        if let Some(next) = next.and_then(|w| w.upgrade()) {
-            next.wake_hint();
+        if let Some(next) = next.and_then(|w| w.upgrade())
+            && next.mux.send_wake_hint()
+        {
+            tracing::trace!(plugin = %next.id, "wake hint sent");
         }
     }
 }
@@ -149,7 +154,7 @@ pub(crate) struct PluginParts {
     pub(crate) input: Arc<PluginInput>,
     pub(crate) mux: nri_mux::Mux,
     pub(crate) strike_limit: u32,
-    /// Whether to send the plugin wake hints (see [`Plugin::wake_hint`]).
+    /// Whether to send the plugin wake hints (see [`Plugin::hint_after_write`]).
     pub(crate) wake_hints: bool,
     pub(crate) closed: CancellationToken,
     pub(crate) child: Option<tokio::process::Child>,
@@ -256,23 +261,15 @@ impl Plugin {
     }
 
     /// Has the next call to this plugin, once its request is written, send
-    /// `next` a wake hint ([`Plugin::wake_hint`]): `next` is called after
-    /// this one. Sent after the write, so that this plugin, which is
-    /// needed first, is woken first (and gets the idle CPU); the hint still
-    /// leaves `next` this plugin's whole turn to wake up in.
+    /// `next` a wake hint: `next` is called after this one, and if it said
+    /// it polls when hinted it is then running, not asleep, when its request
+    /// comes. Sent after the write, so that this plugin, which is needed
+    /// first, is woken first (and gets the idle CPU); the hint still leaves
+    /// `next` this plugin's whole turn to wake up in. Nothing is queued
+    /// when the runtime sends no hints (spin budget zero).
     pub(crate) fn hint_after_write(&self, next: &Arc<Plugin>) {
         if next.wake_hints {
             *lock(&self.input.hint_next) = Some(Arc::downgrade(next));
-        }
-    }
-
-    /// Tells the plugin that a request for it follows soon (it is next in
-    /// line after the plugin being called now), if it said it polls for
-    /// one when hinted: it is then running, not asleep, when the request
-    /// comes. Never waits; see `nri_mux::Mux::send_wake_hint`.
-    pub(crate) fn wake_hint(&self) {
-        if self.wake_hints && self.mux.send_wake_hint() {
-            tracing::trace!(plugin = %self.id, "wake hint sent");
         }
     }
 
@@ -499,15 +496,24 @@ impl<'a> Notification<'a> {
 pub(crate) type PluginList = Arc<Vec<Arc<Plugin>>>;
 
 /// The plugins of `list` subscribed to `event`, in order, for calls made
-/// one after the other: the one after each gets a wake hint once the
-/// request to that one is written ([`Plugin::hint_after_write`]).
+/// one after the other: each, as it is handed out, has [`hint_next`] queued.
 pub(crate) fn in_turn(list: &[Arc<Plugin>], event: Event) -> impl Iterator<Item = &Arc<Plugin>> {
-    let mut subscribed = list.iter().filter(move |p| p.subscribed(event)).peekable();
-    std::iter::from_fn(move || {
-        let p = subscribed.next()?;
-        if let Some(next) = subscribed.peek() {
-            p.hint_after_write(next);
-        }
-        Some(p)
-    })
+    list.iter()
+        .enumerate()
+        .filter(move |(_, p)| p.subscribed(event))
+        .map(move |(i, p)| {
+            hint_next(list, i, event);
+            p
+        })
+}
+
+/// Queues for the call to `list[i]` a wake hint to the next plugin of `list`
+/// subscribed to `event`, if any ([`Plugin::hint_after_write`]).
+pub(crate) fn hint_next(list: &[Arc<Plugin>], i: usize, event: Event) {
+    let (Some(p), Some(rest)) = (list.get(i), list.get(i + 1..)) else {
+        return;
+    };
+    if let Some(next) = rest.iter().find(|q| q.subscribed(event)) {
+        p.hint_after_write(next);
+    }
 }
