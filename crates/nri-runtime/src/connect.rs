@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::adaptation::Shared;
-use crate::encode::{Packer, SyncEncoder, SyncLimits};
+use crate::encode::{Packer, SyncEncoder, SyncLimits, SyncObjects, SyncParts};
 use crate::error::Error;
 use crate::merge::PluginId;
 use crate::plugin::{Plugin, PluginInput, PluginOrigin, PluginParts};
@@ -354,21 +354,15 @@ impl Shared {
             .list_pods_and_containers()
             .await
             .map_err(|e| format!("listing pods and containers failed: {e}"))?;
-        let updates = {
+        let objects = {
             let (queued_pods, queued_containers) = self.registry.queued_ids(plugin);
-            let pods: Vec<&PodSandbox> = snapshot
-                .pods
-                .iter()
-                .filter(|p| !queued_pods.contains(p.id.as_str()))
-                .collect();
-            let containers: Vec<&Container> = snapshot
-                .containers
-                .iter()
-                .filter(|c| !queued_containers.contains(c.id.as_str()))
-                .collect();
-            self.send_sync(plugin, &pods, &containers).await?
+            SyncObjects::new(
+                snapshot,
+                |p| !queued_pods.contains(p.id.as_str()),
+                |c| !queued_containers.contains(c.id.as_str()),
+            )
         };
-        drop(snapshot);
+        let updates = self.send_sync(plugin, objects).await?;
         if !updates.is_empty() {
             self.metrics.plugin_adjustments(
                 &plugin.id.to_string(),
@@ -470,41 +464,48 @@ impl Shared {
     }
 
     /// Sends the snapshot: one message when it fits under the size cap,
-    /// otherwise parts of [`SYNC_PART_SIZE`], each encoded from references
-    /// while the plugin works on the previous one.
+    /// otherwise parts of [`SYNC_PART_SIZE`], encoded on a thread of their
+    /// own ahead of the part being sent ([`SyncParts`]).
     async fn send_sync(
         &self,
         plugin: &Arc<Plugin>,
-        pods: &[&PodSandbox],
-        containers: &[&Container],
+        objects: SyncObjects,
     ) -> Result<Vec<nri_api::api::ContainerUpdate>, String> {
-        let mut encoder = SyncEncoder::new(pods, containers, SYNC_LIMITS);
-        let mut next = encoder.next_message().await;
-        while let Some(payload) = next.take() {
-            let last = encoder.is_done();
-            let call = plugin.call_raw(
-                &*self.metrics,
-                "Synchronize",
-                method::SYNCHRONIZE,
-                payload,
-                plugin.timeout,
-            );
-            // The next message is encoded while this one is sent and the
-            // plugin decodes it; the encoder yields often enough for the
-            // mux to go on writing this one.
-            let (resp, following) = tokio::join!(call, encoder.next_message());
-            let resp: SynchronizeResponse = resp
-                .and_then(|b| crate::plugin::decode_response(method::SYNCHRONIZE, b))
-                .map_err(|e| format!("Synchronize failed: {e}"))?;
+        let mut encoder = SyncEncoder::new(objects, SYNC_LIMITS);
+        if encoder.is_single() {
+            let payload = encoder.next_message().await.unwrap_or_default();
+            drop(encoder);
+            return Ok(self.sync_call(plugin, payload).await?.update);
+        }
+        let mut parts = SyncParts::spawn(encoder);
+        while let Some((payload, last)) = parts.next().await {
+            let resp = self.sync_call(plugin, payload).await?;
             if last {
                 return Ok(resp.update);
             }
             if !resp.more || !resp.update.is_empty() {
                 return Err("plugin does not handle split Synchronize requests".into());
             }
-            next = following;
         }
-        Ok(Vec::new())
+        Err("the Synchronize encoder stopped before the last message".into())
+    }
+
+    async fn sync_call(
+        &self,
+        plugin: &Plugin,
+        payload: bytes::Bytes,
+    ) -> Result<SynchronizeResponse, String> {
+        plugin
+            .call_raw(
+                &*self.metrics,
+                "Synchronize",
+                method::SYNCHRONIZE,
+                payload,
+                plugin.timeout,
+            )
+            .await
+            .and_then(|b| crate::plugin::decode_response(method::SYNCHRONIZE, b))
+            .map_err(|e| format!("Synchronize failed: {e}"))
     }
 }
 

@@ -12,6 +12,9 @@
 
 use bytes::{Bytes, BytesMut};
 use nri_api::api::{Container, Event, PodSandbox};
+use tokio::sync::mpsc;
+
+use crate::config::Snapshot;
 use prost::Message;
 use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, message};
 
@@ -168,9 +171,8 @@ impl Packer {
 }
 
 /// Bytes encoded between two yields of [`SyncEncoder::next_message`]:
-/// well under a millisecond of work, and less than a unix socket's send
-/// buffer, so the previous message keeps flowing to the plugin while the
-/// next one is encoded.
+/// well under a millisecond of work, so other tasks of the runtime run
+/// while a large single message is encoded.
 const ENCODE_SLICE: usize = 128 * 1024;
 
 /// Sizes of the messages of a synchronization.
@@ -186,17 +188,62 @@ pub(crate) struct SyncLimits {
     pub(crate) part: usize,
 }
 
-/// Encodes a synchronization message by message, straight from references
-/// (the bytes prost writes for the owned `SynchronizeRequest {pods = 1,
-/// containers = 2, more = 3}`), pods first, in order. `more` is set on
-/// every message but the last; an empty snapshot is one empty message.
+/// The objects of one synchronization: the runtime's snapshot and which
+/// of its pods and containers go out, in snapshot order. Owned (the lists
+/// are shared, not copied), so the encoding can run on another thread.
+pub(crate) struct SyncObjects {
+    snapshot: Snapshot,
+    pods: Vec<usize>,
+    containers: Vec<usize>,
+}
+
+impl SyncObjects {
+    /// The pods and containers of `snapshot` that `keep_pod` and
+    /// `keep_container` accept.
+    pub(crate) fn new(
+        snapshot: Snapshot,
+        keep_pod: impl Fn(&PodSandbox) -> bool,
+        keep_container: impl Fn(&Container) -> bool,
+    ) -> Self {
+        let pods = (snapshot.pods.iter().enumerate())
+            .filter(|(_, p)| keep_pod(p))
+            .map(|(i, _)| i)
+            .collect();
+        let containers = (snapshot.containers.iter().enumerate())
+            .filter(|(_, c)| keep_container(c))
+            .map(|(i, _)| i)
+            .collect();
+        Self {
+            snapshot,
+            pods,
+            containers,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.pods.len() + self.containers.len()
+    }
+
+    fn pod(&self, i: usize) -> Option<&PodSandbox> {
+        self.pods.get(i).and_then(|&k| self.snapshot.pods.get(k))
+    }
+
+    fn container(&self, i: usize) -> Option<&Container> {
+        (self.containers.get(i)).and_then(|&k| self.snapshot.containers.get(k))
+    }
+}
+
+/// Encodes a synchronization message by message, straight from the
+/// snapshot's objects (the bytes prost writes for the owned
+/// `SynchronizeRequest {pods = 1, containers = 2, more = 3}`), pods first,
+/// in order. `more` is set on every message but the last; an empty
+/// snapshot is one empty message.
 ///
 /// Nothing is measured up front beyond what decides whether the snapshot
 /// fits in one message, so the first message is ready after the work of
 /// that message, not of the whole snapshot.
-pub(crate) struct SyncEncoder<'a> {
-    pods: &'a [&'a PodSandbox],
-    containers: &'a [&'a Container],
+pub(crate) struct SyncEncoder {
+    objects: SyncObjects,
     /// Encoded body lengths of the first objects (pods, then containers),
     /// measured while deciding whether to split.
     lens: Vec<usize>,
@@ -213,15 +260,10 @@ pub(crate) struct PendingMessage {
     packer: Packer,
 }
 
-impl<'a> SyncEncoder<'a> {
-    pub(crate) fn new(
-        pods: &'a [&'a PodSandbox],
-        containers: &'a [&'a Container],
-        limits: SyncLimits,
-    ) -> Self {
+impl SyncEncoder {
+    pub(crate) fn new(objects: SyncObjects, limits: SyncLimits) -> Self {
         let mut enc = SyncEncoder {
-            pods,
-            containers,
+            objects,
             lens: Vec::new(),
             single: None,
             part_limit: limits.part,
@@ -245,14 +287,19 @@ impl<'a> SyncEncoder<'a> {
         enc
     }
 
+    /// `true` when the whole snapshot goes in one message.
+    pub(crate) fn is_single(&self) -> bool {
+        self.single.is_some()
+    }
+
     fn objects(&self) -> usize {
-        self.pods.len() + self.containers.len()
+        self.objects.len()
     }
 
     fn measure(&self, i: usize) -> usize {
-        match i.checked_sub(self.pods.len()) {
-            None => self.pods.get(i).map_or(0, |p| p.encoded_len()),
-            Some(c) => self.containers.get(c).map_or(0, |c| c.encoded_len()),
+        match i.checked_sub(self.objects.pods.len()) {
+            None => self.objects.pod(i).map_or(0, |p| p.encoded_len()),
+            Some(c) => self.objects.container(c).map_or(0, |c| c.encoded_len()),
         }
     }
 
@@ -289,16 +336,16 @@ impl<'a> SyncEncoder<'a> {
             if !m.packer.admit(len) {
                 return true;
             }
-            match i.checked_sub(self.pods.len()) {
+            match i.checked_sub(self.objects.pods.len()) {
                 None => {
-                    if let Some(p) = self.pods.get(i) {
+                    if let Some(p) = self.objects.pod(i) {
                         encode_key(SYNC_PODS, WireType::LengthDelimited, &mut m.buf);
                         encode_varint(len as u64, &mut m.buf);
                         p.encode_raw(&mut m.buf);
                     }
                 }
                 Some(c) => {
-                    if let Some(c) = self.containers.get(c) {
+                    if let Some(c) = self.objects.container(c) {
                         encode_key(SYNC_CONTAINERS, WireType::LengthDelimited, &mut m.buf);
                         encode_varint(len as u64, &mut m.buf);
                         c.encode_raw(&mut m.buf);
@@ -319,10 +366,8 @@ impl<'a> SyncEncoder<'a> {
 
     /// The next message, letting other tasks run after every
     /// [`ENCODE_SLICE`] bytes; `None` after the last. Encoding a message
-    /// takes milliseconds: run beside the call that sends the previous
-    /// message, an encoder that never yields would hold that call's writes
-    /// (and, on a current-thread runtime, everything else) until it is
-    /// done.
+    /// takes milliseconds: an encoder that never yields would hold the
+    /// other tasks of a current-thread runtime until it is done.
     pub(crate) async fn next_message(&mut self) -> Option<Bytes> {
         let mut m = self.start()?;
         while !self.fill(&mut m, ENCODE_SLICE) {
@@ -331,12 +376,57 @@ impl<'a> SyncEncoder<'a> {
         Some(self.finish(m))
     }
 
-    /// [`SyncEncoder::next_message`] in one go.
-    #[cfg(test)]
+    /// [`SyncEncoder::next_message`] in one go, for a thread of its own.
     pub(crate) fn next_message_now(&mut self) -> Option<Bytes> {
         let mut m = self.start()?;
         while !self.fill(&mut m, usize::MAX) {}
         Some(self.finish(m))
+    }
+}
+
+/// The messages of a split synchronization, encoded on tokio's blocking
+/// pool ahead of the message being sent.
+///
+/// Encoding a part costs about as much as the plugin's decoding of it
+/// (milliseconds of cache-cold walks over the runtime's objects): done on
+/// the connection's task, it either delays each message's write or, run
+/// beside it, slows the write to its own pace. On a thread of its own it
+/// overlaps with the write and with the plugin's decoding. At most two
+/// encoded messages wait (one in the channel, one on the encoder's hands).
+///
+/// The encoder stops by itself when the receiver is dropped (the
+/// synchronization failed or was abandoned), after the message it is
+/// encoding.
+pub(crate) struct SyncParts {
+    rx: mpsc::Receiver<(Bytes, bool)>,
+    /// The encoder thread (its result: messages encoded), kept for tests.
+    #[cfg_attr(not(test), allow(dead_code))]
+    worker: tokio::task::JoinHandle<usize>,
+}
+
+impl SyncParts {
+    /// Starts encoding `encoder`'s messages. Needs a tokio runtime.
+    pub(crate) fn spawn(mut encoder: SyncEncoder) -> Self {
+        let (tx, rx) = mpsc::channel(1);
+        let worker = tokio::task::spawn_blocking(move || {
+            let mut encoded = 0;
+            while let Some(m) = encoder.next_message_now() {
+                encoded += 1;
+                let last = encoder.is_done();
+                if tx.blocking_send((m, last)).is_err() {
+                    tracing::debug!(encoded, "synchronization abandoned; its encoder stops");
+                    break;
+                }
+            }
+            encoded
+        });
+        Self { rx, worker }
+    }
+
+    /// The next message and whether it is the last; `None` after the last
+    /// (or if the encoder is gone).
+    pub(crate) async fn next(&mut self) -> Option<(Bytes, bool)> {
+        self.rx.recv().await
     }
 }
 
@@ -374,7 +464,16 @@ mod tests {
         }
     }
 
-    fn all_messages(mut enc: SyncEncoder<'_>) -> Vec<Bytes> {
+    /// Every object of these lists.
+    fn objects(pods: &[PodSandbox], containers: &[Container]) -> SyncObjects {
+        SyncObjects::new(
+            Snapshot::new(pods.to_vec(), containers.to_vec()),
+            |_| true,
+            |_| true,
+        )
+    }
+
+    fn all_messages(mut enc: SyncEncoder) -> Vec<Bytes> {
         let mut out = Vec::new();
         while let Some(m) = enc.next_message_now() {
             out.push(m);
@@ -387,8 +486,6 @@ mod tests {
         use nri_api::api::SynchronizeRequest;
         let pods = [pod(), PodSandbox::default()];
         let ctrs = [ctr(1), Container::default(), ctr(2)];
-        let p: Vec<&PodSandbox> = pods.iter().collect();
-        let c: Vec<&Container> = ctrs.iter().collect();
         // A snapshot that fits goes in one message (more = false), however
         // small the parts of a split sync are.
         let fits = SyncLimits {
@@ -402,7 +499,7 @@ mod tests {
                 more: false,
             }
             .encode_to_vec();
-            let got = all_messages(SyncEncoder::new(&p[..np], &c[..nc], fits));
+            let got = all_messages(SyncEncoder::new(objects(&pods[..np], &ctrs[..nc]), fits));
             assert_eq!(got.len(), 1);
             assert_eq!(got[0].as_ref(), &want[..]);
         }
@@ -412,7 +509,7 @@ mod tests {
             message: 1,
             part: 1,
         };
-        let got = all_messages(SyncEncoder::new(&p, &c, one));
+        let got = all_messages(SyncEncoder::new(objects(&pods, &ctrs), one));
         let mut want = crate::split_sync(pods.to_vec(), ctrs.to_vec(), 1);
         assert_eq!(got.len(), 5);
         assert_eq!(want.len(), 5);
@@ -433,8 +530,6 @@ mod tests {
             })
             .collect();
         let ctrs: Vec<Container> = (0..50).map(ctr).collect();
-        let p: Vec<&PodSandbox> = pods.iter().collect();
-        let c: Vec<&Container> = ctrs.iter().collect();
         let total = SynchronizeRequest {
             pods: pods.clone(),
             containers: ctrs.clone(),
@@ -448,7 +543,7 @@ mod tests {
                 message: total + SYNC_MORE_LEN - 1,
                 part,
             };
-            let messages = all_messages(SyncEncoder::new(&p, &c, limits));
+            let messages = all_messages(SyncEncoder::new(objects(&pods, &ctrs), limits));
             assert!(messages.len() > 1, "{part}");
             let (mut seen_pods, mut seen_ctrs) = (Vec::new(), Vec::new());
             for (i, m) in messages.iter().enumerate() {
@@ -469,9 +564,12 @@ mod tests {
             message: total + SYNC_MORE_LEN,
             part: 1,
         };
-        assert_eq!(all_messages(SyncEncoder::new(&p, &c, limits)).len(), 1);
+        assert_eq!(
+            all_messages(SyncEncoder::new(objects(&pods, &ctrs), limits)).len(),
+            1
+        );
         // Nothing to send is one empty message.
-        let empty = all_messages(SyncEncoder::new(&[], &[], limits));
+        let empty = all_messages(SyncEncoder::new(objects(&[], &[]), limits));
         assert_eq!(empty.len(), 1);
         assert!(empty[0].is_empty());
     }
@@ -487,12 +585,11 @@ mod tests {
                 ..ctr(n)
             })
             .collect();
-        let c: Vec<&Container> = ctrs.iter().collect();
         let limits = SyncLimits {
             message: 4 << 20,
             part: 4 << 20,
         };
-        let mut enc = SyncEncoder::new(&[], &c, limits);
+        let mut enc = SyncEncoder::new(objects(&[], &ctrs), limits);
         let ran = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let other = {
             let ran = std::sync::Arc::clone(&ran);
@@ -506,6 +603,75 @@ mod tests {
         );
         other.await.unwrap();
         assert!(enc.next_message().await.is_none());
+    }
+
+    #[test]
+    fn only_the_kept_objects_are_sent_in_snapshot_order() {
+        use nri_api::api::SynchronizeRequest;
+        let pods: Vec<PodSandbox> = (0..4)
+            .map(|k| PodSandbox {
+                id: format!("p{k}"),
+                ..pod()
+            })
+            .collect();
+        let ctrs: Vec<Container> = (0..6).map(ctr).collect();
+        let objects = SyncObjects::new(
+            Snapshot::new(pods.clone(), ctrs.clone()),
+            |p| p.id != "p1",
+            |c| c.id != "ctr-0" && c.id != "ctr-4",
+        );
+        let limits = SyncLimits {
+            message: 4 << 20,
+            part: 1,
+        };
+        let got = all_messages(SyncEncoder::new(objects, limits));
+        let want = SynchronizeRequest {
+            pods: vec![pods[0].clone(), pods[2].clone(), pods[3].clone()],
+            containers: [1, 2, 3, 5].iter().map(|&i| ctrs[i].clone()).collect(),
+            more: false,
+        };
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].as_ref(), &want.encode_to_vec()[..]);
+    }
+
+    fn split_limits() -> SyncLimits {
+        SyncLimits {
+            message: 1,
+            part: 1,
+        }
+    }
+
+    /// The threaded encoder hands out the inline encoder's messages, in
+    /// order, with only the last one marked last.
+    #[tokio::test]
+    async fn sync_parts_are_the_encoders_messages_in_order() {
+        let pods = [pod(), PodSandbox::default()];
+        let ctrs: Vec<Container> = (0..20).map(ctr).collect();
+        let want = all_messages(SyncEncoder::new(objects(&pods, &ctrs), split_limits()));
+        assert_eq!(want.len(), 22);
+        let mut parts = SyncParts::spawn(SyncEncoder::new(objects(&pods, &ctrs), split_limits()));
+        let mut got = Vec::new();
+        while let Some((m, last)) = parts.next().await {
+            got.push(m);
+            assert_eq!(last, got.len() == want.len(), "message {}", got.len());
+        }
+        assert_eq!(got, want);
+        assert_eq!(parts.worker.await.unwrap(), want.len());
+    }
+
+    /// A synchronization given up half-way stops its encoder thread.
+    #[tokio::test]
+    async fn an_abandoned_sync_stops_its_encoder() {
+        let ctrs: Vec<Container> = (0..1000).map(ctr).collect();
+        let mut parts = SyncParts::spawn(SyncEncoder::new(objects(&[], &ctrs), split_limits()));
+        let (_, last) = parts.next().await.unwrap();
+        assert!(!last);
+        let SyncParts { rx, worker } = parts;
+        drop(rx);
+        // At most the message taken, the one in the channel and the one
+        // whose send failed; not the other 997.
+        let encoded = worker.await.unwrap();
+        assert!(encoded <= 3, "{encoded} messages encoded");
     }
 
     #[test]
