@@ -448,6 +448,10 @@ impl Adaptation {
         let mut result = CreateResult::with_shared(PodSandbox::default(), container);
         let mut payload = crate::encode::CreatePayload::new(pod);
         let mut errors = Vec::new();
+        // What the last response that changed the container appended to it,
+        // when that is all it did (the next request is then the previous
+        // one plus this).
+        let mut delta: Option<Container> = None;
         for (i, p) in plugins.iter().enumerate() {
             if !p.subscribed(ev) {
                 result.note_plugin(&p.id);
@@ -455,7 +459,7 @@ impl Adaptation {
             }
             // As `in_turn` does, with every plugin noted in call order.
             hint_next(&plugins, i, ev);
-            let req = payload.request(result.revision(), result.container());
+            let req = payload.request(result.revision(), result.container(), delta.as_ref());
             let r: Result<CreateContainerResponse, _> = p
                 .call_encoded(&*sh.metrics, op, method::CREATE_CONTAINER, req, p.timeout)
                 .await;
@@ -467,7 +471,14 @@ impl Adaptation {
                 }
             };
             let (nu, ne) = (resp.update.len(), resp.evict.len());
-            match result.apply_response(&p.id, resp) {
+            let revision = result.revision();
+            let appended = (resp.adjust.as_ref())
+                .and_then(|a| crate::merge::append_delta(result.container(), a));
+            let applied = result.apply_response(&p.id, resp);
+            if result.revision() != revision {
+                delta = appended;
+            }
+            match applied {
                 Ok(()) => sh.metrics.plugin_adjustments(&p.name, op, 0, nu, ne),
                 Err(e) => {
                     let f = sh.merge_failure(p, op, e);

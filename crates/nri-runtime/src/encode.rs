@@ -98,11 +98,34 @@ impl CreatePayload {
 
     /// The request bytes for `container` at `revision` (a change of the
     /// revision means the container may have changed).
-    pub(crate) fn request(&mut self, revision: u64, container: &Container) -> Bytes {
-        if let Some((r, b)) = &self.cached
-            && *r == revision
-        {
-            return b.clone();
+    ///
+    /// `delta`, when given, is what the response that led to `revision`
+    /// appended to the container at `revision - 1`
+    /// (`crate::merge::append_delta`). If the request cached is the one at
+    /// `revision - 1`, the new request is that one followed by `delta` as
+    /// a second `container` field, which every protobuf decoder merges
+    /// into the first: a copy and a small encoding instead of encoding the
+    /// whole container again.
+    pub(crate) fn request(
+        &mut self,
+        revision: u64,
+        container: &Container,
+        delta: Option<&Container>,
+    ) -> Bytes {
+        if let Some((r, b)) = &self.cached {
+            if *r == revision {
+                return b.clone();
+            }
+            if let Some(d) = delta
+                && r.checked_add(1) == Some(revision)
+            {
+                let mut buf = BytesMut::with_capacity(b.len() + message_len(REQUEST_CONTAINER, d));
+                buf.extend_from_slice(b);
+                message::encode(REQUEST_CONTAINER, d, &mut buf);
+                let b = buf.freeze();
+                self.cached = Some((revision, b.clone()));
+                return b;
+            }
         }
         // Drop our copy of the previous request first: once the caller has
         // dropped its own (sent), `reserve` can take the allocation back.
@@ -690,7 +713,7 @@ mod tests {
                 }
                 .encode_to_vec();
                 let mut payload = CreatePayload::new(&p);
-                assert_eq!(&payload.request(0, &c)[..], &want[..]);
+                assert_eq!(&payload.request(0, &c, None)[..], &want[..]);
                 for ev in [
                     Event::StartContainer,
                     Event::RemoveContainer,
@@ -734,17 +757,17 @@ mod tests {
             .encode_to_vec()
         };
         let mut payload = CreatePayload::new(&p);
-        let a = payload.request(1, &ctr(1));
+        let a = payload.request(1, &ctr(1), None);
         // `a` still held (a request in flight): re-encoding must not write
         // over it.
-        let b = payload.request(2, &ctr(2));
+        let b = payload.request(2, &ctr(2), None);
         assert_eq!(&a[..], &want(ctr(1))[..]);
         assert_eq!(&b[..], &want(ctr(2))[..]);
         drop(a);
         let b_ptr = b.as_ptr();
         drop(b);
         // Both dropped: the next request is encoded into `b`'s allocation.
-        let c = payload.request(3, &ctr(3));
+        let c = payload.request(3, &ctr(3), None);
         assert_eq!(c.as_ptr(), b_ptr);
         assert_eq!(&c[..], &want(ctr(3))[..]);
     }
@@ -753,16 +776,61 @@ mod tests {
     fn create_payload_reencodes_only_on_a_new_revision() {
         let p = pod();
         let mut payload = CreatePayload::new(&p);
-        let a = payload.request(0, &ctr(1));
+        let a = payload.request(0, &ctr(1), None);
         // Same revision: the cached bytes, even if handed another container.
-        let b = payload.request(0, &ctr(2));
+        let b = payload.request(0, &ctr(2), None);
         assert_eq!(a.as_ptr(), b.as_ptr());
-        let c = payload.request(1, &ctr(2));
+        let c = payload.request(1, &ctr(2), None);
         let want = CreateContainerRequest {
             pod: Some(p),
             container: Some(ctr(2)),
         }
         .encode_to_vec();
         assert_eq!(&c[..], &want[..]);
+    }
+
+    /// A request built from the previous one and an appended delta
+    /// decodes to the container merged with the delta; without the
+    /// previous revision cached, the container is encoded in full.
+    #[test]
+    fn a_delta_request_decodes_to_the_merged_container() {
+        use nri_api::api::Mount;
+        let p = pod();
+        let base = ctr(1);
+        let delta = Container {
+            env: vec!["B=2".into()],
+            annotations: BTreeMap::from([("k".into(), "w".into()), ("n".into(), "x".into())]),
+            mounts: vec![Mount {
+                destination: "/m".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut merged = base.clone();
+        merged.env.push("B=2".into());
+        merged.annotations.insert("k".into(), "w".into());
+        merged.annotations.insert("n".into(), "x".into());
+        merged.mounts.extend(delta.mounts.clone());
+        let mut payload = CreatePayload::new(&p);
+        let first = payload.request(0, &base, None);
+        let second = payload.request(1, &merged, Some(&delta));
+        assert!(second.starts_with(&first));
+        assert!(
+            second.len() < first.len() + 100,
+            "the container was encoded again"
+        );
+        let got = CreateContainerRequest::decode(second.as_ref()).unwrap();
+        assert_eq!(got.pod.as_ref(), Some(&p));
+        assert_eq!(got.container.as_ref(), Some(&merged));
+        // Cached: the same bytes again.
+        assert_eq!(payload.request(1, &merged, Some(&delta)), second);
+        // Two revisions on: the delta of one cannot be used.
+        let third = payload.request(3, &merged, Some(&delta));
+        let want = CreateContainerRequest {
+            pod: Some(p),
+            container: Some(merged),
+        }
+        .encode_to_vec();
+        assert_eq!(&third[..], &want[..]);
     }
 }

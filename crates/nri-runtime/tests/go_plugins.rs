@@ -91,6 +91,84 @@ fn events(lines: &[serde_json::Value], plugin: &str) -> Vec<String> {
         .collect()
 }
 
+/// Asserts that `plugin`'s CreateContainer line (dumped with `--dump`)
+/// shows the container with `earlier`'s env variable, annotation and mount
+/// (as the adjusting Go peers add them).
+fn sees_adjustment(lines: &[serde_json::Value], plugin: &str, earlier: &str) {
+    let idx = earlier.split('-').next().unwrap();
+    let line = lines
+        .iter()
+        .find(|l| l["plugin"] == plugin && l["event"] == "CreateContainer")
+        .unwrap_or_else(|| panic!("no CreateContainer from {plugin}: {lines:#?}"));
+    let c = &line["container"];
+    let env: Vec<&str> = c["env"]
+        .as_array()
+        .map(|v| v.iter().filter_map(|e| e.as_str()).collect())
+        .unwrap_or_default();
+    assert!(
+        env.contains(&format!("BENCH_PLUGIN_{idx}={earlier}").as_str()),
+        "{plugin} did not see {earlier}'s env: {c:#}"
+    );
+    assert_eq!(env.len(), 1, "{c:#}");
+    assert_eq!(
+        c["annotations"][format!("bench.example.com/plugin-{idx}")].as_str(),
+        Some(earlier),
+        "{c:#}"
+    );
+    let mounts = c["mounts"].as_array().cloned().unwrap_or_default();
+    assert!(
+        mounts
+            .iter()
+            .any(|m| m["destination"] == format!("/mnt/nri-plugin-{idx}").as_str()),
+        "{c:#}"
+    );
+}
+
+/// The other way round from the test above: a v0.8 plugin adjusts, a
+/// v0.12 plugin after it sees the adjusted container.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_go_plugin_sees_the_container_adjusted_before_it() {
+    let (Some(modern), Some(legacy)) = (peer("nri-go-plugin"), peer("nri-go-plugin-legacy")) else {
+        return;
+    };
+    let env = TestEnv::new();
+    let a = env.start(env.builder()).await;
+    let sock = env.socket.to_str().unwrap().to_owned();
+    let l = spawn_go(
+        &legacy,
+        &[
+            "--socket",
+            &sock,
+            "--name",
+            "golegacy",
+            "--idx",
+            "10",
+            "--events",
+            LEGACY_EVENTS,
+            "--adjust",
+            "env,annotation,mount",
+        ],
+    );
+    wait_active(&a, 1).await;
+    let m = spawn_go(
+        &modern,
+        &[
+            "--socket", &sock, "--name", "gomodern", "--idx", "20", "--adjust", "env", "--dump",
+        ],
+    );
+    wait_active(&a, 2).await;
+    let adj = lifecycle(&a, "y").await;
+    let keys: Vec<&str> = adj.env.iter().map(|kv| kv.key.as_str()).collect();
+    assert_eq!(keys, ["BENCH_PLUGIN_10", "BENCH_PLUGIN_20"]);
+    a.stop().await;
+    let mut all = Vec::new();
+    for mut g in [l, m] {
+        let _ = tokio::time::timeout(Duration::from_secs(5), g.child.wait()).await;
+        all.extend(g.lines.await.unwrap());
+    }
+    sees_adjustment(&all, "20-gomodern", "10-golegacy");
+}
+
 const LEGACY_EVENTS: &str = "runpodsandbox,stoppodsandbox,removepodsandbox,createcontainer,postcreatecontainer,startcontainer,poststartcontainer,updatecontainer,postupdatecontainer,stopcontainer,removecontainer";
 
 #[tokio::test(flavor = "multi_thread")]
@@ -130,6 +208,7 @@ async fn go_plugins_both_dialects_register_get_every_event_and_adjust() {
             LEGACY_EVENTS,
             "--adjust",
             "device,rlimit",
+            "--dump",
         ],
     );
     wait_active(&a, 2).await;
@@ -197,6 +276,9 @@ async fn go_plugins_both_dialects_register_get_every_event_and_adjust() {
         ],
         "{all:#?}"
     );
+    // The request after an adjustment that only appends is the previous
+    // request plus a second `container` field; the v0.8 stub merges it.
+    sees_adjustment(&all, "20-golegacy", "10-gomodern");
     let legacy_ev = events(&all, "20-golegacy");
     assert_eq!(
         legacy_ev,

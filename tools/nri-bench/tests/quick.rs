@@ -41,7 +41,7 @@ fn quick_matrix_end_to_end() {
         quick: true,
         reps: 1,
         n: 120,
-        plugin_n: 100,
+        plugin_n: 1500,
         plugin_long_n: 300,
         sync_pods: 20,
         with_go: go.is_some(),

@@ -58,6 +58,7 @@ mod resources;
 mod updates;
 
 pub use create::CreateResult;
+pub(crate) use create::append_delta;
 pub use owners::{
     ContainerOwners, HOOKS_OWNER_SEPARATOR, Owner, Ownership, REMOVAL_MARKER, is_compound,
     mark_removal, split_removal,
