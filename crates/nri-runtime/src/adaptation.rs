@@ -363,10 +363,11 @@ impl Adaptation {
     pub async fn run_pod_sandbox(&self, pod: &PodSandbox) -> Result<RunPodSandboxOutcome, Error> {
         self.check_started()?;
         let ev = Event::RunPodSandbox;
-        let (plugins, guard) = self.shared.registry.begin_creation(ev, pod, None);
+        let n = Notification::new(ev, pod, None);
+        let (plugins, guard) =
+            (self.shared.registry).begin_creation(ev, pod, None, n.request().clone());
         self.shared.check_required(ev, &plugins)?;
         let mut errors = Vec::new();
-        let n = Notification::new(ev, pod, None);
         for p in in_turn(&plugins, ev) {
             if let Err(f) = p.notify_prepared(&*self.shared.metrics, &n).await {
                 self.shared.on_failure(p, ev, f, &mut errors)?;
@@ -437,16 +438,16 @@ impl Adaptation {
         let ev = Event::CreateContainer;
         let op = ev.pretty_name();
         let sh = &self.shared;
-        // One copy of the container, shared by the barrier's record of the
-        // creation and the result (pristine); a second one only when a
-        // plugin adjusts it. The pod is only needed by validation (set there).
-        let container = Arc::new(container.clone());
-        let (plugins, guard) = sh
-            .registry
-            .begin_creation(ev, pod, Some(Arc::clone(&container)));
+        // The first request, encoded once, is also the barrier's record of
+        // the creation; the result borrows the container (and copies it
+        // only when a plugin adjusts it). The pod is only needed by
+        // validation (set there).
+        let mut payload = crate::encode::CreatePayload::new(pod, container);
+        let (plugins, guard) =
+            sh.registry
+                .begin_creation(ev, pod, Some(container), payload.first());
         sh.check_required(ev, &plugins)?;
-        let mut result = CreateResult::with_shared(PodSandbox::default(), container);
-        let mut payload = crate::encode::CreatePayload::new(pod);
+        let mut result = CreateResult::borrowing(PodSandbox::default(), container);
         let mut errors = Vec::new();
         // What the last response that changed the container appended to it,
         // when that is all it did (the next request is then the previous
@@ -819,7 +820,7 @@ impl Shared {
         &self,
         plugins: &PluginList,
         pod: &PodSandbox,
-        result: &mut CreateResult,
+        result: &mut CreateResult<&Container>,
         errors: &mut Vec<PluginError>,
     ) -> Result<(), Error> {
         let ev = Event::ValidateContainerAdjustment;

@@ -4,9 +4,9 @@
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use nri_api::api::{
-    ConfigureRequest, ConfigureResponse, Container, CreateContainerRequest,
-    CreateContainerResponse, Empty, Event, PodSandbox, RegisterPluginRequest, SynchronizeRequest,
-    SynchronizeResponse, UpdateContainersRequest, UpdateContainersResponse,
+    ConfigureRequest, ConfigureResponse, Container, CreateContainerResponse, Empty, Event,
+    PodSandbox, RegisterPluginRequest, SynchronizeRequest, SynchronizeResponse,
+    UpdateContainersRequest, UpdateContainersResponse,
 };
 use nri_api::{EventMask, RUNTIME_SERVICE, method};
 use nri_mux::{PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN};
@@ -402,30 +402,38 @@ impl Shared {
                 if !i.succeeded().await {
                     return;
                 }
-                match (i.container.as_deref(), i.event) {
-                    (Some(c), Event::CreateContainer) => {
-                        let req = CreateContainerRequest {
-                            pod: Some(i.pod.clone()),
-                            container: Some(c.clone()),
-                        };
-                        plugin
-                            .call::<_, CreateContainerResponse>(
-                                metrics,
-                                "CreateContainer",
-                                method::CREATE_CONTAINER,
-                                &req,
-                                plugin.timeout,
-                            )
-                            .await
-                            .map(|resp| {
-                                if resp.adjust.is_some() || !resp.update.is_empty() || !resp.evict.is_empty() {
-                                    tracing::warn!(plugin = %plugin.id, container = %c.id, "ignoring changes to a container created while the plugin was synchronizing");
-                                }
-                            })
+                let (pod, container) = match i.decode() {
+                    Ok(objects) => objects,
+                    Err(e) => {
+                        // Our own encoding: cannot fail to decode.
+                        tracing::error!(plugin = %plugin.id, error = %e, "nri-runtime: decoding a deferred creation failed");
+                        return;
                     }
+                };
+                match (container.as_ref(), i.event) {
+                    (Some(c), Event::CreateContainer) => plugin
+                        .call_raw(
+                            metrics,
+                            "CreateContainer",
+                            method::CREATE_CONTAINER,
+                            i.request().clone(),
+                            plugin.timeout,
+                        )
+                        .await
+                        .and_then(|b| {
+                            crate::plugin::decode_response::<CreateContainerResponse>(
+                                method::CREATE_CONTAINER,
+                                b,
+                            )
+                        })
+                        .map(|resp| {
+                            if resp.adjust.is_some() || !resp.update.is_empty() || !resp.evict.is_empty() {
+                                tracing::warn!(plugin = %plugin.id, container = %c.id, "ignoring changes to a container created while the plugin was synchronizing");
+                            }
+                        }),
                     _ => {
                         plugin
-                            .notify(metrics, i.event, &i.pod, i.container.as_deref())
+                            .notify(metrics, i.event, &pod, container.as_ref())
                             .await
                     }
                 }

@@ -71,29 +71,46 @@ pub(crate) fn state_change(event: Event, pod: &PodSandbox, container: Option<&Co
     Bytes::from(buf)
 }
 
-/// The CreateContainer request of one event: the pod encoded once, the
-/// container re-encoded only when a plugin changed it.
+/// Room left after a request for the additions of later plugins
+/// ([`CreatePayload::request`] with a delta), so that they are appended in
+/// place.
+const DELTA_HEADROOM: usize = 1024;
+
+/// The CreateContainer requests of one event: the pod encoded once, the
+/// container encoded again only when a plugin changed it other than by
+/// appending.
+///
+/// Few allocations: each request is a few KiB, which glibc's malloc serves
+/// down its slow path (consolidating its free lists first). The first
+/// request (shared with the synchronization barrier) is one buffer; the
+/// requests after adjustments go to a second one, with room for what later
+/// plugins append, extended in place while nobody else holds it.
 pub(crate) struct CreatePayload {
-    pod: Vec<u8>,
-    cached: Option<(u64, Bytes)>,
-    /// Where requests are encoded; its allocation is taken back for the
-    /// next re-encoding once the previous request is dropped, so an event
-    /// through K adjusting plugins allocates one request buffer, not K
-    /// (each allocation of a few KiB sends glibc's malloc down its slow
-    /// path).
-    scratch: BytesMut,
+    /// The request for the unadjusted container; it starts with the pod
+    /// field (`pod_len` bytes).
+    first: Bytes,
+    pod_len: usize,
+    cached: (u64, Bytes),
 }
 
 impl CreatePayload {
-    /// Encodes the pod part (field 1) once.
-    pub(crate) fn new(pod: &PodSandbox) -> Self {
-        let mut buf = Vec::with_capacity(message_len(REQUEST_POD, pod));
+    /// Encodes the request for the unadjusted `container` (revision 0).
+    pub(crate) fn new(pod: &PodSandbox, container: &Container) -> Self {
+        let pod_len = message_len(REQUEST_POD, pod);
+        let mut buf = BytesMut::with_capacity(pod_len + message_len(REQUEST_CONTAINER, container));
         message::encode(REQUEST_POD, pod, &mut buf);
+        message::encode(REQUEST_CONTAINER, container, &mut buf);
+        let first = buf.freeze();
         Self {
-            pod: buf,
-            cached: None,
-            scratch: BytesMut::new(),
+            cached: (0, first.clone()),
+            first,
+            pod_len,
         }
+    }
+
+    /// The request for the unadjusted container.
+    pub(crate) fn first(&self) -> Bytes {
+        self.first.clone()
     }
 
     /// The request bytes for `container` at `revision` (a change of the
@@ -104,40 +121,50 @@ impl CreatePayload {
     /// (`crate::merge::append_delta`). If the request cached is the one at
     /// `revision - 1`, the new request is that one followed by `delta` as
     /// a second `container` field, which every protobuf decoder merges
-    /// into the first: a copy and a small encoding instead of encoding the
-    /// whole container again.
+    /// into the first: a copy (or nothing, when the previous request is in
+    /// a buffer of ours with room) and a small encoding instead of
+    /// encoding the whole container again.
     pub(crate) fn request(
         &mut self,
         revision: u64,
         container: &Container,
         delta: Option<&Container>,
     ) -> Bytes {
-        if let Some((r, b)) = &self.cached {
-            if *r == revision {
-                return b.clone();
-            }
-            if let Some(d) = delta
-                && r.checked_add(1) == Some(revision)
-            {
-                let mut buf = BytesMut::with_capacity(b.len() + message_len(REQUEST_CONTAINER, d));
-                buf.extend_from_slice(b);
-                message::encode(REQUEST_CONTAINER, d, &mut buf);
-                let b = buf.freeze();
-                self.cached = Some((revision, b.clone()));
-                return b;
-            }
+        let (r, _) = self.cached;
+        if r == revision {
+            return self.cached.1.clone();
         }
-        // Drop our copy of the previous request first: once the caller has
-        // dropped its own (sent), `reserve` can take the allocation back.
-        self.cached = None;
-        let buf = &mut self.scratch;
-        buf.clear();
-        buf.reserve(self.pod.len() + message_len(REQUEST_CONTAINER, container));
-        buf.extend_from_slice(&self.pod);
-        message::encode(REQUEST_CONTAINER, container, buf);
-        let b = buf.split().freeze();
-        self.cached = Some((revision, b.clone()));
+        let buf = match delta {
+            Some(d) if r.checked_add(1) == Some(revision) => {
+                let extra = message_len(REQUEST_CONTAINER, d);
+                let prev = std::mem::take(&mut self.cached.1);
+                let mut buf = match prev.try_into_mut() {
+                    Ok(buf) if buf.capacity() - buf.len() >= extra => buf,
+                    Ok(buf) => Self::copy(&buf, extra),
+                    Err(prev) => Self::copy(&prev, extra),
+                };
+                message::encode(REQUEST_CONTAINER, d, &mut buf);
+                buf
+            }
+            _ => {
+                let len = message_len(REQUEST_CONTAINER, container);
+                let mut buf = BytesMut::with_capacity(self.pod_len + len + DELTA_HEADROOM);
+                buf.extend_from_slice(self.first.get(..self.pod_len).unwrap_or_default());
+                message::encode(REQUEST_CONTAINER, container, &mut buf);
+                buf
+            }
+        };
+        let b = buf.freeze();
+        self.cached = (revision, b.clone());
         b
+    }
+
+    /// `bytes` in a new buffer with room for `extra` bytes and the
+    /// additions of later plugins.
+    fn copy(bytes: &[u8], extra: usize) -> BytesMut {
+        let mut buf = BytesMut::with_capacity(bytes.len() + extra + DELTA_HEADROOM);
+        buf.extend_from_slice(bytes);
+        buf
     }
 }
 
@@ -712,8 +739,10 @@ mod tests {
                     container: Some(c.clone()),
                 }
                 .encode_to_vec();
-                let mut payload = CreatePayload::new(&p);
+                let mut payload = CreatePayload::new(&p, &c);
+                assert_eq!(&payload.first()[..], &want[..]);
                 assert_eq!(&payload.request(0, &c, None)[..], &want[..]);
+                assert_eq!(&payload.request(1, &c, None)[..], &want[..]);
                 for ev in [
                     Event::StartContainer,
                     Event::RemoveContainer,
@@ -746,37 +775,54 @@ mod tests {
         }
     }
 
+    fn env_delta(n: u32) -> Container {
+        Container {
+            env: vec![format!("E{n}=x")],
+            ..Default::default()
+        }
+    }
+
     #[test]
-    fn create_payload_reuses_its_buffer_only_once_the_last_request_is_dropped() {
+    fn deltas_are_appended_in_place_while_nobody_else_holds_the_request() {
         let p = pod();
-        let want = |c: Container| {
+        let mut c = ctr(1);
+        let mut payload = CreatePayload::new(&p, &c);
+        let first = payload.first();
+        // The first request is shared (the barrier holds it): copied.
+        c.env.push("E1=x".into());
+        let r1 = payload.request(1, &c, Some(&env_delta(1)));
+        assert_ne!(r1.as_ptr(), first.as_ptr());
+        assert!(r1.starts_with(&first));
+        let r1_ptr = r1.as_ptr();
+        drop(r1);
+        // Nobody holds the second buffer: appended in place.
+        c.env.push("E2=x".into());
+        let r2 = payload.request(2, &c, Some(&env_delta(2)));
+        assert_eq!(r2.as_ptr(), r1_ptr);
+        // Held (a request in flight): copied, the held one untouched.
+        c.env.push("E3=x".into());
+        let r3 = payload.request(3, &c, Some(&env_delta(3)));
+        assert_ne!(r3.as_ptr(), r2.as_ptr());
+        assert!(r3.starts_with(&r2));
+        for (r, n) in [(&r2, 3), (&r3, 4)] {
+            let got = CreateContainerRequest::decode(r.as_ref()).unwrap();
+            assert_eq!(got.container.unwrap().env.len(), n);
+        }
+        assert_eq!(
+            CreateContainerRequest::decode(r3.as_ref()).unwrap(),
             CreateContainerRequest {
-                pod: Some(p.clone()),
+                pod: Some(p),
                 container: Some(c),
             }
-            .encode_to_vec()
-        };
-        let mut payload = CreatePayload::new(&p);
-        let a = payload.request(1, &ctr(1), None);
-        // `a` still held (a request in flight): re-encoding must not write
-        // over it.
-        let b = payload.request(2, &ctr(2), None);
-        assert_eq!(&a[..], &want(ctr(1))[..]);
-        assert_eq!(&b[..], &want(ctr(2))[..]);
-        drop(a);
-        let b_ptr = b.as_ptr();
-        drop(b);
-        // Both dropped: the next request is encoded into `b`'s allocation.
-        let c = payload.request(3, &ctr(3), None);
-        assert_eq!(c.as_ptr(), b_ptr);
-        assert_eq!(&c[..], &want(ctr(3))[..]);
+        );
     }
 
     #[test]
     fn create_payload_reencodes_only_on_a_new_revision() {
         let p = pod();
-        let mut payload = CreatePayload::new(&p);
+        let mut payload = CreatePayload::new(&p, &ctr(1));
         let a = payload.request(0, &ctr(1), None);
+        assert_eq!(a.as_ptr(), payload.first().as_ptr());
         // Same revision: the cached bytes, even if handed another container.
         let b = payload.request(0, &ctr(2), None);
         assert_eq!(a.as_ptr(), b.as_ptr());
@@ -811,7 +857,7 @@ mod tests {
         merged.annotations.insert("k".into(), "w".into());
         merged.annotations.insert("n".into(), "x".into());
         merged.mounts.extend(delta.mounts.clone());
-        let mut payload = CreatePayload::new(&p);
+        let mut payload = CreatePayload::new(&p, &base);
         let first = payload.request(0, &base, None);
         let second = payload.request(1, &merged, Some(&delta));
         assert!(second.starts_with(&first));

@@ -490,6 +490,11 @@ impl<'a> Notification<'a> {
             dedicated: crate::encode::pod_container_request(pod, container),
         }
     }
+
+    /// The dedicated request, encoded.
+    pub(crate) fn request(&self) -> &Bytes {
+        &self.dedicated
+    }
 }
 
 /// Sorted, shared list of plugins.

@@ -26,7 +26,9 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use nri_api::api::{Container, Event, PodSandbox};
+use bytes::Bytes;
+use nri_api::api::{Container, CreateContainerRequest, Event, PodSandbox};
+use prost::Message as _;
 use tokio::sync::watch;
 
 use crate::metrics::Metrics;
@@ -36,8 +38,13 @@ use crate::plugin::{Plugin, PluginList};
 #[derive(Debug)]
 pub(crate) struct Inflight {
     pub(crate) event: Event,
-    pub(crate) pod: PodSandbox,
-    pub(crate) container: Option<Arc<Container>>,
+    /// Id of the object created: the pod, or the container.
+    id: String,
+    is_container: bool,
+    /// The event's request as the first plugin got it (`{pod = 1,
+    /// container = 2}`): shared with the fan-out, no copy of the pod and
+    /// container per event; decoded only for a deferred delivery.
+    request: Bytes,
     /// `None` while the fan-out runs, then whether it succeeded.
     outcome: watch::Sender<Option<bool>>,
 }
@@ -53,10 +60,18 @@ impl Inflight {
     }
 
     fn object_id(&self) -> (&str, bool) {
-        match &self.container {
-            Some(c) => (c.id.as_str(), true),
-            None => (self.pod.id.as_str(), false),
-        }
+        (self.id.as_str(), self.is_container)
+    }
+
+    /// The request as the first plugin got it, encoded.
+    pub(crate) fn request(&self) -> &Bytes {
+        &self.request
+    }
+
+    /// The pod and, for a container event, the container of the request.
+    pub(crate) fn decode(&self) -> Result<(PodSandbox, Option<Container>), prost::DecodeError> {
+        let r = CreateContainerRequest::decode(self.request.clone())?;
+        Ok((r.pod.unwrap_or_default(), r.container))
     }
 }
 
@@ -200,13 +215,19 @@ impl Registry {
         self: &Arc<Self>,
         event: Event,
         pod: &PodSandbox,
-        container: Option<Arc<Container>>,
+        container: Option<&Container>,
+        request: Bytes,
     ) -> (PluginList, CreationGuard) {
         let (tx, _) = watch::channel(None);
+        let (id, is_container) = match container {
+            Some(c) => (c.id.clone(), true),
+            None => (pod.id.clone(), false),
+        };
         let inflight = Arc::new(Inflight {
             event,
-            pod: pod.clone(),
-            container,
+            id,
+            is_container,
+            request,
             outcome: tx,
         });
         let mut st = self.lock();

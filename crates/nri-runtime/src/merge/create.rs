@@ -1,13 +1,15 @@
 //! The collector of plugin results for one CreateContainer event.
 
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use nri_api::api::{
     Container, ContainerAdjustment, ContainerEviction, ContainerUpdate, CreateContainerRequest,
     CreateContainerResponse, Field, Hook, Hooks, LinuxContainer, LinuxContainerAdjustment,
     LinuxRdt, LinuxResources, PodSandbox,
 };
+
+use prost::Message;
 
 use super::check::check_adjustment;
 use super::owners::{Ownership, split_removal};
@@ -30,12 +32,14 @@ use crate::error::Error;
 /// plugin's response was kept, so a failure policy may go on with the next
 /// plugin. See [the module docs](super) for the canonical form of the merged
 /// adjustment and the ownership rules.
+///
+/// `C` is how the pristine container is held: owned ([`CreateResult::new`])
+/// or borrowed from the caller for the length of one event (the runtime's
+/// fan-out), which spares a copy of it per event.
 #[derive(Debug, Clone)]
-pub struct CreateResult {
+pub struct CreateResult<C = Container> {
     pod: PodSandbox,
-    /// Shared with the synchronization barrier's record of the creation
-    /// (one copy of the runtime's container per event, not two).
-    pristine: Arc<Container>,
+    pristine: C,
     state: CreateState,
     plugins: Vec<PluginId>,
     /// Bumped whenever an applied response changed the container the next
@@ -47,10 +51,14 @@ pub struct CreateResult {
 }
 
 /// One applied response, kept to rebuild the state after a failed one.
+/// The adjustment is kept encoded: a `ContainerAdjustment` is 1.1 KB by
+/// value, and a list of them (grown per plugin) is a large allocation for
+/// glibc's malloc, which then consolidates its free lists every event; a
+/// rebuild, which decodes it again, is rare.
 #[derive(Debug, Clone)]
 struct Applied {
     plugin: PluginId,
-    adjust: Option<ContainerAdjustment>,
+    adjust: Option<Vec<u8>>,
     updates: Vec<ContainerUpdate>,
     evictions: Vec<ContainerEviction>,
 }
@@ -69,11 +77,19 @@ struct CreateState {
 impl CreateResult {
     /// Starts collecting for the creation of `container` in `pod`.
     pub fn new(pod: PodSandbox, container: Container) -> Self {
-        Self::with_shared(pod, Arc::new(container))
+        Self::holding(pod, container)
     }
+}
 
-    /// [`new`](Self::new) with a container already shared.
-    pub(crate) fn with_shared(pod: PodSandbox, container: Arc<Container>) -> Self {
+impl<'a> CreateResult<&'a Container> {
+    /// [`CreateResult::new`] with the container borrowed.
+    pub(crate) fn borrowing(pod: PodSandbox, container: &'a Container) -> Self {
+        Self::holding(pod, container)
+    }
+}
+
+impl<C: Borrow<Container>> CreateResult<C> {
+    fn holding(pod: PodSandbox, container: C) -> Self {
         Self {
             pod,
             state: CreateState::default(),
@@ -102,13 +118,13 @@ impl CreateResult {
 
     /// The container as the runtime asked for it, before any plugin.
     pub fn pristine(&self) -> &Container {
-        &self.pristine
+        self.pristine.borrow()
     }
 
     /// The container as adjusted by the plugins applied so far: what the next
     /// plugin must see.
     pub fn container(&self) -> &Container {
-        self.state.container.as_ref().unwrap_or(&*self.pristine)
+        (self.state.container.as_ref()).unwrap_or(self.pristine.borrow())
     }
 
     /// The CreateContainer request for the next plugin.
@@ -186,7 +202,7 @@ impl CreateResult {
         // applied before it; failures are rare, merges are not.
         let adjusted = adjust.is_some();
         let res = self.state.apply(
-            &self.pristine,
+            self.pristine.borrow(),
             plugin,
             adjust.as_ref(),
             updates.clone(),
@@ -198,7 +214,7 @@ impl CreateResult {
         }
         self.applied.push(Applied {
             plugin: plugin.clone(),
-            adjust,
+            adjust: adjust.map(|a| a.encode_to_vec()),
             updates,
             evictions,
         });
@@ -215,10 +231,19 @@ impl CreateResult {
     fn rebuild(&mut self) {
         let mut state = CreateState::default();
         for a in &self.applied {
+            // Our own encoding of a message that decoded before.
+            let adjust = match a.adjust.as_deref().map(ContainerAdjustment::decode) {
+                None => None,
+                Some(Ok(adjust)) => Some(adjust),
+                Some(Err(e)) => {
+                    tracing::error!(plugin = %a.plugin, error = %e, "nri-runtime: decoding an applied adjustment failed");
+                    None
+                }
+            };
             let res = state.apply(
-                &self.pristine,
+                self.pristine.borrow(),
                 &a.plugin,
-                a.adjust.as_ref(),
+                adjust.as_ref(),
                 a.updates.clone(),
                 a.evictions.clone(),
             );

@@ -10,7 +10,7 @@ mod presence;
 mod yaml;
 
 use nri_api::api::{
-    PodSandbox, ValidateContainerAdjustmentRequest, ValidateContainerAdjustmentResponse,
+    Container, PodSandbox, ValidateContainerAdjustmentRequest, ValidateContainerAdjustmentResponse,
 };
 
 use crate::error::Error;
@@ -105,7 +105,9 @@ pub fn check_response(
 /// Builds the validation request from a finished [`CreateResult`]: the
 /// pristine pod and container, the merged adjustment and updates, the owners
 /// and the plugins that took part ([`CreateResult::plugins`]).
-pub fn build_request(result: &CreateResult) -> ValidateContainerAdjustmentRequest {
+pub fn build_request<C: std::borrow::Borrow<Container>>(
+    result: &CreateResult<C>,
+) -> ValidateContainerAdjustmentRequest {
     ValidateContainerAdjustmentRequest {
         pod: Some(result.pod().clone()),
         container: Some(result.pristine().clone()),
