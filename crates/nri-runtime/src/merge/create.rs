@@ -305,18 +305,20 @@ pub(crate) fn append_delta(current: &Container, a: &ContainerAdjustment) -> Opti
     }
     // Each key new to the container and given once (what `apply` appends
     // at the end rather than moving or replacing).
-    let fresh = |keys: Vec<&str>, had: &dyn Fn(&str) -> bool| {
-        keys.iter()
-            .enumerate()
-            .all(|(i, &k)| !split_removal(k).1 && !had(k) && !keys[..i].contains(&k))
-    };
-    let env_ok = fresh(env.iter().map(|e| e.key.as_str()).collect(), &|k| {
-        current.env.iter().any(|x| env_key(x) == k)
+    let env_ok = env.iter().enumerate().all(|(i, e)| {
+        let k = e.key.as_str();
+        // A key with '=' never matches an entry's key: not worth a case.
+        !k.contains('=')
+            && !split_removal(k).1
+            && !current.env.iter().any(|x| env_has_key(x, k))
+            && !env.iter().take(i).any(|p| p.key == k)
     });
-    let mounts_ok = fresh(
-        mounts.iter().map(|m| m.destination.as_str()).collect(),
-        &|k| current.mounts.iter().any(|x| x.destination == k),
-    );
+    let mounts_ok = mounts.iter().enumerate().all(|(i, m)| {
+        let k = m.destination.as_str();
+        !split_removal(k).1
+            && !current.mounts.iter().any(|x| x.destination == k)
+            && !mounts.iter().take(i).any(|p| p.destination == k)
+    });
     if !env_ok || !mounts_ok {
         return None;
     }
@@ -331,6 +333,12 @@ pub(crate) fn append_delta(current: &Container, a: &ContainerAdjustment) -> Opti
         cdi_devices: cdi_devices.clone(),
         ..Default::default()
     })
+}
+
+/// `env_key(entry) == key` for a `key` without '=', without scanning the
+/// whole entry.
+fn env_has_key(entry: &str, key: &str) -> bool {
+    entry == key || (entry.as_bytes().get(key.len()) == Some(&b'=') && entry.starts_with(key))
 }
 
 fn linux(c: &mut Container) -> &mut LinuxContainer {
@@ -835,7 +843,7 @@ mod tests {
     fn pristine() -> Container {
         Container {
             id: "ctr".into(),
-            env: vec!["a=1".into(), "PATH=/bin".into()],
+            env: vec!["a=1".into(), "PATH=/bin".into(), "c".into()],
             annotations: BTreeMap::from([("b".into(), "1".into())]),
             mounts: vec![Mount {
                 destination: "c/m".into(),
