@@ -91,6 +91,21 @@ fn events(lines: &[serde_json::Value], plugin: &str) -> Vec<String> {
         .collect()
 }
 
+/// Stops the runtime (the plugins get Shutdown), waits for the plugins to
+/// exit and returns the lines they printed.
+async fn stop_and_collect<const N: usize>(
+    a: &Adaptation,
+    plugins: [GoPlugin; N],
+) -> Vec<serde_json::Value> {
+    a.stop().await;
+    let mut all = Vec::new();
+    for mut g in plugins {
+        let _ = tokio::time::timeout(Duration::from_secs(5), g.child.wait()).await;
+        all.extend(g.lines.await.unwrap());
+    }
+    all
+}
+
 /// Asserts that `plugin`'s CreateContainer line (dumped with `--dump`)
 /// shows the container with `earlier`'s env variable, annotation and mount
 /// (as the adjusting Go peers add them).
@@ -160,12 +175,7 @@ async fn a_go_plugin_sees_the_container_adjusted_before_it() {
     let adj = lifecycle(&a, "y").await;
     let keys: Vec<&str> = adj.env.iter().map(|kv| kv.key.as_str()).collect();
     assert_eq!(keys, ["BENCH_PLUGIN_10", "BENCH_PLUGIN_20"]);
-    a.stop().await;
-    let mut all = Vec::new();
-    for mut g in [l, m] {
-        let _ = tokio::time::timeout(Duration::from_secs(5), g.child.wait()).await;
-        all.extend(g.lines.await.unwrap());
-    }
+    let all = stop_and_collect(&a, [l, m]).await;
     sees_adjustment(&all, "20-gomodern", "10-golegacy");
 }
 
@@ -247,12 +257,7 @@ async fn go_plugins_both_dialects_register_get_every_event_and_adjust() {
             .any(|p| p.id.to_string() == "10-gomodern" && !p.legacy_dialect)
     );
 
-    a.stop().await;
-    let mut all = Vec::new();
-    for mut g in [m, l] {
-        let _ = tokio::time::timeout(Duration::from_secs(5), g.child.wait()).await;
-        all.extend(g.lines.await.unwrap());
-    }
+    let all = stop_and_collect(&a, [m, l]).await;
     let modern_ev = events(&all, "10-gomodern");
     assert_eq!(
         modern_ev,
