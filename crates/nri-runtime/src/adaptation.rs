@@ -453,6 +453,7 @@ impl Adaptation {
         // when that is all it did (the next request is then the previous
         // one plus this).
         let mut delta: Option<Container> = None;
+        let last = plugins.iter().rposition(|p| p.subscribed(ev));
         for (i, p) in plugins.iter().enumerate() {
             if !p.subscribed(ev) {
                 result.note_plugin(&p.id);
@@ -473,8 +474,14 @@ impl Adaptation {
             };
             let (nu, ne) = (resp.update.len(), resp.evict.len());
             let revision = result.revision();
-            let appended = (resp.adjust.as_ref())
-                .and_then(|a| crate::merge::append_delta(result.container(), a));
+            let appended = if Some(i) == last {
+                // No request after this one.
+                result.requests_done();
+                None
+            } else {
+                (resp.adjust.as_ref())
+                    .and_then(|a| crate::merge::append_delta(result.container(), a))
+            };
             let applied = result.apply_response(&p.id, resp);
             if result.revision() != revision {
                 delta = appended;

@@ -48,6 +48,15 @@ pub struct CreateResult<C = Container> {
     /// The responses applied so far, in order: what `apply` replays onto
     /// the pristine state to undo a response that failed half-way.
     applied: Vec<Applied>,
+    /// Set by the fan-out once no more requests will be built: the
+    /// adjustments applied from then on are merged but not copied into the
+    /// container (for a single adjusting plugin that spares a copy of the
+    /// whole container), until someone asks for it.
+    requests_done: bool,
+    /// `state.container` misses adjustments (see `requests_done`);
+    /// [`container`](Self::container) replays them into `replayed`.
+    stale: bool,
+    replayed: std::sync::OnceLock<Container>,
 }
 
 /// One applied response, kept to rebuild the state after a failed one.
@@ -97,7 +106,17 @@ impl<C: Borrow<Container>> CreateResult<C> {
             plugins: Vec::new(),
             revision: 0,
             applied: Vec::new(),
+            requests_done: false,
+            stale: false,
+            replayed: std::sync::OnceLock::new(),
         }
+    }
+
+    /// No more requests will be built from this result (the last plugin's
+    /// response is next): later adjustments need not be copied into the
+    /// container unless [`container`](Self::container) is asked for.
+    pub(crate) fn requests_done(&mut self) {
+        self.requests_done = true;
     }
 
     /// Replaces the pod (the fan-out starts without one and sets it only when
@@ -124,6 +143,11 @@ impl<C: Borrow<Container>> CreateResult<C> {
     /// The container as adjusted by the plugins applied so far: what the next
     /// plugin must see.
     pub fn container(&self) -> &Container {
+        if self.stale {
+            return self.replayed.get_or_init(|| {
+                (self.replay().container).unwrap_or_else(|| self.pristine.borrow().clone())
+            });
+        }
         (self.state.container.as_ref()).unwrap_or(self.pristine.borrow())
     }
 
@@ -201,6 +225,14 @@ impl<C: Borrow<Container>> CreateResult<C> {
         // half-way is undone by rebuilding the state from the responses
         // applied before it; failures are rare, merges are not.
         let adjusted = adjust.is_some();
+        // Merging does not depend on the container's contents (it only
+        // writes them), so after the last request an adjustment can be
+        // merged against a scratch container instead of a copy.
+        let scratch = self.requests_done && adjusted && self.state.container.is_none();
+        if scratch {
+            self.state.container = Some(Container::default());
+            self.replayed = std::sync::OnceLock::new();
+        }
         let res = self.state.apply(
             self.pristine.borrow(),
             plugin,
@@ -208,9 +240,15 @@ impl<C: Borrow<Container>> CreateResult<C> {
             updates.clone(),
             evictions.clone(),
         );
+        if scratch {
+            self.state.container = None;
+        }
         if let Err(e) = res {
             self.rebuild();
             return Err(e);
+        }
+        if scratch {
+            self.stale = true;
         }
         self.applied.push(Applied {
             plugin: plugin.clone(),
@@ -229,6 +267,14 @@ impl<C: Borrow<Container>> CreateResult<C> {
     /// applied so far (each of which applied cleanly to exactly that state
     /// before).
     fn rebuild(&mut self) {
+        self.state = self.replay();
+        self.stale = false;
+        self.replayed = std::sync::OnceLock::new();
+    }
+
+    /// The state the responses applied so far make from the pristine
+    /// container, with every adjustment in the container.
+    fn replay(&self) -> CreateState {
         let mut state = CreateState::default();
         for a in &self.applied {
             // Our own encoding of a message that decoded before.
@@ -253,7 +299,7 @@ impl<C: Borrow<Container>> CreateResult<C> {
                 tracing::error!(plugin = %a.plugin, error = %e, "nri-runtime: replaying an applied response failed");
             }
         }
-        self.state = state;
+        state
     }
 
     /// [`apply`](Self::apply) for a whole response.
@@ -884,6 +930,56 @@ mod tests {
             }
         }
     }
+
+    proptest! {
+        /// After `requests_done` adjustments are merged against a scratch
+        /// container: the merged result, the owners and the container (when
+        /// asked for, at any point) are those of the ordinary path.
+        #[test]
+        fn merging_after_the_last_request_changes_nothing_visible(
+            adjustments in proptest::collection::vec(adjustment(), 1..5),
+            at in 0usize..5,
+            peek in any::<bool>(),
+        ) {
+            let mut plain = CreateResult::new(PodSandbox::default(), pristine());
+            let mut lazy = CreateResult::new(PodSandbox::default(), pristine());
+            for (i, a) in adjustments.iter().enumerate() {
+                if i == at.min(adjustments.len() - 1) {
+                    lazy.requests_done();
+                }
+                let r1 = plain.apply(&pid(i), Some(a.clone()), vec![], vec![]);
+                let r2 = lazy.apply(&pid(i), Some(a.clone()), vec![], vec![]);
+                prop_assert_eq!(r1.is_ok(), r2.is_ok());
+                if peek {
+                    prop_assert_eq!(plain.container(), lazy.container());
+                }
+            }
+            prop_assert_eq!(plain.adjustment(), lazy.adjustment());
+            prop_assert_eq!(plain.owners(), lazy.owners());
+            prop_assert_eq!(plain.container(), lazy.container());
+            prop_assert_eq!(plain.request(), lazy.request());
+            prop_assert_eq!(plain.into_response(), lazy.into_response());
+        }
+    }
+
+    #[test]
+    fn after_the_last_request_the_container_is_not_copied() {
+        let mut r = CreateResult::borrowing(PodSandbox::default(), &PRISTINE);
+        r.requests_done();
+        let a = ContainerAdjustment {
+            env: vec![KeyValue {
+                key: "X".into(),
+                value: "1".into(),
+            }],
+            ..Default::default()
+        };
+        r.apply(&pid(0), Some(a), vec![], vec![]).unwrap();
+        assert!(r.state.container.is_none());
+        assert!(r.container().env.contains(&"X=1".to_owned()));
+        assert_eq!(r.adjustment().env.len(), 1);
+    }
+
+    static PRISTINE: std::sync::LazyLock<Container> = std::sync::LazyLock::new(pristine);
 
     #[test]
     fn only_appends_have_a_delta() {
