@@ -10,13 +10,13 @@
 //! CreateContainer request is encoded once per event and reused for every
 //! plugin ([`CreatePayload`]).
 
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use nri_api::api::{Container, Event, PodSandbox};
+use prost::Message;
+use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, key_len};
 use tokio::sync::mpsc;
 
 use crate::config::Snapshot;
-use prost::Message;
-use prost::encoding::{WireType, encode_key, encode_varint, encoded_len_varint, message};
 
 /// Field number of the pod in the per-event requests (`pod = 1`).
 const REQUEST_POD: u32 = 1;
@@ -29,19 +29,51 @@ const STATE_CHANGE_POD: u32 = 2;
 /// Field number of the container in `StateChangeEvent` (`container = 3`).
 const STATE_CHANGE_CONTAINER: u32 = 3;
 
-fn message_len<M: Message>(tag: u32, m: &M) -> usize {
-    message::encoded_len(tag, m)
+/// Writes `m`, whose encoded body is `body` bytes, as length-delimited
+/// field `tag`.
+fn encode_field<M: Message>(tag: u32, m: &M, body: usize, buf: &mut impl BufMut) {
+    encode_key(tag, WireType::LengthDelimited, buf);
+    encode_varint(body as u64, buf);
+    m.encode_raw(buf);
+}
+
+/// A message to write as a length-delimited field, measured once (prost's
+/// `message::encode` walks the message again to write its length: a
+/// second walk over ~100 strings of a container).
+struct Measured<'a, M> {
+    tag: u32,
+    msg: &'a M,
+    body: usize,
+}
+
+impl<'a, M: Message> Measured<'a, M> {
+    fn new(tag: u32, msg: &'a M) -> Self {
+        Self {
+            tag,
+            msg,
+            body: msg.encoded_len(),
+        }
+    }
+
+    /// Bytes of the whole field.
+    fn len(&self) -> usize {
+        key_len(self.tag) + encoded_len_varint(self.body as u64) + self.body
+    }
+
+    fn encode(&self, buf: &mut impl BufMut) {
+        encode_field(self.tag, self.msg, self.body, buf);
+    }
 }
 
 /// `{pod = 1, container = 2}`: the request of every per-event RPC (the
 /// container is absent for pod events).
 pub(crate) fn pod_container_request(pod: &PodSandbox, container: Option<&Container>) -> Bytes {
-    let len =
-        message_len(REQUEST_POD, pod) + container.map_or(0, |c| message_len(REQUEST_CONTAINER, c));
-    let mut buf = Vec::with_capacity(len);
-    message::encode(REQUEST_POD, pod, &mut buf);
+    let pod = Measured::new(REQUEST_POD, pod);
+    let container = container.map(|c| Measured::new(REQUEST_CONTAINER, c));
+    let mut buf = Vec::with_capacity(pod.len() + container.as_ref().map_or(0, Measured::len));
+    pod.encode(&mut buf);
     if let Some(c) = container {
-        message::encode(REQUEST_CONTAINER, c, &mut buf);
+        c.encode(&mut buf);
     }
     Bytes::from(buf)
 }
@@ -49,24 +81,21 @@ pub(crate) fn pod_container_request(pod: &PodSandbox, container: Option<&Contain
 /// `StateChangeEvent {event = 1, pod = 2, container = 3}`.
 pub(crate) fn state_change(event: Event, pod: &PodSandbox, container: Option<&Container>) -> Bytes {
     let ev = event as i32;
-    let mut len = message_len(STATE_CHANGE_POD, pod)
-        + container.map_or(0, |c| message_len(STATE_CHANGE_CONTAINER, c));
+    let pod = Measured::new(STATE_CHANGE_POD, pod);
+    let container = container.map(|c| Measured::new(STATE_CHANGE_CONTAINER, c));
+    let mut len = pod.len() + container.as_ref().map_or(0, Measured::len);
     if ev != 0 {
         len += 1 + encoded_len_varint(i64::from(ev) as u64);
     }
     let mut buf = Vec::with_capacity(len);
     if ev != 0 {
-        encode_key(
-            STATE_CHANGE_EVENT,
-            prost::encoding::WireType::Varint,
-            &mut buf,
-        );
+        encode_key(STATE_CHANGE_EVENT, WireType::Varint, &mut buf);
         // Enums are int32 on the wire: negative values sign-extend to 64 bits.
         encode_varint(i64::from(ev) as u64, &mut buf);
     }
-    message::encode(STATE_CHANGE_POD, pod, &mut buf);
+    pod.encode(&mut buf);
     if let Some(c) = container {
-        message::encode(STATE_CHANGE_CONTAINER, c, &mut buf);
+        c.encode(&mut buf);
     }
     Bytes::from(buf)
 }
@@ -96,10 +125,12 @@ pub(crate) struct CreatePayload {
 impl CreatePayload {
     /// Encodes the request for the unadjusted `container` (revision 0).
     pub(crate) fn new(pod: &PodSandbox, container: &Container) -> Self {
-        let pod_len = message_len(REQUEST_POD, pod);
-        let mut buf = BytesMut::with_capacity(pod_len + message_len(REQUEST_CONTAINER, container));
-        message::encode(REQUEST_POD, pod, &mut buf);
-        message::encode(REQUEST_CONTAINER, container, &mut buf);
+        let pod = Measured::new(REQUEST_POD, pod);
+        let container = Measured::new(REQUEST_CONTAINER, container);
+        let pod_len = pod.len();
+        let mut buf = BytesMut::with_capacity(pod_len + container.len());
+        pod.encode(&mut buf);
+        container.encode(&mut buf);
         let first = buf.freeze();
         Self {
             cached: (0, first.clone()),
@@ -136,21 +167,23 @@ impl CreatePayload {
         }
         let buf = match delta {
             Some(d) if r.checked_add(1) == Some(revision) => {
-                let extra = message_len(REQUEST_CONTAINER, d);
+                let d = Measured::new(REQUEST_CONTAINER, d);
+                let extra = d.len();
                 let prev = std::mem::take(&mut self.cached.1);
                 let mut buf = match prev.try_into_mut() {
                     Ok(buf) if buf.capacity() - buf.len() >= extra => buf,
                     Ok(buf) => Self::copy(&buf, extra),
                     Err(prev) => Self::copy(&prev, extra),
                 };
-                message::encode(REQUEST_CONTAINER, d, &mut buf);
+                d.encode(&mut buf);
                 buf
             }
             _ => {
-                let len = message_len(REQUEST_CONTAINER, container);
-                let mut buf = BytesMut::with_capacity(self.pod_len + len + DELTA_HEADROOM);
+                let container = Measured::new(REQUEST_CONTAINER, container);
+                let mut buf =
+                    BytesMut::with_capacity(self.pod_len + container.len() + DELTA_HEADROOM);
                 buf.extend_from_slice(self.first.get(..self.pod_len).unwrap_or_default());
-                message::encode(REQUEST_CONTAINER, container, &mut buf);
+                container.encode(&mut buf);
                 buf
             }
         };
@@ -389,16 +422,12 @@ impl SyncEncoder {
             match i.checked_sub(self.objects.pods.len()) {
                 None => {
                     if let Some(p) = self.objects.pod(i) {
-                        encode_key(SYNC_PODS, WireType::LengthDelimited, &mut m.buf);
-                        encode_varint(len as u64, &mut m.buf);
-                        p.encode_raw(&mut m.buf);
+                        encode_field(SYNC_PODS, p, len, &mut m.buf);
                     }
                 }
                 Some(c) => {
                     if let Some(c) = self.objects.container(c) {
-                        encode_key(SYNC_CONTAINERS, WireType::LengthDelimited, &mut m.buf);
-                        encode_varint(len as u64, &mut m.buf);
-                        c.encode_raw(&mut m.buf);
+                        encode_field(SYNC_CONTAINERS, c, len, &mut m.buf);
                     }
                 }
             }

@@ -8,7 +8,6 @@ use nri_api::api::{
     CreateContainerResponse, Field, Hook, Hooks, LinuxContainer, LinuxContainerAdjustment,
     LinuxRdt, LinuxResources, PodSandbox,
 };
-
 use prost::Message;
 
 use super::check::check_adjustment;
@@ -828,7 +827,6 @@ impl CreateState {
 mod tests {
     use nri_api::api::{CdiDevice, CreateContainerRequest, Hook, KeyValue, Mount};
     use proptest::prelude::*;
-    use prost::Message;
 
     use super::*;
 
