@@ -402,16 +402,9 @@ impl Shared {
                 if !i.succeeded().await {
                     return;
                 }
-                let (pod, container) = match i.decode() {
-                    Ok(objects) => objects,
-                    Err(e) => {
-                        // Our own encoding: cannot fail to decode.
-                        tracing::error!(plugin = %plugin.id, error = %e, "nri-runtime: decoding a deferred creation failed");
-                        return;
-                    }
-                };
-                match (container.as_ref(), i.event) {
-                    (Some(c), Event::CreateContainer) => plugin
+                if i.event == Event::CreateContainer {
+                    // The request as the other plugins got it, sent as is.
+                    plugin
                         .call_raw(
                             metrics,
                             "CreateContainer",
@@ -428,13 +421,21 @@ impl Shared {
                         })
                         .map(|resp| {
                             if resp.adjust.is_some() || !resp.update.is_empty() || !resp.evict.is_empty() {
-                                tracing::warn!(plugin = %plugin.id, container = %c.id, "ignoring changes to a container created while the plugin was synchronizing");
+                                tracing::warn!(plugin = %plugin.id, container = i.id(), "ignoring changes to a container created while the plugin was synchronizing");
                             }
-                        }),
-                    _ => {
-                        plugin
-                            .notify(metrics, i.event, &pod, container.as_ref())
-                            .await
+                        })
+                } else {
+                    match i.decode() {
+                        Ok((pod, container)) => {
+                            plugin
+                                .notify(metrics, i.event, &pod, container.as_ref())
+                                .await
+                        }
+                        Err(e) => {
+                            // Our own encoding: cannot fail to decode.
+                            tracing::error!(plugin = %plugin.id, error = %e, "nri-runtime: decoding a deferred creation failed");
+                            return;
+                        }
                     }
                 }
             }

@@ -63,6 +63,11 @@ impl Inflight {
         (self.id.as_str(), self.is_container)
     }
 
+    /// Id of the object created: the pod, or the container.
+    pub(crate) fn id(&self) -> &str {
+        &self.id
+    }
+
     /// The request as the first plugin got it, encoded.
     pub(crate) fn request(&self) -> &Bytes {
         &self.request
