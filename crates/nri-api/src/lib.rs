@@ -63,7 +63,7 @@
 //! assert!(Event::RunPodSandbox.is_state_change_event());
 //! assert!(!runtime.version.has_dedicated_event_rpcs());
 //!
-//! let resp = ConfigureResponse { events: accepted.as_i32() };
+//! let resp = ConfigureResponse { events: accepted.as_i32(), failure_policy: None };
 //! assert_eq!(resp.encode_to_vec(), [0x10, 0x09]);
 //! # Ok::<(), nri_api::Error>(())
 //! ```

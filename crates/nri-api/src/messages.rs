@@ -2,7 +2,7 @@
 //! (test vectors, fuzzing, registries).
 
 /// Number of messages in the protocol schema.
-pub const MESSAGE_COUNT: usize = 85;
+pub const MESSAGE_COUNT: usize = 86;
 
 /// Calls the macro `$callback` once with the comma-separated paths of every
 /// protocol message type, in schema order.
@@ -31,6 +31,7 @@ macro_rules! for_each_message {
             $crate::api::LogRequest,
             $crate::api::ConfigureRequest,
             $crate::api::ConfigureResponse,
+            $crate::api::FailurePolicy,
             $crate::api::SynchronizeRequest,
             $crate::api::SynchronizeResponse,
             $crate::api::RunPodSandboxRequest,

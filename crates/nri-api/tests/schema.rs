@@ -18,7 +18,7 @@ fn package_and_counts() {
     assert_eq!(file.package(), nri_api::PROTO_PACKAGE);
     assert_eq!(file.syntax(), "proto3");
     assert_eq!(file.message_type.len(), MESSAGE_COUNT);
-    assert_eq!(MESSAGE_COUNT, 85);
+    assert_eq!(MESSAGE_COUNT, 86);
     let nested_enums: usize = file.message_type.iter().map(|m| m.enum_type.len()).sum();
     assert_eq!(file.enum_type.len() + nested_enums, 10);
 }

@@ -12,9 +12,42 @@ use prost::Message;
 
 #[test]
 fn configure_response_events_is_field_2() {
-    let msg = ConfigureResponse { events: 0x3FFF };
+    let msg = ConfigureResponse {
+        events: 0x3FFF,
+        failure_policy: None,
+    };
     assert_eq!(msg.encode_to_vec(), [0x10, 0xff, 0x7f]);
     assert_eq!(ConfigureResponse::default().encode_to_vec(), [] as [u8; 0]);
+}
+
+/// v0.12.4's plugin-declared failure policy is field 3, a message whose two
+/// bools are fields 1 and 2. An empty policy (both false) is still present on
+/// the wire, which is how a runtime tells it from an absent one.
+#[test]
+fn configure_response_failure_policy_is_field_3() {
+    use nri_api::api::FailurePolicy;
+    let msg = ConfigureResponse {
+        events: 0x9,
+        failure_policy: Some(FailurePolicy {
+            fail_request: true,
+            keep_connected: true,
+        }),
+    };
+    assert_eq!(
+        msg.encode_to_vec(),
+        [0x10, 0x09, 0x1a, 0x04, 0x08, 0x01, 0x10, 0x01]
+    );
+    let empty = ConfigureResponse {
+        events: 0,
+        failure_policy: Some(FailurePolicy::default()),
+    };
+    assert_eq!(empty.encode_to_vec(), [0x1a, 0x00]);
+    let decoded = ConfigureResponse::decode(&[0x1a, 0x00][..]).unwrap();
+    assert_eq!(decoded.failure_policy, Some(FailurePolicy::default()));
+    assert_eq!(
+        ConfigureResponse::decode(&[][..]).unwrap().failure_policy,
+        None
+    );
 }
 
 #[test]

@@ -238,6 +238,7 @@ impl<P: Plugin> PluginService<P> {
         self.conn.configured.notify_one();
         Ok(encode(&ConfigureResponse {
             events: sent.as_i32(),
+            failure_policy: None,
         }))
     }
 

@@ -128,7 +128,11 @@ async fn configure_carries_runtime_identity_and_timeouts() {
             if ctx.method() == "Configure" {
                 let _ = tx.send(ConfigureRequest::decode(payload).unwrap());
                 return Ok(bytes::Bytes::from(
-                    nri_api::api::ConfigureResponse { events: 0x8 }.encode_to_vec(),
+                    nri_api::api::ConfigureResponse {
+                        events: 0x8,
+                        failure_policy: None,
+                    }
+                    .encode_to_vec(),
                 ));
             }
             if ctx.method() == "Synchronize" {

@@ -185,6 +185,10 @@ pub struct ConfigureResponse {
     /// There is no field 1.
     #[prost(int32, tag = "2")]
     pub events: i32,
+    /// How the runtime should treat this plugin's transport failures (added in
+    /// v0.12.4; older runtimes ignore it). Absent: the runtime's own rules.
+    #[prost(message, optional, tag = "3")]
+    pub failure_policy: ::core::option::Option<FailurePolicy>,
 }
 impl ::prost::Name for ConfigureResponse {
     const NAME: &'static str = "ConfigureResponse";
@@ -194,6 +198,32 @@ impl ::prost::Name for ConfigureResponse {
     }
     fn type_url() -> ::prost::alloc::string::String {
         "/nri.pkg.api.v1alpha1.ConfigureResponse".into()
+    }
+}
+/// A failure policy declared by the plugin itself in ConfigureResponse. It
+/// covers transport failures only (request timeout, lost connection, protocol
+/// error), never errors the plugin returns on purpose.
+#[cfg_attr(feature = "serde", derive(::serde::Serialize, ::serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default))]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct FailurePolicy {
+    /// Fail the request (naming plugin and request) instead of going on without
+    /// the plugin; later plugins do not see the request.
+    #[prost(bool, tag = "1")]
+    pub fail_request: bool,
+    /// Keep a plugin that timed out registered instead of disconnecting it.
+    /// Lost connections and protocol errors always disconnect.
+    #[prost(bool, tag = "2")]
+    pub keep_connected: bool,
+}
+impl ::prost::Name for FailurePolicy {
+    const NAME: &'static str = "FailurePolicy";
+    const PACKAGE: &'static str = "nri.pkg.api.v1alpha1";
+    fn full_name() -> ::prost::alloc::string::String {
+        "nri.pkg.api.v1alpha1.FailurePolicy".into()
+    }
+    fn type_url() -> ::prost::alloc::string::String {
+        "/nri.pkg.api.v1alpha1.FailurePolicy".into()
     }
 }
 /// Request of Plugin.Synchronize.

@@ -368,6 +368,7 @@ impl FakePlugin {
                 let _ = ConfigureRequest::decode(payload.clone()).map_err(bad)?;
                 ConfigureResponse {
                     events: self.events,
+                    failure_policy: None,
                 }
                 .encode_to_vec()
             }

@@ -673,6 +673,7 @@ fn default_act(m: &str, opts: &RawOpts) -> Act {
     match m {
         method::CONFIGURE => Act::ok(&ConfigureResponse {
             events: opts.events,
+            failure_policy: None,
         }),
         method::SYNCHRONIZE => Act::ok(&SynchronizeResponse {
             update: vec![],
