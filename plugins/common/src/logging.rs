@@ -1,5 +1,11 @@
 //! Logging: `tracing` to stderr, or to a file that can be switched while the
 //! plugin runs (the logger's `logFile` from a runtime configuration).
+//!
+//! Colours (ANSI escape sequences) only when the output is stderr and
+//! stderr is a terminal (and `NO_COLOR` is not set), as Go's logrus text
+//! formatter does; never in a file: lines written to a file have any
+//! escape sequence removed, so switching from a terminal to a file while
+//! running leaves no colour codes in the file either.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -75,16 +81,13 @@ pub struct LogWriter {
 
 impl Write for LogWriter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match &mut *self.inner.lock().unwrap_or_else(PoisonError::into_inner) {
-            Output::Stderr => io::stderr().write(buf),
-            Output::File { file, .. } => file.write(buf),
-        }
+        self.write_all(buf).map(|()| buf.len())
     }
 
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
         match &mut *self.inner.lock().unwrap_or_else(PoisonError::into_inner) {
             Output::Stderr => io::stderr().write_all(buf),
-            Output::File { file, .. } => file.write_all(buf),
+            Output::File { file, .. } => file.write_all(&strip_ansi(buf)),
         }
     }
 
@@ -102,9 +105,49 @@ impl<'a> MakeWriter<'a> for LogOutput {
     }
 }
 
-/// Installs the global `tracing` subscriber (plain text, no colours, one
-/// line per event) writing to stderr, or to `file` when given. Returns the
-/// handle to switch the output later. Call once, at start.
+/// Removes ANSI escape sequences (`ESC [ ... final-byte` and two-byte
+/// `ESC x`) from `buf`. Borrowed when there is none.
+fn strip_ansi(buf: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    const ESC: u8 = 0x1b;
+    if !buf.contains(&ESC) {
+        return std::borrow::Cow::Borrowed(buf);
+    }
+    let mut out = Vec::with_capacity(buf.len());
+    let mut i = 0;
+    while i < buf.len() {
+        if buf[i] != ESC {
+            out.push(buf[i]);
+            i += 1;
+            continue;
+        }
+        i += 1;
+        match buf.get(i) {
+            // CSI: parameters and intermediates up to a final byte 0x40..=0x7e.
+            Some(b'[') => {
+                i += 1;
+                while i < buf.len() && !(0x40..=0x7e).contains(&buf[i]) {
+                    i += 1;
+                }
+                i += 1;
+            }
+            Some(_) => i += 1,
+            None => {}
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Whether log lines to stderr get colours: stderr is a terminal and
+/// `NO_COLOR` is unset or empty.
+fn colour_on_stderr() -> bool {
+    use std::io::IsTerminal;
+    io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// Installs the global `tracing` subscriber (one line per event) writing to
+/// stderr, or to `file` when given. Colours only on a terminal, never in a
+/// file (see the module docs). Returns the handle to switch the output
+/// later. Call once, at start.
 ///
 /// # Errors
 ///
@@ -124,7 +167,41 @@ pub fn init_logging(level: LogLevel, file: Option<&Path>) -> Result<LogOutput, E
     let _ = tracing_subscriber::fmt()
         .with_max_level(level)
         .with_writer(output.clone())
+        .with_ansi(file.is_none() && colour_on_stderr())
         .with_target(false)
         .try_init();
     Ok(output)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn strip_removes_escape_sequences_only() {
+        let coloured = b"\x1b[2m2026-01-01T00:00:00Z\x1b[0m \x1b[32m INFO\x1b[0m started\n";
+        assert_eq!(
+            &*strip_ansi(coloured),
+            b"2026-01-01T00:00:00Z  INFO started\n"
+        );
+        assert!(matches!(
+            strip_ansi(b"plain"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(&*strip_ansi(b"a\x1b"), b"a");
+        assert_eq!(&*strip_ansi(b"a\x1b[1;3"), b"a");
+        assert_eq!(&*strip_ansi(b"\x1b(Bx"), b"Bx");
+    }
+
+    #[test]
+    fn file_output_has_no_colour() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        let out = LogOutput::stderr();
+        out.set_file(&path).unwrap();
+        let mut w = out.make_writer();
+        w.write_all(b"\x1b[31mERROR\x1b[0m boom\n").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"ERROR boom\n");
+    }
 }
