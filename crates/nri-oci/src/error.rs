@@ -124,4 +124,11 @@ pub enum Error {
         #[source]
         source: BoxError,
     },
+    /// The spec could not be serialized to JSON ([`spec_json`](crate::spec_json)).
+    #[error("serializing the OCI spec")]
+    Json {
+        /// The serializer's error.
+        #[source]
+        source: serde_json::Error,
+    },
 }

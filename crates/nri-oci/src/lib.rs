@@ -69,9 +69,11 @@
 //!   default (upstream ignores silently); see [`Unresolved`]. Without an
 //!   RDT class resolver the class becomes `linux.intelRdt.closID`.
 //! * Limits of `oci-spec` 0.10: a pids limit cannot be absent, so
-//!   "unlimited" (any negative NRI limit) is written as -1; scheduler flags
-//!   `SCHED_FLAG_RESET_ON_FORK` and `SCHED_FLAG_DL_OVERRUN` are refused with
-//!   [`Error::Unsupported`] because oci-spec would write misspelled names.
+//!   "unlimited" (any negative NRI limit) is written as -1; oci-spec
+//!   misspells the scheduler flags `SCHED_FLAG_RESET_ON_FORK` and
+//!   `SCHED_FLAG_DL_OVERRUN` when it serializes a spec, so write a spec
+//!   with [`spec_json`], which corrects them (and sorts the capability
+//!   sets, which oci-spec keeps unordered).
 //!
 //! # Example
 //!
@@ -129,6 +131,7 @@ use oci_spec::runtime::{LinuxBlockIo, LinuxIntelRdt, Spec};
 
 mod devices;
 mod error;
+mod json;
 mod linux;
 mod mounts;
 mod process;
@@ -137,6 +140,7 @@ mod seccomp;
 mod util;
 
 pub use error::{BoxError, Error};
+pub use json::spec_json;
 
 /// Annotation that records an unresolved block I/O class when the policy is
 /// [`Unresolved::Annotate`]. The value is the class name.

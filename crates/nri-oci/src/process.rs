@@ -247,15 +247,10 @@ fn sched_flag(raw: i32) -> Result<LinuxSchedulerFlag, Error> {
         value: raw,
     })?;
     Ok(match flag {
-        // oci-spec 0.10 serializes these two as "SCHED_RESET_ON_FORK" and
-        // "SCHED_FLAG_D_L_OVERRUN", which no runtime understands.
-        F::SchedFlagResetOnFork | F::SchedFlagDlOverrun => {
-            return Err(Error::Unsupported {
-                field: FIELD,
-                value: flag.as_str_name().to_owned(),
-                reason: "oci-spec 0.10 writes a misspelled name for this flag",
-            });
-        }
+        // oci-spec 0.10 serializes these two with misspelled names;
+        // `spec_json` writes the right ones.
+        F::SchedFlagResetOnFork => LinuxSchedulerFlag::SchedResetOnFork,
+        F::SchedFlagDlOverrun => LinuxSchedulerFlag::SchedFlagDLOverrun,
         F::SchedFlagReclaim => LinuxSchedulerFlag::SchedFlagReclaim,
         F::SchedFlagKeepPolicy => LinuxSchedulerFlag::SchedFlagKeepPolicy,
         F::SchedFlagKeepParams => LinuxSchedulerFlag::SchedFlagKeepParams,

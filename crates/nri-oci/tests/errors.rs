@@ -202,17 +202,6 @@ fn cases() -> Vec<(&'static str, api::ContainerAdjustment)> {
                 ..Default::default()
             },
         ),
-        (
-            "misspelled scheduler flag",
-            linux_adj(api::LinuxContainerAdjustment {
-                scheduler: Some(api::LinuxScheduler {
-                    policy: api::LinuxSchedulerPolicy::SchedFifo as i32,
-                    flags: vec![api::LinuxSchedulerFlag::SchedFlagResetOnFork as i32],
-                    ..Default::default()
-                }),
-                ..l()
-            }),
-        ),
     ]
 }
 

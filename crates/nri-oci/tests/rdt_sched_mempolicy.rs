@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 
 use common::*;
 use nri_api::api;
-use nri_oci::Error;
 use serde_json::json;
 
 fn rdt(r: api::LinuxRdt) -> api::ContainerAdjustment {
@@ -145,30 +144,56 @@ fn scheduler_set_and_none_removes() {
 }
 
 #[test]
-fn scheduler_flags_oci_spec_misspells_are_refused() {
-    for flag in [
-        api::LinuxSchedulerFlag::SchedFlagResetOnFork,
-        api::LinuxSchedulerFlag::SchedFlagDlOverrun,
-    ] {
-        let err = applier()
-            .apply_adjustment(
-                &mut base_spec(),
-                &sched(api::LinuxScheduler {
-                    policy: api::LinuxSchedulerPolicy::SchedFifo as i32,
-                    flags: vec![flag as i32],
-                    ..Default::default()
-                }),
-            )
-            .unwrap_err();
-        assert!(
-            matches!(
-                err,
-                Error::Unsupported {
-                    field: "linux.scheduler.flags",
-                    ..
-                }
-            ),
-            "{err:?}"
+fn scheduler_flags_oci_spec_misspells_are_written_correctly() {
+    let spec = adjusted(&sched(api::LinuxScheduler {
+        policy: api::LinuxSchedulerPolicy::SchedDeadline as i32,
+        flags: vec![
+            api::LinuxSchedulerFlag::SchedFlagResetOnFork as i32,
+            api::LinuxSchedulerFlag::SchedFlagDlOverrun as i32,
+            api::LinuxSchedulerFlag::SchedFlagKeepParams as i32,
+        ],
+        runtime: 1,
+        deadline: 2,
+        period: 3,
+        ..Default::default()
+    }));
+    assert_eq!(
+        nri_oci::spec_json(&spec).unwrap()["process"]["scheduler"]["flags"],
+        json!([
+            "SCHED_FLAG_RESET_ON_FORK",
+            "SCHED_FLAG_DL_OVERRUN",
+            "SCHED_FLAG_KEEP_PARAMS"
+        ])
+    );
+    // What plain serde writes (the reason for `spec_json`).
+    assert_eq!(
+        serde_json::to_value(&spec).unwrap()["process"]["scheduler"]["flags"][0],
+        "SCHED_RESET_ON_FORK"
+    );
+}
+
+#[test]
+fn spec_json_capabilities_in_a_stable_order() {
+    let a = nri_oci::spec_json(&oci_spec::runtime::Spec::default()).unwrap();
+    let caps = &a["process"]["capabilities"];
+    for set in ["bounding", "effective", "permitted"] {
+        let names: Vec<&str> = caps[set]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        let mut sorted = names.clone();
+        sorted.sort_unstable();
+        assert!(!names.is_empty(), "{set}");
+        assert_eq!(names, sorted, "{set}");
+    }
+    // Specs built independently (each with its own hash set order) give the
+    // same JSON.
+    for _ in 0..8 {
+        assert_eq!(
+            nri_oci::spec_json(&oci_spec::runtime::Spec::default()).unwrap(),
+            a
         );
     }
 }

@@ -430,6 +430,7 @@ pub async fn run(
         .build(world.clone())
         .map_err(|source| Error::Runtime { source })?;
     reporter.report(&Record::Start {
+        schema: crate::report::SCHEMA_VERSION,
         scenario: scenario.name.clone(),
         description: scenario.description.trim().to_owned(),
         file: scenario.file.clone(),
@@ -495,7 +496,7 @@ pub async fn run(
         reporter.report(&Record::Spec {
             container: name.clone(),
             diff: spec::diff(base, cur),
-            spec: serde_json::to_value(cur).unwrap_or_default(),
+            spec: nri_oci::spec_json(cur).unwrap_or_default(),
         });
     }
     eng.summary.conflicts = lock(&world.conflicts).len();
@@ -1397,18 +1398,37 @@ impl Exec {
         let mut ctr = self.container(target);
         let out = match self.nri.create_container(&pod, &ctr).await {
             Ok(o) => o,
-            Err(e) => return vec![ev.fail(e)],
+            Err(e) => {
+                let ev = self.fin(ev.fail(e));
+                return self.undo_create(ev, &pod, &ctr).await;
+            }
         };
         ev.res.plugin_failures = failures(&out.errors);
         ev.res.changes = changes(&out.owners, &ctr.id);
         ev.res.evictions = self.world.evictions(&out.evictions);
         let base = match spec::base_spec(&ctr) {
             Ok(s) => s,
-            Err(e) => return vec![ev.fail(format!("building the container's OCI spec: {e}"))],
+            Err(e) => {
+                drop(out.guard);
+                let ev = self.fin(ev.fail(format!("building the container's OCI spec: {e}")));
+                return self.undo_create(ev, &pod, &ctr).await;
+            }
         };
         let mut cur = base.clone();
         if let Err(e) = spec::applier().apply_adjustment(&mut cur, &out.adjustment) {
             ev = ev.fail(format!("applying the merged adjustment: {e}"));
+        }
+        let (u, errs) = self.world.apply_updates(&out.updates);
+        ev.res.updates = u;
+        if let Some(e) = errs.into_iter().next() {
+            if ev.res.ok {
+                ev = ev.fail(e);
+            }
+        }
+        drop(out.guard);
+        if !ev.res.ok {
+            let ev = self.fin(ev);
+            return self.undo_create(ev, &pod, &ctr).await;
         }
         lock(&self.world.names).insert(ctr.id.clone(), target.to_owned());
         lock(&self.world.owners).insert(target.to_owned(), ev.res.changes.clone());
@@ -1417,20 +1437,34 @@ impl Exec {
             specs.retain(|s| s.0 != ctr.id);
             specs.push((ctr.id.clone(), target.to_owned(), base, cur));
         }
-        let (u, errs) = self.world.apply_updates(&out.updates);
-        ev.res.updates = u;
-        if let Some(e) = errs.into_iter().next() {
-            ev = ev.fail(e);
-        }
         ctr.state = ContainerState::ContainerCreated as i32;
         lock(&self.world.containers).insert(ctr.id.clone(), ctr.clone());
-        drop(out.guard);
         let ev = self.fin(ev);
         let mut post = Ev::new("PostCreateContainer", target);
         if let Ok(r) = self.nri.post_create_container(&pod, &ctr).await {
             post.res.plugin_failures = failures(&r.errors);
         }
         vec![ev, post]
+    }
+
+    /// After a failed creation (a plugin refused it, or the runtime could
+    /// not apply the adjustment or an update): no PostCreateContainer, and
+    /// the plugins are told the container is gone with StopContainer and
+    /// RemoveContainer, as containerd does. The container is not kept.
+    async fn undo_create(&self, failed: Ev, pod: &PodSandbox, ctr: &Container) -> Vec<Ev> {
+        let target = failed.res.target.clone();
+        let mut stop = Ev::new("StopContainer", &target);
+        match self.nri.stop_container(pod, ctr).await {
+            Ok(out) => stop.res.plugin_failures = failures(&out.errors),
+            Err(e) => stop = stop.fail(e),
+        }
+        let stop = self.fin(stop);
+        let mut remove = Ev::new("RemoveContainer", &target);
+        match self.nri.remove_container(pod, ctr).await {
+            Ok(r) => remove.res.plugin_failures = failures(&r.errors),
+            Err(e) => remove = remove.fail(e),
+        }
+        vec![failed, stop, remove]
     }
 
     fn both(&self, target: &str) -> Result<(PodSandbox, Container), String> {
@@ -1478,7 +1512,8 @@ impl Exec {
         ev.res.updates = u;
         ev.res.evictions = self.world.evictions(&out.evictions);
         if let Some(e) = errs.into_iter().next() {
-            ev = ev.fail(e);
+            // The update was not applied: no PostUpdateContainer.
+            return vec![ev.fail(e)];
         }
         let ev = self.fin(ev);
         let mut post = Ev::new("PostUpdateContainer", target);

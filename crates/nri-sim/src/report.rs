@@ -1,9 +1,16 @@
 //! What a simulation reports, record by record (`nri sim --json` prints one
-//! JSON object per line, tagged by `type`).
+//! JSON object per line, tagged by `type`; the first, `start`, carries the
+//! format's [`SCHEMA_VERSION`]).
 
 use serde::Serialize;
 
 use crate::spec::DiffLine;
+
+/// Version of the record format (`nri sim --json`), in the `schema` field
+/// of the `start` record. Raised when a record or field changes meaning or
+/// goes away (new records and fields do not raise it), so saved outputs
+/// can tell which format they are in.
+pub const SCHEMA_VERSION: u32 = 1;
 
 /// One call of a plugin, as the embedded runtime saw it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -100,6 +107,8 @@ pub struct EventResult {
 pub enum Record {
     /// The run begins.
     Start {
+        /// Version of this record format ([`SCHEMA_VERSION`]).
+        schema: u32,
         /// Scenario name.
         scenario: String,
         /// Its description.

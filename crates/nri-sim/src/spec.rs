@@ -80,8 +80,8 @@ pub enum DiffLine {
 /// `destination`, `path`, `type`, `hostPath` or `name` when they have one;
 /// an object present on one side only is one line (compact JSON).
 pub fn diff(old: &Spec, new: &Spec) -> Vec<DiffLine> {
-    let a = serde_json::to_value(old).unwrap_or(Value::Null);
-    let b = serde_json::to_value(new).unwrap_or(Value::Null);
+    let a = nri_oci::spec_json(old).unwrap_or(Value::Null);
+    let b = nri_oci::spec_json(new).unwrap_or(Value::Null);
     let mut out = Vec::new();
     diff_value("", Some(&a), Some(&b), &mut out);
     out
@@ -249,5 +249,35 @@ mod tests {
         );
         assert!(d.iter().any(|l| matches!(l, DiffLine::Changed { path, .. } if path.starts_with("process.rlimits[RLIMIT_NOFILE]"))), "{d:?}");
         assert!(diff(&base, &base).is_empty());
+    }
+
+    #[test]
+    fn scheduler_flags_are_written_with_their_oci_names() {
+        use nri_api::api::{LinuxScheduler, LinuxSchedulerFlag, LinuxSchedulerPolicy};
+        let base = base_spec(&Container::default()).unwrap();
+        let mut new = base.clone();
+        let adj = ContainerAdjustment {
+            linux: Some(LinuxContainerAdjustment {
+                scheduler: Some(LinuxScheduler {
+                    policy: LinuxSchedulerPolicy::SchedFifo as i32,
+                    priority: 5,
+                    flags: vec![LinuxSchedulerFlag::SchedFlagResetOnFork as i32],
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        applier().apply_adjustment(&mut new, &adj).unwrap();
+        let d = diff(&base, &new);
+        assert!(
+            d.contains(&DiffLine::Added {
+                path: "process.scheduler".into(),
+                value:
+                    r#"{"flags":["SCHED_FLAG_RESET_ON_FORK"],"policy":"SCHED_FIFO","priority":5}"#
+                        .into()
+            }),
+            "{d:?}"
+        );
     }
 }

@@ -162,3 +162,65 @@ async fn parallel_creations_all_land() {
         .collect();
     assert_eq!(subs, ["1", "2", "2.1", "2.2", "2.3"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_creation_is_undone_without_post_event_or_spec() {
+    // A mount without destination: the runtime cannot build the spec.
+    let (s, recs) = run(
+        "pods:\n  - name: p\n    containers:\n      - name: bad\n        mounts: [{destination: '', source: /x}]\n      - name: good\nsteps:\n  - run-pod: p\n  - create: p/bad\n    expect: fail\n  - start: p/bad\n    expect: fail\n  - create: p/good\n",
+    )
+    .await;
+    assert!(s.passed(), "{recs:#?}");
+    let names: Vec<(&str, &str, bool)> = events(&recs)
+        .iter()
+        .map(|e| (e.event.as_str(), e.target.as_str(), e.ok))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("RunPodSandbox", "p", true),
+            ("CreateContainer", "p/bad", false),
+            ("StopContainer", "p/bad", true),
+            ("RemoveContainer", "p/bad", true),
+            ("StartContainer", "p/bad", false),
+            ("CreateContainer", "p/good", true),
+            ("PostCreateContainer", "p/good", true),
+        ]
+    );
+    let specs: Vec<&str> = recs
+        .iter()
+        .filter_map(|r| match r {
+            Record::Spec { container, .. } => Some(container.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(specs, ["p/good"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_records_carry_the_schema_version_and_stable_capabilities() {
+    let (_, recs) = run(&format!("{PODS}steps:\n  - up: p\n")).await;
+    match &recs[0] {
+        Record::Start { schema, .. } => assert_eq!(*schema, nri_sim::report::SCHEMA_VERSION),
+        other => panic!("first record {other:?}"),
+    }
+    let line = serde_json::to_value(&recs[0]).unwrap();
+    assert_eq!(line["schema"], nri_sim::report::SCHEMA_VERSION);
+    let spec = recs
+        .iter()
+        .find_map(|r| match r {
+            Record::Spec { spec, .. } => Some(spec.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let caps: Vec<String> = spec["process"]["capabilities"]["bounding"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap().to_owned())
+        .collect();
+    let mut sorted = caps.clone();
+    sorted.sort();
+    assert!(!caps.is_empty());
+    assert_eq!(caps, sorted);
+}

@@ -238,6 +238,7 @@ impl<W: Write + Send> nri_sim::Reporter for Human<W> {
                 scenario,
                 description,
                 file,
+                ..
             } => {
                 let l = format!(
                     "{} {} {}",

@@ -77,7 +77,7 @@ pub fn base_spec() -> Spec {
 
 /// The spec as JSON, for assertions on fields by their OCI names.
 pub fn json(spec: &Spec) -> serde_json::Value {
-    serde_json::to_value(spec).unwrap()
+    nri_oci::spec_json(spec).unwrap()
 }
 
 /// Snapshot a spec as JSON with maps sorted (oci-spec uses `HashMap`s).
