@@ -4,6 +4,7 @@
 #
 #   bash scripts/test.sh            # everything
 #   NRI_SKIP_E2E=1 bash scripts/test.sh   # no containerd end-to-end tests
+#   NRI_SKIP_CRITEST=1 bash scripts/test.sh   # e2e without critest's NRI cases
 #   NRI_FUZZ_SECONDS=30 bash scripts/test.sh  # fuzz time per target (default 20)
 #
 # Builds are cached under ${XDG_CACHE_HOME:-$HOME/.cache}/nri-rs.
@@ -35,6 +36,11 @@ if [ "${NRI_SKIP_E2E:-0}" != 1 ] && [ -f scripts/setup-e2e.sh ]; then
   step "containerd end-to-end set-up"
   bash scripts/setup-e2e.sh
   export NRI_E2E=1
+  if [ "${NRI_SKIP_CRITEST:-0}" != 1 ]; then
+    step "critest (the peer suite of nri conformance)"
+    bash scripts/setup-critest.sh >/dev/null
+    export NRI_E2E_REQUIRE_CRITEST=1
+  fi
 fi
 
 step "cargo test"

@@ -24,13 +24,13 @@ pub enum Error {
         /// The SDK's error, when the plugin stopped.
         cause: Option<String>,
     },
-    /// A crictl step that must work failed.
-    #[error("crictl {args} failed: {stderr}")]
-    Crictl {
-        /// Its arguments.
-        args: String,
-        /// Its stderr.
-        stderr: String,
+    /// A CRI step that must work was refused by the runtime.
+    #[error("{step} failed: {message}")]
+    Cri {
+        /// What was done (e.g. `create c1 in nc-1-lc-a`).
+        step: String,
+        /// The runtime's error.
+        message: String,
     },
     /// A crictl call did not finish in time.
     #[error("crictl {args} did not finish within {timeout:?}")]

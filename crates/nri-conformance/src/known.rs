@@ -22,11 +22,42 @@ pub struct KnownDiscrepancy {
     pub explanation: &'static str,
 }
 
+const CONTAINERD_2_1: &[&str] = &["v2.1."];
 const CONTAINERD_2_3: &[&str] = &["v2.3."];
 const CONTAINERD_ALL: &[&str] = &["v2.1.", "v2.3."];
 
+const ABORTED_TEARDOWN: &str = "containerd's NRI adaptation stops delivering a teardown \
+    event (StopContainer, RemoveContainer, StopPodSandbox, RemovePodSandbox) at the first \
+    plugin that answers it with an error: the plugins after it never get the event (the CRI \
+    call still succeeds; the error is only logged). Our contract delivers teardown events to \
+    every plugin; our SDK answers teardown events with success by default for this reason";
+
+const REUSE_STOPPED: &str = "containerd 2.1 creates containers in a stopped pod (and sends \
+    CreateContainer for them); CRI says a stopped sandbox is never used again. From 2.3 on \
+    the creation is refused";
+
 /// The known discrepancies, per runtime version.
 pub const KNOWN_DISCREPANCIES: &[KnownDiscrepancy] = &[
+    teardown("later-plugin-without-StopContainer", CONTAINERD_ALL),
+    teardown("later-plugin-without-RemoveContainer", CONTAINERD_ALL),
+    teardown("later-plugin-without-StopPodSandbox", CONTAINERD_ALL),
+    teardown("later-plugin-without-RemovePodSandbox", CONTAINERD_ALL),
+    KnownDiscrepancy {
+        runtime: "containerd",
+        versions: CONTAINERD_2_1,
+        clause: Clause::StoppedPodReuse,
+        code: "create-in-stopped-pod-succeeded",
+        intermittent: false,
+        explanation: REUSE_STOPPED,
+    },
+    KnownDiscrepancy {
+        runtime: "containerd",
+        versions: CONTAINERD_2_1,
+        clause: Clause::StoppedPodReuse,
+        code: "CreateContainer-in-stopped-pod",
+        intermittent: false,
+        explanation: REUSE_STOPPED,
+    },
     KnownDiscrepancy {
         runtime: "containerd",
         versions: CONTAINERD_ALL,
@@ -67,6 +98,18 @@ pub const KNOWN_DISCREPANCIES: &[KnownDiscrepancy] = &[
                       runtime sends Shutdown when it stops)",
     },
 ];
+
+/// containerd keeps a teardown event from the plugins after one failing it.
+const fn teardown(code: &'static str, versions: &'static [&'static str]) -> KnownDiscrepancy {
+    KnownDiscrepancy {
+        runtime: "containerd",
+        versions,
+        clause: Clause::TeardownError,
+        code,
+        intermittent: false,
+        explanation: ABORTED_TEARDOWN,
+    }
+}
 
 /// The known discrepancy of `runtime` `version` for (`clause`, `code`), if any.
 pub fn known_discrepancy(

@@ -1,14 +1,10 @@
 //! What a recording plugin instance saw: [`Record`]s in one shared,
-//! time-stamped [`EventLog`], and the [`Recorder`] plugin that writes them.
+//! time-stamped [`EventLog`].
 
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::{Mutex, PoisonError};
+use std::time::Instant;
 
-use nri_plugin::api::{
-    Container, ContainerUpdate, CreateContainerResponse, LinuxResources, PodSandbox,
-    StopContainerResponse, UpdateContainerResponse, ValidateContainerAdjustmentRequest,
-};
-use nri_plugin::{ConfigureInfo, EventMask, HandlerError, HandlerResult, Plugin, SyncKind};
+use nri_plugin::api::{Container, PodSandbox};
 use serde::Serialize;
 
 /// A pod or container event a plugin can receive.
@@ -94,20 +90,23 @@ pub struct PodRef {
     pub name: String,
     /// Pod namespace.
     pub namespace: String,
+    /// Pod UID.
+    pub uid: String,
 }
 
 impl PodRef {
-    /// A pod reference from its id, name and namespace.
-    pub fn new(id: &str, name: &str, namespace: &str) -> Self {
+    /// A pod reference from its id, name, namespace and UID.
+    pub fn new(id: &str, name: &str, namespace: &str, uid: &str) -> Self {
         PodRef {
             id: id.to_owned(),
             name: name.to_owned(),
             namespace: namespace.to_owned(),
+            uid: uid.to_owned(),
         }
     }
 
-    fn from_api(p: &PodSandbox) -> Self {
-        PodRef::new(&p.id, &p.name, &p.namespace)
+    pub(crate) fn from_api(p: &PodSandbox) -> Self {
+        PodRef::new(&p.id, &p.name, &p.namespace, &p.uid)
     }
 }
 
@@ -132,7 +131,7 @@ impl ContainerRef {
         }
     }
 
-    fn from_api(c: &Container) -> Self {
+    pub(crate) fn from_api(c: &Container) -> Self {
         ContainerRef::new(&c.id, &c.name, &c.pod_sandbox_id)
     }
 }
@@ -261,212 +260,23 @@ impl EventLog {
     }
 }
 
-/// How a recording instance answers `CreateContainer`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum Behaviour {
-    /// Accept everything (the default).
-    #[default]
-    Observe,
-    /// Answer `CreateContainer` with an error for containers whose name
-    /// starts with the prefix.
-    FailCreate {
-        /// Container name prefix.
-        prefix: String,
-    },
-    /// Delay the answer to `CreateContainer` for containers whose name
-    /// starts with the prefix.
-    DelayCreate {
-        /// Container name prefix.
-        prefix: String,
-        /// How long.
-        delay: Duration,
-    },
-}
-
-/// The recording plugin: subscribed to every event, appends what it sees to
-/// an [`EventLog`] and answers according to its [`Behaviour`].
-#[derive(Debug)]
-pub struct Recorder {
-    instance: String,
-    log: Arc<EventLog>,
-    behaviour: Behaviour,
-}
-
-impl Recorder {
-    /// A recorder named `instance` writing to `log`.
-    pub fn new(instance: &str, log: Arc<EventLog>, behaviour: Behaviour) -> Self {
-        Recorder {
-            instance: instance.to_owned(),
-            log,
-            behaviour,
-        }
+impl EventLog {
+    /// The `seq` the next record will get: records pushed so far have a
+    /// smaller one.
+    pub fn next_seq(&self) -> u64 {
+        self.records
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len() as u64
     }
 
-    fn pod_event(&self, event: EventKind, pod: &PodSandbox) {
-        self.log.push(
-            &self.instance,
-            RecordKind::Event {
-                event,
-                pod: PodRef::from_api(pod),
-                container: None,
-            },
-        );
-    }
-
-    fn ctr_event(&self, event: EventKind, pod: &PodSandbox, ctr: &Container) {
-        self.log.push(
-            &self.instance,
-            RecordKind::Event {
-                event,
-                pod: PodRef::from_api(pod),
-                container: Some(ContainerRef::from_api(ctr)),
-            },
-        );
-    }
-}
-
-impl Plugin for Recorder {
-    const EVENTS: EventMask = EventMask::ALL;
-
-    async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<Option<EventMask>> {
-        let rt = &info.runtime;
-        self.log.push(
-            &self.instance,
-            RecordKind::Configured {
-                runtime: rt.name.clone(),
-                version: rt.version.clone(),
-                nri_version: rt.nri_version.version.to_string(),
-                nri_version_origin: format!("{:?}", rt.nri_version.origin),
-                request_timeout_ms: u64::try_from(rt.request_timeout.as_millis())
-                    .unwrap_or(u64::MAX),
-            },
-        );
-        Ok(None)
-    }
-
-    async fn synchronize(
-        &self,
-        pods: Vec<PodSandbox>,
-        containers: Vec<Container>,
-        _kind: SyncKind,
-    ) -> HandlerResult<Vec<ContainerUpdate>> {
-        self.log.push(
-            &self.instance,
-            RecordKind::Synchronized {
-                pods: pods.iter().map(PodRef::from_api).collect(),
-                containers: containers.iter().map(ContainerRef::from_api).collect(),
-            },
-        );
-        Ok(Vec::new())
-    }
-
-    async fn shutdown(&self) {
-        self.log.push(&self.instance, RecordKind::Shutdown);
-    }
-
-    async fn run_pod_sandbox(&self, pod: PodSandbox) -> HandlerResult<()> {
-        self.pod_event(EventKind::RunPodSandbox, &pod);
-        Ok(())
-    }
-
-    async fn update_pod_sandbox(
-        &self,
-        pod: PodSandbox,
-        _overhead: Option<LinuxResources>,
-        _resources: Option<LinuxResources>,
-    ) -> HandlerResult<()> {
-        self.pod_event(EventKind::UpdatePodSandbox, &pod);
-        Ok(())
-    }
-
-    async fn post_update_pod_sandbox(&self, pod: PodSandbox) -> HandlerResult<()> {
-        self.pod_event(EventKind::PostUpdatePodSandbox, &pod);
-        Ok(())
-    }
-
-    async fn stop_pod_sandbox(&self, pod: PodSandbox) -> HandlerResult<()> {
-        self.pod_event(EventKind::StopPodSandbox, &pod);
-        Ok(())
-    }
-
-    async fn remove_pod_sandbox(&self, pod: PodSandbox) -> HandlerResult<()> {
-        self.pod_event(EventKind::RemovePodSandbox, &pod);
-        Ok(())
-    }
-
-    async fn create_container(
-        &self,
-        pod: PodSandbox,
-        ctr: Container,
-    ) -> HandlerResult<CreateContainerResponse> {
-        self.ctr_event(EventKind::CreateContainer, &pod, &ctr);
-        match &self.behaviour {
-            Behaviour::FailCreate { prefix } if ctr.name.starts_with(prefix.as_str()) => {
-                Err(HandlerError::msg(format!(
-                    "nri-conformance: refusing container {} on purpose",
-                    ctr.name
-                )))
-            }
-            Behaviour::DelayCreate { prefix, delay } if ctr.name.starts_with(prefix.as_str()) => {
-                tokio::time::sleep(*delay).await;
-                Ok(CreateContainerResponse::default())
-            }
-            _ => Ok(CreateContainerResponse::default()),
-        }
-    }
-
-    async fn post_create_container(&self, pod: PodSandbox, ctr: Container) -> HandlerResult<()> {
-        self.ctr_event(EventKind::PostCreateContainer, &pod, &ctr);
-        Ok(())
-    }
-
-    async fn start_container(&self, pod: PodSandbox, ctr: Container) -> HandlerResult<()> {
-        self.ctr_event(EventKind::StartContainer, &pod, &ctr);
-        Ok(())
-    }
-
-    async fn post_start_container(&self, pod: PodSandbox, ctr: Container) -> HandlerResult<()> {
-        self.ctr_event(EventKind::PostStartContainer, &pod, &ctr);
-        Ok(())
-    }
-
-    async fn update_container(
-        &self,
-        pod: PodSandbox,
-        ctr: Container,
-        _resources: Option<LinuxResources>,
-    ) -> HandlerResult<UpdateContainerResponse> {
-        self.ctr_event(EventKind::UpdateContainer, &pod, &ctr);
-        Ok(UpdateContainerResponse::default())
-    }
-
-    async fn post_update_container(&self, pod: PodSandbox, ctr: Container) -> HandlerResult<()> {
-        self.ctr_event(EventKind::PostUpdateContainer, &pod, &ctr);
-        Ok(())
-    }
-
-    async fn stop_container(
-        &self,
-        pod: PodSandbox,
-        ctr: Container,
-    ) -> HandlerResult<StopContainerResponse> {
-        self.ctr_event(EventKind::StopContainer, &pod, &ctr);
-        Ok(StopContainerResponse::default())
-    }
-
-    async fn remove_container(&self, pod: PodSandbox, ctr: Container) -> HandlerResult<()> {
-        self.ctr_event(EventKind::RemoveContainer, &pod, &ctr);
-        Ok(())
-    }
-
-    async fn validate_container_adjustment(
-        &self,
-        req: ValidateContainerAdjustmentRequest,
-    ) -> HandlerResult<()> {
-        let pod = req.pod.unwrap_or_default();
-        let ctr = req.container.unwrap_or_default();
-        self.ctr_event(EventKind::ValidateContainerAdjustment, &pod, &ctr);
-        Ok(())
+    /// How many records satisfy `f`.
+    pub fn count(&self, f: impl Fn(&Record) -> bool) -> usize {
+        self.records
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|r| f(r))
+            .count()
     }
 }

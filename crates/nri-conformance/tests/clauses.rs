@@ -36,7 +36,10 @@ impl Log {
         self.push_as(
             inst,
             RecordKind::Synchronized {
-                pods: pods.iter().map(|p| PodRef::new(p, p, "ns")).collect(),
+                pods: pods
+                    .iter()
+                    .map(|p| PodRef::new(p, p, "ns", "uid"))
+                    .collect(),
                 containers: ctrs
                     .iter()
                     .map(|(c, p)| ContainerRef::new(c, c, p))
@@ -52,7 +55,7 @@ impl Log {
             inst,
             RecordKind::Event {
                 event: ev,
-                pod: PodRef::new(pod, pod, "ns"),
+                pod: PodRef::new(pod, pod, "ns", "uid"),
                 container: None,
             },
         )
@@ -65,7 +68,7 @@ impl Log {
             inst,
             RecordKind::Event {
                 event: ev,
-                pod: PodRef::new(pod, pod, "ns"),
+                pod: PodRef::new(pod, pod, "ns", "uid"),
                 container: Some(ContainerRef::new(ctr, ctr, pod)),
             },
         )
@@ -79,6 +82,10 @@ impl Log {
     fn records(&self) -> &[Record] {
         &self.0
     }
+}
+
+fn none() -> std::collections::HashSet<String> {
+    std::collections::HashSet::new()
 }
 
 fn codes(v: &[check::Violation]) -> Vec<&str> {
@@ -121,8 +128,11 @@ fn conforming() -> Log {
 fn conforming_log_passes_every_checker() {
     let l = conforming();
     let r = l.records();
-    assert_eq!(codes(&check_pod_order(r, I)), Vec::<&str>::new());
-    assert_eq!(codes(&check_container_order(r, I)), Vec::<&str>::new());
+    assert_eq!(codes(&check_pod_order(r, I, &none())), Vec::<&str>::new());
+    assert_eq!(
+        codes(&check_container_order(r, I, &none())),
+        Vec::<&str>::new()
+    );
     assert_eq!(codes(&check_pod_scope(r, I)), Vec::<&str>::new());
     let t = TeardownExpectation {
         pods: vec!["p1".into()],
@@ -150,7 +160,7 @@ fn pod_order_detects_remove_without_stop_duplicates_and_missing_run() {
         .pod(PostUpdatePodSandbox, "p3")
         .pod(PostUpdatePodSandbox, "p3");
     assert_eq!(
-        codes(&check_pod_order(l.records(), I)),
+        codes(&check_pod_order(l.records(), I, &none())),
         [
             "RemovePodSandbox-after-RunPodSandbox",
             "StopPodSandbox-after-StopPodSandbox",
@@ -164,8 +174,8 @@ fn pod_order_detects_remove_without_stop_duplicates_and_missing_run() {
 fn pod_order_only_looks_at_the_given_instance() {
     let mut l = Log::default();
     l.pod_as("other", RemovePodSandbox, "p1");
-    assert!(check_pod_order(l.records(), I).is_empty());
-    assert_eq!(check_pod_order(l.records(), "other").len(), 1);
+    assert!(check_pod_order(l.records(), I, &none()).is_empty());
+    assert_eq!(check_pod_order(l.records(), "other", &none()).len(), 1);
 }
 
 #[test]
@@ -224,7 +234,7 @@ fn container_order_detects_each_wrong_transition() {
         ],
     );
     assert_eq!(
-        codes(&check_container_order(l.records(), I)),
+        codes(&check_container_order(l.records(), I, &none())),
         [
             "StartContainer-after-CreateContainer",
             "RemoveContainer-after-PostStartContainer",
@@ -243,7 +253,7 @@ fn failed_creation_may_be_undone_right_after_create() {
         "x",
         &[CreateContainer, StopContainer, RemoveContainer],
     );
-    assert!(check_container_order(l.records(), I).is_empty());
+    assert!(check_container_order(l.records(), I, &none()).is_empty());
 }
 
 #[test]
@@ -340,19 +350,40 @@ fn sync_detects_lost_and_duplicated_objects() {
 }
 
 #[test]
-fn create_error_detects_success_of_refused_and_failure_of_next() {
+fn create_error_detects_success_leaks_and_failure_of_next() {
     let ok = CreateErrorOutcome {
+        pod: "p".into(),
+        refused_name: "refuse-1".into(),
         refused_error: Some("refused".into()),
-        next_error: None,
+        ..Default::default()
     };
-    assert!(check::check_create_error(&ok).is_empty());
+    let mut l = Log::default();
+    l.pod(RunPodSandbox, "p")
+        .ctr(CreateContainer, "p", "refuse-1");
+    assert!(check::check_create_error(l.records(), I, &ok).is_empty());
     let bad = CreateErrorOutcome {
         refused_error: None,
         next_error: Some("broken".into()),
+        ..ok.clone()
     };
     assert_eq!(
-        codes(&check::check_create_error(&bad)),
+        codes(&check::check_create_error(l.records(), I, &bad)),
         ["refused-create-succeeded", "next-create-failed"]
+    );
+    // Failed, but listed and even started; the next one created but not startable.
+    let leaked = CreateErrorOutcome {
+        refused_listed: true,
+        next_lifecycle_error: Some("start: no".into()),
+        ..ok
+    };
+    l.ctr(StartContainer, "p", "refuse-1");
+    assert_eq!(
+        codes(&check::check_create_error(l.records(), I, &leaked)),
+        [
+            "refused-container-listed",
+            "refused-container-started",
+            "next-lifecycle-failed"
+        ]
     );
 }
 
@@ -528,4 +559,202 @@ fn table_and_json_name_each_discrepancy() {
     assert_eq!(json["clauses"][1]["clause"], "shutdown");
     assert_eq!(json["records"][1]["kind"], "event");
     assert_eq!(json["records"][1]["event"], "RunPodSandbox");
+}
+
+#[test]
+fn order_lets_a_failed_creation_be_undone_towards_plugins_that_never_saw_it() {
+    let mut l = Log::default();
+    l.pod(StopPodSandbox, "failed-pod")
+        .pod(RemovePodSandbox, "failed-pod")
+        .pod(RunPodSandbox, "p")
+        .ctr_events("p", "failed-ctr", &[StopContainer, RemoveContainer]);
+    let undone: std::collections::HashSet<String> =
+        ["failed-pod", "failed-ctr"].map(String::from).into();
+    assert!(check_pod_order(l.records(), I, &undone).is_empty());
+    assert!(check_container_order(l.records(), I, &undone).is_empty());
+    // Not known as failed: a teardown out of nowhere.
+    assert_eq!(
+        codes(&check_pod_order(l.records(), I, &none())),
+        ["StopPodSandbox-without-RunPodSandbox"]
+    );
+    assert_eq!(
+        codes(&check_container_order(l.records(), I, &none())),
+        ["StopContainer-without-CreateContainer"]
+    );
+}
+
+#[test]
+fn metadata_detects_missing_and_wrong_fields() {
+    use nri_conformance::PodSpec;
+    let spec = PodSpec {
+        name: "p".into(),
+        namespace: "ns".into(),
+        uid: "uid".into(),
+    };
+    let mut expect = check::MetadataExpectation::default();
+    expect.pods.insert("p".into(), spec);
+    expect
+        .containers
+        .insert("c".into(), ("c".into(), "p".into()));
+    let mut l = Log::default();
+    l.pod(RunPodSandbox, "p").ctr(CreateContainer, "p", "c");
+    assert!(check::check_event_metadata(l.records(), I, &expect).is_empty());
+    l.push_as(
+        I,
+        RecordKind::Event {
+            event: StopContainer,
+            pod: PodRef::new("p", "p", "other", ""),
+            container: Some(ContainerRef::new("c", "", "p")),
+        },
+    );
+    assert_eq!(
+        codes(&check::check_event_metadata(l.records(), I, &expect)),
+        [
+            "StopContainer-container-name-missing",
+            "StopContainer-pod-namespace-wrong",
+            "StopContainer-pod-uid-missing"
+        ]
+    );
+}
+
+#[test]
+fn self_exit_needs_stop_before_the_removal_was_asked() {
+    let mut l = Log::default();
+    l.pod(RunPodSandbox, "p").ctr_events(
+        "p",
+        "c",
+        &[
+            CreateContainer,
+            PostCreateContainer,
+            StartContainer,
+            PostStartContainer,
+        ],
+    );
+    let asked = l.0.len() as u64;
+    l.ctr_events("p", "c", &[StopContainer, RemoveContainer]);
+    let o = check::SelfExitOutcome {
+        container: "c".into(),
+        exited: true,
+        waited_ms: 10_000,
+        remove_asked_seq: asked,
+        remove_error: None,
+    };
+    assert_eq!(
+        codes(&check::check_self_exit(l.records(), I, &o)),
+        ["StopContainer-only-on-remove"]
+    );
+    let before = check::SelfExitOutcome {
+        remove_asked_seq: asked + 1,
+        ..o.clone()
+    };
+    assert!(check::check_self_exit(l.records(), I, &before).is_empty());
+    let never = check::SelfExitOutcome { exited: false, ..o };
+    assert_eq!(
+        codes(&check::check_self_exit(l.records(), I, &never)),
+        ["did-not-exit"]
+    );
+}
+
+#[test]
+fn stop_twice_counts_events_between_the_calls() {
+    let mut l = Log::default();
+    l.pod(RunPodSandbox, "p");
+    let start = l.0.len() as u64;
+    l.pod(StopPodSandbox, "p");
+    let first = l.0.len() as u64;
+    l.pod(StopPodSandbox, "p");
+    let second = l.0.len() as u64;
+    l.ctr(CreateContainer, "p", "reuse");
+    let o = check::StopTwiceOutcome {
+        pod: "p".into(),
+        first_start_seq: start,
+        first_done_seq: first,
+        second_done_seq: second,
+        reuse_done_seq: l.0.len() as u64,
+        reuse_created: Some("reuse".into()),
+        ..Default::default()
+    };
+    assert_eq!(
+        codes(&check::check_stop_twice(l.records(), I, &o)),
+        ["second-StopPodSandbox-event"]
+    );
+    assert_eq!(
+        codes(&check::check_stopped_pod_reuse(l.records(), I, &o)),
+        [
+            "create-in-stopped-pod-succeeded",
+            "CreateContainer-in-stopped-pod"
+        ]
+    );
+}
+
+#[test]
+fn sync_hold_tells_a_drop_at_the_timeout_from_a_lost_container() {
+    let mut l = Log::default();
+    l.sync_as("late", &[], &[]);
+    let late = check::SyncHoldOutcome {
+        instance: "late".into(),
+        request_timeout_ms: 2000,
+        hold_ms: 3000,
+        held: true,
+        containers: vec!["c1".into()],
+        dropped_after_ms: Some(2004),
+        ..Default::default()
+    };
+    // Dropped at the timeout: not a lost container.
+    assert!(check::check_sync_late(l.records(), &late).is_empty());
+    let early = check::SyncHoldOutcome {
+        dropped_after_ms: Some(500),
+        ..late.clone()
+    };
+    assert_eq!(
+        codes(&check::check_sync_late(l.records(), &early)),
+        ["dropped-before-request-timeout"]
+    );
+    // Kept but never told about c1: lost.
+    let kept = check::SyncHoldOutcome {
+        dropped_after_ms: None,
+        ..late.clone()
+    };
+    assert_eq!(
+        codes(&check::check_sync_late(l.records(), &kept)),
+        ["container-lost"]
+    );
+    // Held within the timeout and dropped anyway.
+    let held = check::SyncHoldOutcome {
+        hold_ms: 1000,
+        create_errors: vec!["busy".into()],
+        ..late
+    };
+    assert_eq!(
+        codes(&check::check_sync_held(l.records(), &held)),
+        [
+            "create-failed-during-sync",
+            "dropped-within-request-timeout"
+        ]
+    );
+}
+
+#[test]
+fn teardown_error_names_the_event_the_later_plugin_missed() {
+    let mut l = Log::default();
+    for inst in ["failing", "later"] {
+        l.ctr_as(inst, StopContainer, "p", "c")
+            .ctr_as(inst, RemoveContainer, "p", "c")
+            .pod_as(inst, StopPodSandbox, "p");
+    }
+    l.pod_as("failing", RemovePodSandbox, "p");
+    let o = check::TeardownErrorOutcome {
+        pod: "p".into(),
+        container: "c".into(),
+        failing: "failing".into(),
+        later: "later".into(),
+        failed_steps: vec![("remove-pod".into(), "plugin failed".into())],
+    };
+    assert_eq!(
+        codes(&check::check_teardown_error(l.records(), &o)),
+        [
+            "later-plugin-without-RemovePodSandbox",
+            "remove-pod-failed-on-plugin-error"
+        ]
+    );
 }

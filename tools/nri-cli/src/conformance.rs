@@ -23,8 +23,9 @@ Examples:
       Only watch what happens on the node for five minutes (order, scope and
       teardown of what was seen; the other clauses are skipped).
   sudo nri conformance --socket /run/nri/nri.sock --cri-endpoint unix:///run/containerd/containerd.sock \\
-      --image registry.k8s.io/pause:3.10 --crictl /usr/local/bin/crictl --no-timeout
-      Another socket and crictl; skip the (slow) request-timeout phase.
+      --image busybox:latest --crictl /usr/local/bin/crictl --no-timeout
+      Another socket and crictl; skip the two phases that wait past the
+      runtime's request timeout.
 
 Results per clause: PASS, FAIL, DISCREPANCY (a known breach of that runtime
 version, explained), SKIPPED, INFO.
@@ -47,7 +48,8 @@ pub struct Args {
     /// drive pods and containers through crictl and check all clauses.
     #[arg(long, value_name = "URL", requires = "image")]
     cri_endpoint: Option<String>,
-    /// Image of the test containers (with --cri-endpoint; must be pullable or present).
+    /// Image of the test containers, already on the node (with
+    /// --cri-endpoint; nothing is pulled); it needs `sh` and `sleep`.
     #[arg(long, value_name = "IMAGE", requires = "cri_endpoint")]
     image: Option<String>,
     /// Do not drive anything: only watch the node for SECS seconds.
@@ -62,8 +64,9 @@ pub struct Args {
     /// Cgroup parent of the test pods (with --cri-endpoint).
     #[arg(long, value_name = "P", requires = "cri_endpoint")]
     cgroup_parent: Option<String>,
-    /// Skip the request-timeout phase (it costs the runtime's request
-    /// timeout plus a second).
+    /// Skip the two phases that wait past the runtime's request timeout (a
+    /// plugin answering CreateContainer late, one answering Synchronize
+    /// late); each costs the request timeout plus a second.
     #[arg(long)]
     no_timeout: bool,
     /// A command that stops the runtime, run at the end to check that the
@@ -107,9 +110,6 @@ fn options(args: &Args) -> Options {
             if let Some(c) = &args.crictl {
                 cri.crictl = c.clone();
             }
-            if let Some(n) = &args.namespace {
-                cri.namespace = n.clone();
-            }
             cri.cgroup_parent = args.cgroup_parent.clone();
             Mode::Cri(cri)
         }
@@ -118,6 +118,9 @@ fn options(args: &Args) -> Options {
         },
     };
     let mut opts = Options::new(args.socket.clone(), mode);
+    if let Some(n) = &args.namespace {
+        opts.namespace = n.clone();
+    }
     opts.check_timeout = !args.no_timeout;
     opts.stop_runtime = args
         .stop_runtime

@@ -1,0 +1,251 @@
+//! Phases where a plugin holds or fails a hook while the checker looks at
+//! the runtime through CRI: StopPodSandbox held, RunPodSandbox failed,
+//! RunPodSandbox held, CreateContainer held.
+
+use std::time::Duration;
+
+use crate::Error;
+use crate::check::{CreateBlockedOutcome, RunBlockedOutcome, RunErrorOutcome, StopPodStateOutcome};
+use crate::cri::{ContainerSpec, Cri, must};
+use crate::record::EventKind;
+use crate::recorder::{Behaviour, HoldPoint};
+
+use super::{Driver, while_held};
+
+/// Index of the holding instances: after the main one, before the tail.
+const HOLD_INDEX: &str = "50";
+
+fn holding(event: EventKind, prefix: &str, point: HoldPoint) -> Behaviour {
+    Behaviour {
+        hold: Some((event, prefix.to_owned(), point)),
+        ..Behaviour::default()
+    }
+}
+
+/// Runs `f` with a deadline; `None` when it did not finish in time.
+async fn within<T>(budget: Duration, f: impl Future<Output = T>) -> Option<T> {
+    tokio::time::timeout(budget, f).await.ok()
+}
+
+impl<C: Cri> Driver<'_, C> {
+    /// StopPodSandbox held: the pod's containers must be listed as exited
+    /// and the pod's status readable.
+    pub(crate) async fn stop_pod_state(&mut self) -> Result<(), Error> {
+        let (point, mut rx) = HoldPoint::new(self.hold_max());
+        let spec = self.spec("stops");
+        let b = holding(EventKind::StopPodSandbox, &spec.name, point);
+        let holder = self.inst.spawn_synced("hold-stop", HOLD_INDEX, b).await?;
+        let (pod, spec) = self.pod("stops").await?;
+        let ctr = self.must_run(&pod, &spec, "c1").await?;
+        let (c, budget, pod_ref) = (self.cri, self.probe_budget(), &pod);
+        let (stop, probe) = while_held(c.stop_pod(pod_ref), &mut rx, |h| async move {
+            let looked = within(budget, async {
+                tokio::join!(c.list_containers(pod_ref), c.pod_status(pod_ref))
+            })
+            .await;
+            h.release();
+            looked
+        })
+        .await;
+        self.inst.stop_and_wait(&holder).await;
+        let mut o = StopPodStateOutcome {
+            pod: pod.clone(),
+            containers: vec![ctr],
+            held: probe.is_some(),
+            stop_error: stop?.err(),
+            ..StopPodStateOutcome::default()
+        };
+        if let Some(Some((list, status))) = probe {
+            o.listed = Some(list?);
+            o.pod_status = Some(status?);
+        }
+        let stopped = o.stop_error.is_none();
+        self.d.stop_pod_state = Some(o);
+        if stopped {
+            must(|| format!("remove pod {pod}"), c.remove_pod(&pod).await)?;
+            self.removed_pod(&pod);
+            Ok(())
+        } else {
+            self.remove_pod(&pod).await
+        }
+    }
+
+    /// RunPodSandbox refused once by a plugin: the run fails, nothing is
+    /// left, the retry works.
+    pub(crate) async fn run_error(&mut self) -> Result<(), Error> {
+        let c = self.cri;
+        let spec = self.spec("runerr");
+        let b = Behaviour {
+            fail_run_pod_once: Some(spec.name.clone()),
+            ..Behaviour::default()
+        };
+        let failer = self.inst.spawn_synced("fail-run", "92", b).await?;
+        let mut o = RunErrorOutcome {
+            name: spec.name.clone(),
+            ..RunErrorOutcome::default()
+        };
+        match c.run_pod(&spec).await? {
+            Ok(id) => {
+                // It should not have worked; take it away before the retry.
+                self.made_pod(&id, &spec);
+                self.remove_pod(&id).await?;
+            }
+            Err(e) => {
+                o.failed_error = Some(e);
+                o.attempted = self.inst.log.snapshot().iter().rev().find_map(|r| {
+                    r.as_event()
+                        .filter(|(e, p, c)| {
+                            r.instance == failer
+                                && *e == EventKind::RunPodSandbox
+                                && c.is_none()
+                                && p.name == spec.name
+                        })
+                        .map(|(_, p, _)| p.id.clone())
+                });
+                if let Some(id) = &o.attempted {
+                    self.d.metadata.pods.insert(id.clone(), spec.clone());
+                }
+                let pods = must(|| "list pods".into(), c.list_pods().await)?;
+                o.left_behind = pods
+                    .iter()
+                    .filter(|p| p.name == spec.name || o.attempted.as_ref() == Some(&p.id))
+                    .map(|p| p.id.clone())
+                    .collect();
+                // Whatever was left must go at the end.
+                self.d.live_pods.extend(o.left_behind.iter().cloned());
+            }
+        }
+        match c.run_pod(&spec).await? {
+            Ok(id) => {
+                self.made_pod(&id, &spec);
+                o.retry_state = Some(c.pod_status(&id).await?.map(|s| s.state));
+                self.remove_pod(&id).await?;
+            }
+            Err(e) => o.retry_error = Some(e),
+        }
+        self.inst.stop_and_wait(&failer).await;
+        self.d.run_error = Some(o);
+        Ok(())
+    }
+
+    /// RunPodSandbox held: the pod must not be listed or ready, and a
+    /// container cannot be created in it.
+    pub(crate) async fn run_blocked(&mut self) -> Result<(), Error> {
+        let (point, mut rx) = HoldPoint::new(self.hold_max());
+        let spec = self.spec("runblk");
+        let b = holding(EventKind::RunPodSandbox, &spec.name, point);
+        let holder = self.inst.spawn_synced("hold-run", HOLD_INDEX, b).await?;
+        let (c, budget) = (self.cri, self.probe_budget());
+        let in_held = ContainerSpec {
+            name: "in-held".into(),
+            command: None,
+        };
+        let (spec_ref, in_held_ref) = (&spec, &in_held);
+        let (run, probe) = while_held(c.run_pod(spec_ref), &mut rx, |h| async move {
+            let id = h.pod.as_ref().map(|p| p.id.clone()).unwrap_or_default();
+            let id_ref = &id;
+            let looks = async move {
+                let looked = within(budget, async {
+                    tokio::join!(c.list_pods(), c.pod_status(id_ref))
+                })
+                .await;
+                h.release();
+                looked
+            };
+            let (created, looked) =
+                tokio::join!(c.create_container(id_ref, spec_ref, in_held_ref), looks);
+            (id, created, looked)
+        })
+        .await;
+        let mut o = RunBlockedOutcome {
+            name: spec.name.clone(),
+            ..RunBlockedOutcome::default()
+        };
+        if let Some((id, created, looked)) = probe {
+            let created = created?;
+            if let Ok(cid) = &created {
+                self.made_container(cid, &in_held.name, &id);
+            }
+            o.create_while_held = Some(created);
+            if let Some((list, status)) = looked {
+                let state = |pods: Vec<crate::cri::PodStatus>| {
+                    pods.iter().find(|p| p.id == id).map(|p| p.state)
+                };
+                o.listed = Some(list?.map(state));
+                o.status = Some(status?.map(|s| s.state));
+            }
+            self.d.metadata.pods.insert(id.clone(), spec.clone());
+            o.held = Some(id);
+        }
+        match run? {
+            Ok(id) => {
+                self.made_pod(&id, &spec);
+                o.state_after = Some(c.pod_status(&id).await?.map(|s| s.state));
+                o.create_after_error = self.create(&id, &spec, "after").await?.err();
+                self.remove_pod(&id).await?;
+            }
+            Err(e) => o.run_error = Some(e),
+        }
+        self.d.run_blocked = Some(o);
+        // Only now: a plugin that just went away can still fail the next
+        // creation (containerd 2.3 calls it as a validator).
+        self.inst.stop_and_wait(&holder).await;
+        Ok(())
+    }
+
+    /// CreateContainer held: the container must not be listed as created.
+    pub(crate) async fn create_blocked(&mut self) -> Result<(), Error> {
+        let (point, mut rx) = HoldPoint::new(self.hold_max());
+        let name = "cblk-held";
+        let b = holding(EventKind::CreateContainer, name, point);
+        let holder = self.inst.spawn_synced("hold-create", HOLD_INDEX, b).await?;
+        let (pod, spec) = self.pod("ctrblk").await?;
+        let (c, budget, pod_ref) = (self.cri, self.probe_budget(), &pod);
+        let ctr = ContainerSpec {
+            name: name.into(),
+            command: None,
+        };
+        let (created, probe) = while_held(
+            c.create_container(pod_ref, &spec, &ctr),
+            &mut rx,
+            |h| async move {
+                let id = h
+                    .container
+                    .as_ref()
+                    .map(|c| c.id.clone())
+                    .unwrap_or_default();
+                let looked = within(budget, async {
+                    tokio::join!(c.list_containers(pod_ref), c.container_status(&id))
+                })
+                .await;
+                h.release();
+                (id, looked)
+            },
+        )
+        .await;
+        self.inst.stop_and_wait(&holder).await;
+        let mut o = CreateBlockedOutcome {
+            name: name.into(),
+            ..CreateBlockedOutcome::default()
+        };
+        if let Some((id, looked)) = probe {
+            if let Some((list, status)) = looked {
+                let state = |l: Vec<crate::cri::ContainerStatus>| {
+                    l.iter().find(|c| c.id == id).map(|c| c.state)
+                };
+                o.listed = Some(list?.map(state));
+                o.status = Some(status?.map(|s| s.state));
+            }
+            o.held = Some(id);
+        }
+        match created? {
+            Ok(id) => {
+                self.made_container(&id, name, &pod);
+                o.state_after = Some(c.container_status(&id).await?.map(|s| s.state));
+            }
+            Err(e) => o.create_error = Some(e),
+        }
+        self.d.create_blocked = Some(o);
+        self.remove_pod(&pod).await
+    }
+}
