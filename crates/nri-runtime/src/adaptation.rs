@@ -16,7 +16,9 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Builder, Config, DEFAULT_VALIDATOR_NAME, RuntimeCallbacks};
 use crate::connect::Pending;
 use crate::error::Error;
-use crate::failure::{ErrorClass, FailurePolicy, PluginError, PluginFailure, is_teardown_event};
+use crate::failure::{
+    ErrorClass, FailurePolicy, PluginError, PluginFailure, ValidationMode, is_teardown_event,
+};
 use crate::merge::{CreateResult, PluginId, StopResult, UpdateResult};
 use crate::metrics::{Metrics, audit_owners};
 use crate::plugin::{
@@ -42,6 +44,8 @@ pub(crate) struct Shared {
     pub(crate) stopping: CancellationToken,
     life: Mutex<Life>,
     socket_installed: Mutex<bool>,
+    /// When `start` was called (the start-up grace counts from there).
+    started_at: Mutex<Option<tokio::time::Instant>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -207,6 +211,7 @@ impl Builder {
                 stopping: CancellationToken::new(),
                 life: Mutex::new(Life::New),
                 socket_installed: Mutex::new(false),
+                started_at: Mutex::new(None),
             }),
         })
     }
@@ -242,7 +247,10 @@ impl Adaptation {
         {
             let mut life = lock(&self.shared.life);
             match *life {
-                Life::New => *life = Life::Started,
+                Life::New => {
+                    *life = Life::Started;
+                    *lock(&self.shared.started_at) = Some(tokio::time::Instant::now());
+                }
                 Life::Started => {
                     return Err(Error::InvalidState {
                         state: "already started",
@@ -364,13 +372,14 @@ impl Adaptation {
         self.check_started()?;
         let ev = Event::RunPodSandbox;
         let n = Notification::new(ev, pod, None);
+        self.shared.await_required(ev, pod).await;
         let (plugins, guard) =
             (self.shared.registry).begin_creation(ev, pod, None, n.request().clone());
-        self.shared.check_required(ev, &plugins)?;
+        self.shared.check_required(ev, &plugins, pod)?;
         let mut errors = Vec::new();
         for p in in_turn(&plugins, ev) {
             if let Err(f) = p.notify_prepared(&*self.shared.metrics, &n).await {
-                self.shared.on_failure(p, ev, f, &mut errors)?;
+                self.shared.on_failure(p, ev, f, pod, &mut errors)?;
             }
         }
         guard.set_outcome(true);
@@ -405,7 +414,7 @@ impl Adaptation {
                 )
                 .await;
             if let Err(f) = r {
-                self.shared.on_failure(p, ev, f, &mut errors)?;
+                self.shared.on_failure(p, ev, f, pod, &mut errors)?;
             }
         }
         Ok(EventReport { errors })
@@ -442,11 +451,12 @@ impl Adaptation {
         // the creation; the result borrows the container (and copies it
         // only when a plugin adjusts it). The pod is only needed by
         // validation (set there).
+        sh.await_required(ev, pod).await;
         let mut payload = crate::encode::CreatePayload::new(pod, container);
         let (plugins, guard) =
             sh.registry
                 .begin_creation(ev, pod, Some(container), payload.first());
-        sh.check_required(ev, &plugins)?;
+        sh.check_required(ev, &plugins, pod)?;
         let mut result = CreateResult::borrowing(PodSandbox::default(), container);
         let mut errors = Vec::new();
         // What the last response that changed the container appended to it,
@@ -468,7 +478,7 @@ impl Adaptation {
             let resp = match r {
                 Ok(resp) => resp,
                 Err(f) => {
-                    sh.on_failure(p, ev, f, &mut errors)?;
+                    sh.on_failure(p, ev, f, pod, &mut errors)?;
                     continue;
                 }
             };
@@ -490,7 +500,7 @@ impl Adaptation {
                 Ok(()) => sh.metrics.plugin_adjustments(&p.name, op, 0, nu, ne),
                 Err(e) => {
                     let f = sh.merge_failure(p, op, e);
-                    sh.on_failure(p, ev, f, &mut errors)?;
+                    sh.on_failure(p, ev, f, pod, &mut errors)?;
                 }
             }
         }
@@ -563,7 +573,7 @@ impl Adaptation {
             let resp = match r {
                 Ok(resp) => resp,
                 Err(f) => {
-                    sh.on_failure(p, ev, f, &mut errors)?;
+                    sh.on_failure(p, ev, f, pod, &mut errors)?;
                     continue;
                 }
             };
@@ -572,7 +582,7 @@ impl Adaptation {
                 Ok(()) => sh.metrics.plugin_adjustments(&p.name, op, 0, nu, ne),
                 Err(e) => {
                     let f = sh.merge_failure(p, op, e);
-                    sh.on_failure(p, ev, f, &mut errors)?;
+                    sh.on_failure(p, ev, f, pod, &mut errors)?;
                 }
             }
         }
@@ -602,8 +612,15 @@ impl Adaptation {
         pod: &PodSandbox,
         container: &Container,
     ) -> Result<StopContainerOutcome, Error> {
-        self.check_started()?;
         let ev = Event::StopContainer;
+        if let Err(e) = self.check_started() {
+            // As every teardown call: never an error, whatever the state.
+            tracing::debug!(event = ev.pretty_name(), error = %e, "teardown event ignored");
+            return Ok(StopContainerOutcome {
+                updates: Vec::new(),
+                errors: Vec::new(),
+            });
+        }
         let op = ev.pretty_name();
         let sh = &self.shared;
         let plugins = sh.registry.begin_event(ev, pod, Some(container));
@@ -631,11 +648,11 @@ impl Adaptation {
                         Ok(()) => sh.metrics.plugin_adjustments(&p.name, op, 0, nu, 0),
                         Err(e) => {
                             let f = sh.merge_failure(p, op, e);
-                            sh.on_failure(p, ev, f, &mut errors)?;
+                            sh.on_failure(p, ev, f, pod, &mut errors)?;
                         }
                     }
                 }
-                Err(f) => sh.on_failure(p, ev, f, &mut errors)?,
+                Err(f) => sh.on_failure(p, ev, f, pod, &mut errors)?,
             }
         }
         audit_owners(op, &result.owners().to_wire());
@@ -684,13 +701,13 @@ impl Adaptation {
                 join_all(targets.iter().map(|p| p.notify_prepared(&*sh.metrics, &n))).await;
             for (p, r) in targets.into_iter().zip(answers) {
                 if let Err(f) = r {
-                    sh.on_failure(p, ev, f, &mut errors)?;
+                    sh.on_failure(p, ev, f, pod, &mut errors)?;
                 }
             }
         } else {
             for p in in_turn(&plugins, ev) {
                 if let Err(f) = p.notify_prepared(&*sh.metrics, &n).await {
-                    sh.on_failure(p, ev, f, &mut errors)?;
+                    sh.on_failure(p, ev, f, pod, &mut errors)?;
                 }
             }
         }
@@ -731,41 +748,83 @@ async fn join_all<F: Future>(futs: impl IntoIterator<Item = F>) -> Vec<F::Output
 }
 
 impl Shared {
-    /// Applies the failure policy to one plugin's failure of one event.
+    /// The failure policy of a connected plugin for `event`: the
+    /// operator's entry for the plugin (its override for the event, else
+    /// its policy), else the policy the plugin declared (`fail_request`:
+    /// `required` without the absence check, else `fail`), else the
+    /// default policy.
+    pub(crate) fn policy_of(&self, p: &Plugin, event: Event) -> FailurePolicy {
+        let cfg = &self.config;
+        if let Some(f) = cfg
+            .plugin_entry(&p.id)
+            .and_then(|e| e.configured_for(event))
+        {
+            return f;
+        }
+        match &p.declared {
+            Some(d) if d.fail_request => FailurePolicy::Required,
+            Some(_) => FailurePolicy::Fail,
+            None => cfg.default_policy.for_event(event),
+        }
+    }
+
+    /// The strike limit of a plugin: its entry's, else never (0) if it
+    /// declared `keep_connected`, else the default policy's, else the
+    /// runtime's.
+    pub(crate) fn strike_limit_for(
+        &self,
+        id: &PluginId,
+        declared: Option<&nri_api::api::FailurePolicy>,
+    ) -> u32 {
+        let cfg = &self.config;
+        let keep_connected = declared.is_some_and(|d| d.keep_connected);
+        cfg.plugin_entry(id)
+            .and_then(|e| e.strike_limit)
+            .or(keep_connected.then_some(0))
+            .or(cfg.default_policy.strike_limit)
+            .unwrap_or(cfg.strike_limit)
+    }
+
+    /// Applies the failure policy to one plugin's failure of one event
+    /// about `pod`.
     fn on_failure(
         &self,
         p: &Plugin,
         event: Event,
         failure: PluginFailure,
+        pod: &PodSandbox,
         errors: &mut Vec<PluginError>,
     ) -> Result<(), Error> {
         let plugin = p.name.clone();
         let ev = event.pretty_name();
+        let class = failure.class();
+        let unavailable = matches!(class, ErrorClass::Timeout | ErrorClass::Disconnected);
         if is_teardown_event(event) {
-            tracing::warn!(plugin = %plugin, event = ev, error = %failure, class = %failure.class(), "NRI plugin failed a teardown event (reported, not fatal)");
+            tracing::warn!(plugin = %plugin, event = ev, error = %failure, class = %class, "NRI plugin failed a teardown event (reported, not fatal)");
             errors.push(PluginError::new(plugin, event, failure));
             return Ok(());
         }
-        match self.config.failure_policy(&p.id, event) {
+        let policy = self.policy_of(p, event);
+        if unavailable && policy != FailurePolicy::Ignore && self.config.is_exempt(&pod.namespace) {
+            tracing::warn!(plugin = %plugin, event = ev, error = %failure, class = %class, namespace = %pod.namespace, "NRI plugin unavailable; not failing a request of an exempt namespace");
+            errors.push(PluginError::new(plugin, event, failure));
+            return Ok(());
+        }
+        match policy {
             FailurePolicy::Ignore => {
-                tracing::warn!(plugin = %plugin, event = ev, error = %failure, class = %failure.class(), "NRI plugin failed; ignored per failure policy");
+                tracing::warn!(plugin = %plugin, event = ev, error = %failure, class = %class, "NRI plugin failed; ignored per failure policy");
                 errors.push(PluginError::new(plugin, event, failure));
                 Ok(())
             }
-            FailurePolicy::Fail
-                if matches!(
-                    failure.class(),
-                    ErrorClass::Timeout | ErrorClass::Disconnected
-                ) =>
-            {
+            FailurePolicy::Fail if unavailable => {
                 // `fail` is about the plugin's answers; an unavailable plugin
                 // (timed out or gone) only fails requests under `required`.
-                tracing::warn!(plugin = %plugin, event = ev, error = %failure, class = %failure.class(), "NRI plugin unavailable; skipped (policy fail; use required to fail the request)");
+                tracing::warn!(plugin = %plugin, event = ev, error = %failure, class = %class, "NRI plugin unavailable; skipped (policy fail; use required to fail the request)");
                 errors.push(PluginError::new(plugin, event, failure));
                 Ok(())
             }
             FailurePolicy::Fail | FailurePolicy::Required => {
-                tracing::warn!(plugin = %plugin, event = ev, error = %failure, class = %failure.class(), "NRI plugin failed; failing the request");
+                tracing::warn!(plugin = %plugin, event = ev, error = %failure, class = %class, "NRI plugin failed; failing the request");
                 Err(Error::PluginFailed {
                     plugin,
                     event: ev.to_owned(),
@@ -796,30 +855,81 @@ impl Shared {
         }
     }
 
-    /// Fails when a plugin with policy `required` for `event` is not active.
-    fn check_required(&self, event: Event, plugins: &PluginList) -> Result<(), Error> {
-        for name in self.config.required_plugins(event) {
-            let present = plugins
+    /// Fails when a plugin with policy `required` for `event` is not active
+    /// (never for a pod of an exempt namespace).
+    fn check_required(
+        &self,
+        event: Event,
+        plugins: &PluginList,
+        pod: &PodSandbox,
+    ) -> Result<(), Error> {
+        let Some(name) = self.missing_required(event, plugins) else {
+            return Ok(());
+        };
+        if self.config.is_exempt(&pod.namespace) {
+            tracing::info!(plugin = name, event = event.pretty_name(), namespace = %pod.namespace, "required NRI plugin is not connected; going on for a pod of an exempt namespace");
+            return Ok(());
+        }
+        self.metrics
+            .plugin_invocation(name, event.pretty_name(), Err(ErrorClass::RequiredMissing));
+        tracing::warn!(
+            plugin = name,
+            event = event.pretty_name(),
+            "required NRI plugin is not connected; failing the request"
+        );
+        Err(Error::RequiredPluginMissing {
+            plugin: name.to_owned(),
+            event: event.pretty_name().to_owned(),
+        })
+    }
+
+    /// The first configured name with policy `required` for `event` that no
+    /// active plugin of `plugins` answers to.
+    fn missing_required<'a>(&'a self, event: Event, plugins: &PluginList) -> Option<&'a str> {
+        self.config.required_plugins(event).find(|name| {
+            !plugins
                 .iter()
-                .any(|p| !p.is_closed() && (p.id.to_string() == name || p.id.name() == name));
-            if !present {
-                self.metrics.plugin_invocation(
-                    name,
-                    event.pretty_name(),
-                    Err(ErrorClass::RequiredMissing),
-                );
-                tracing::warn!(
-                    plugin = name,
-                    event = event.pretty_name(),
-                    "required NRI plugin is not connected; failing the request"
-                );
-                return Err(Error::RequiredPluginMissing {
-                    plugin: name.to_owned(),
-                    event: event.pretty_name().to_owned(),
-                });
+                .any(|p| !p.is_closed() && (p.id.to_string() == *name || p.id.name() == *name))
+        })
+    }
+
+    /// During the start-up grace ([`Config::startup_grace`]), waits until
+    /// every `required` plugin that has never registered since start has
+    /// registered, or the grace is over. Pods of exempt namespaces do not
+    /// wait.
+    async fn await_required(&self, event: Event, pod: &PodSandbox) {
+        let grace = self.config.startup_grace;
+        if grace.is_zero() || self.config.is_exempt(&pod.namespace) {
+            return;
+        }
+        let Some(started) = *lock(&self.started_at) else {
+            return;
+        };
+        let deadline = started + grace;
+        let mut changes = self.registry.watch_activations();
+        loop {
+            let waiting = {
+                let plugins = self.registry.snapshot();
+                self.config.required_plugins(event).any(|name| {
+                    !self.registry.has_seen(name)
+                        && !plugins.iter().any(|p| {
+                            !p.is_closed() && (p.id.to_string() == name || p.id.name() == name)
+                        })
+                })
+            };
+            if !waiting || tokio::time::Instant::now() >= deadline {
+                return;
+            }
+            tracing::debug!(
+                event = event.pretty_name(),
+                "waiting for required NRI plugins to register (start-up grace)"
+            );
+            tokio::select! {
+                r = changes.changed() => if r.is_err() { return },
+                () = tokio::time::sleep_until(deadline) => return,
+                () = self.stopping.cancelled() => return,
             }
         }
-        Ok(())
     }
 
     /// Runs in-process validators and validator plugins on the merged result.
@@ -832,9 +942,12 @@ impl Shared {
     ) -> Result<(), Error> {
         let ev = Event::ValidateContainerAdjustment;
         let op = ev.pretty_name();
+        // A validator already gone is absent: not called, and whether the
+        // creation may go on without it was decided by the required-plugin
+        // check.
         let vplugins: Vec<_> = plugins
             .iter()
-            .filter(|p| p.subscribed(ev))
+            .filter(|p| p.subscribed(ev) && !p.is_closed())
             .cloned()
             .collect();
         if vplugins.is_empty() && self.validators.is_empty() {
@@ -884,9 +997,42 @@ impl Shared {
                         return Err(e);
                     }
                 }
-                Err(f) => self.on_failure(&p, ev, f, errors)?,
+                Err(f) => self.validator_failed(&p, f, pod, errors)?,
             }
         }
+        Ok(())
+    }
+
+    /// A validator failed instead of answering: the creation fails (fail
+    /// closed), whatever its failure policy, unless the plugin's entry says
+    /// `validation: fail-open` or the pod's namespace is exempt.
+    fn validator_failed(
+        &self,
+        p: &Plugin,
+        failure: PluginFailure,
+        pod: &PodSandbox,
+        errors: &mut Vec<PluginError>,
+    ) -> Result<(), Error> {
+        let ev = Event::ValidateContainerAdjustment;
+        let mode = self
+            .config
+            .plugin_entry(&p.id)
+            .and_then(|e| e.validation)
+            .unwrap_or_default();
+        let class = failure.class();
+        if mode == ValidationMode::FailOpen {
+            tracing::warn!(validator = %p.id, error = %failure, class = %class, "NRI validator failed; going on (validation: fail-open)");
+        } else if self.config.is_exempt(&pod.namespace) {
+            tracing::warn!(validator = %p.id, error = %failure, class = %class, namespace = %pod.namespace, "NRI validator failed; going on for a pod of an exempt namespace");
+        } else {
+            tracing::warn!(validator = %p.id, error = %failure, class = %class, "NRI validator failed; failing the container creation (fail closed)");
+            return Err(Error::PluginFailed {
+                plugin: p.name.clone(),
+                event: ev.pretty_name().to_owned(),
+                cause: failure,
+            });
+        }
+        errors.push(PluginError::new(p.name.clone(), ev, failure));
         Ok(())
     }
 

@@ -67,6 +67,9 @@ pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(2);
 /// the runtime sees the answer without a wake-up of its own.
 pub const DEFAULT_SPIN_BUDGET: Duration = Duration::from_micros(100);
 
+/// Default [`Config::exempt_namespaces`].
+pub const DEFAULT_EXEMPT_NAMESPACES: &[&str] = &["kube-system"];
+
 /// `PATH` given to launched plugins.
 pub const LAUNCHED_PLUGIN_PATH: &str =
     "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -138,11 +141,25 @@ pub struct Config {
     pub disable_launch: bool,
     /// Per-plugin policies keyed by `name` or `NN-name`.
     pub plugin_policies: BTreeMap<String, PluginPolicy>,
-    /// Policy for plugins without an entry (default: `fail`, per event).
+    /// Policy for plugins without an entry, and for the settings an entry
+    /// leaves unset (default: `fail`, per event).
     pub default_policy: PluginPolicy,
     /// Consecutive timeouts after which a plugin is disconnected (default 3;
     /// 0 means never).
     pub strike_limit: u32,
+    /// Namespaces whose pods are never refused because a plugin is
+    /// unavailable: a `required` plugin that is absent, a plugin that times
+    /// out or loses its connection, a validator that fails instead of
+    /// answering (default [`DEFAULT_EXEMPT_NAMESPACES`]: `kube-system`,
+    /// where plugins and validators usually run; refusing their own pods
+    /// could keep them from ever starting). A plugin's error answer, a
+    /// conflict and a validator's rejection still fail requests there.
+    pub exempt_namespaces: Vec<String>,
+    /// How long after [`Adaptation::start`](crate::Adaptation::start) a
+    /// request that needs a `required` plugin which has not registered yet
+    /// waits for it, instead of failing at once (default zero: no wait).
+    /// Once the plugin has registered, its absence fails requests at once.
+    pub startup_grace: Duration,
     /// If non-empty (or `allowed_gids` is), only peers with one of these
     /// uids (or gids) may connect to the socket.
     pub allowed_uids: Vec<u32>,
@@ -179,6 +196,8 @@ impl std::fmt::Debug for Config {
             .field("plugin_policies", &self.plugin_policies)
             .field("default_policy", &self.default_policy)
             .field("strike_limit", &self.strike_limit)
+            .field("exempt_namespaces", &self.exempt_namespaces)
+            .field("startup_grace", &self.startup_grace)
             .field("allowed_uids", &self.allowed_uids)
             .field("allowed_gids", &self.allowed_gids)
             .field("stop_grace", &self.stop_grace)
@@ -204,6 +223,11 @@ impl Config {
             plugin_policies: BTreeMap::new(),
             default_policy: PluginPolicy::default(),
             strike_limit: DEFAULT_STRIKE_LIMIT,
+            exempt_namespaces: DEFAULT_EXEMPT_NAMESPACES
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect(),
+            startup_grace: Duration::ZERO,
             allowed_uids: Vec::new(),
             allowed_gids: Vec::new(),
             stop_grace: DEFAULT_STOP_GRACE,
@@ -212,33 +236,55 @@ impl Config {
         }
     }
 
-    /// The policy entry for a plugin: by `NN-name`, else by base name, else
-    /// the default.
-    pub fn policy_for(&self, id: &PluginId) -> &PluginPolicy {
+    /// The operator's entry for a plugin: by `NN-name`, else by base name.
+    pub fn plugin_entry(&self, id: &PluginId) -> Option<&PluginPolicy> {
         self.plugin_policies
             .get(&id.to_string())
             .or_else(|| self.plugin_policies.get(id.name()))
-            .unwrap_or(&self.default_policy)
     }
 
-    /// The failure policy of plugin `id` for `event`.
+    /// The policy entry for a plugin: its own entry, else the default.
+    pub fn policy_for(&self, id: &PluginId) -> &PluginPolicy {
+        self.plugin_entry(id).unwrap_or(&self.default_policy)
+    }
+
+    /// The configured failure policy of plugin `id` for `event`: the
+    /// plugin's entry (its override for `event`, else its policy), else the
+    /// default policy (its override for `event`, else its policy, else
+    /// `fail`). A plugin's own declared policy, which comes between the
+    /// two, is applied by the [`Adaptation`](crate::Adaptation) to
+    /// connected plugins.
     pub fn failure_policy(&self, id: &PluginId, event: Event) -> FailurePolicy {
-        self.policy_for(id).for_event(event)
+        self.plugin_entry(id)
+            .and_then(|e| e.configured_for(event))
+            .unwrap_or_else(|| self.default_policy.for_event(event))
     }
 
-    /// The request timeout for plugin `id`.
+    /// The request timeout for plugin `id`: its entry's, else the default
+    /// policy's, else [`Config::request_timeout`].
     pub fn request_timeout_for(&self, id: &PluginId) -> Duration {
-        self.policy_for(id)
-            .request_timeout
+        self.plugin_entry(id)
+            .and_then(|e| e.request_timeout)
+            .or(self.default_policy.request_timeout)
             .unwrap_or(self.request_timeout)
     }
 
-    /// Configured plugin names whose policy for `event` is `required`.
+    /// Configured plugin names whose policy for `event` is `required` (their
+    /// own, or the default policy inherited by an entry that sets none).
     pub fn required_plugins(&self, event: Event) -> impl Iterator<Item = &str> {
+        let default = self.default_policy.for_event(event);
         self.plugin_policies
             .iter()
-            .filter(move |(_, p)| p.is_required_for(event))
+            .filter(move |(_, p)| {
+                p.configured_for(event).unwrap_or(default) == FailurePolicy::Required
+            })
             .map(|(k, _)| k.as_str())
+    }
+
+    /// Whether pods of `namespace` are exempt from the rules that fail a
+    /// request because a plugin is unavailable ([`Config::exempt_namespaces`]).
+    pub fn is_exempt(&self, namespace: &str) -> bool {
+        self.exempt_namespaces.iter().any(|n| n == namespace)
     }
 }
 
@@ -356,6 +402,30 @@ impl Builder {
     pub fn strike_limit(mut self, n: u32) -> Self {
         self.config.strike_limit = n;
         self
+    }
+
+    /// Namespaces whose pods are never refused because a plugin is
+    /// unavailable ([`Config::exempt_namespaces`]; empty: none).
+    #[must_use]
+    pub fn exempt_namespaces<S: Into<String>>(mut self, ns: impl IntoIterator<Item = S>) -> Self {
+        self.config.exempt_namespaces = ns.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// How long requests wait for a `required` plugin that has not
+    /// registered since start ([`Config::startup_grace`]).
+    #[must_use]
+    pub fn startup_grace(mut self, grace: Duration) -> Self {
+        self.config.startup_grace = grace;
+        self
+    }
+
+    /// Applies a configuration file (YAML, or TOML when the name ends in
+    /// `.toml`) on top of the configuration so far; see
+    /// [`Config::apply_file`].
+    pub fn config_file(mut self, path: impl AsRef<std::path::Path>) -> Result<Self, crate::Error> {
+        self.config.apply_file(path.as_ref())?;
+        Ok(self)
     }
 
     /// Allows peers with these uids on the socket.

@@ -183,8 +183,12 @@ impl Shared {
                 nri_ttrpc::CallOptions::new(timeout),
             )
             .await;
+        let mut declared = None;
         let mask = match configured {
-            Ok(resp) => check_mask(resp.events),
+            Ok(resp) => {
+                declared = resp.failure_policy;
+                check_mask(resp.events)
+            }
             Err(e) => Err(format!("Configure failed: {e}")),
         };
         let mask = match mask {
@@ -209,13 +213,21 @@ impl Shared {
             client,
             input,
             mux,
-            strike_limit: self.config.strike_limit,
+            strike_limit: self.strike_limit_for(&id, declared.as_ref()),
+            declared,
             wake_hints: !self.config.spin_budget.is_zero(),
             closed,
             child: pending.child.take(),
         }));
         *identity.lock().unwrap_or_else(PoisonError::into_inner) = Some(id.clone());
         tracing::info!(plugin = %id, events = %mask, "NRI plugin configured");
+        if let Some(d) = &declared {
+            let overridden = self
+                .config
+                .plugin_entry(&id)
+                .is_some_and(|e| e.failure.is_some());
+            tracing::info!(plugin = %id, fail_request = d.fail_request, keep_connected = d.keep_connected, overridden_by_configuration = overridden, "NRI plugin declared a failure policy");
+        }
 
         // 3. Synchronize (behind the barrier), deferred deliveries, activation.
         if let Err(e) = self.synchronize(&plugin).await {

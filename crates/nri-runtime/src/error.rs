@@ -71,6 +71,18 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A configuration file cannot be read or is invalid.
+    #[error("{file}{}: {message}", position(*line, *column))]
+    ConfigFile {
+        /// The file, as given.
+        file: String,
+        /// 1-based line of the problem, when known.
+        line: Option<usize>,
+        /// 1-based column of the problem, when known.
+        column: Option<usize>,
+        /// What is wrong (the bad key or value, and the valid ones).
+        message: String,
+    },
 
     // ---- I/O half: connections, fan-out, failure policy ----
     /// A plugin failed an event and its failure policy makes the request
@@ -138,6 +150,14 @@ impl Error {
             kind: err.kind(),
             message: err.to_string(),
         }
+    }
+}
+
+fn position(line: Option<usize>, column: Option<usize>) -> String {
+    match (line, column) {
+        (Some(l), Some(c)) => format!(":{l}:{c}"),
+        (Some(l), None) => format!(":{l}"),
+        _ => String::new(),
     }
 }
 

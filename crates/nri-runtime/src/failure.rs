@@ -31,6 +31,16 @@ pub enum PluginFailure {
         /// The plugin's message.
         message: String,
     },
+    /// The plugin answered UNIMPLEMENTED to a request it subscribed to
+    /// (it has no handler for the event's RPC). Counted as an error the
+    /// plugin returned.
+    #[error("plugin does not implement {method} (UNIMPLEMENTED: {message})")]
+    Unimplemented {
+        /// The RPC.
+        method: String,
+        /// The plugin's message.
+        message: String,
+    },
     /// The answer could not be used (undecodable, a merge conflict, an
     /// invalid update, a bad split-sync answer...).
     #[error("{message}")]
@@ -58,7 +68,9 @@ impl PluginFailure {
         match self {
             PluginFailure::Timeout { .. } => ErrorClass::Timeout,
             PluginFailure::Disconnected { .. } => ErrorClass::Disconnected,
-            PluginFailure::Status { .. } => ErrorClass::PluginError,
+            PluginFailure::Status { .. } | PluginFailure::Unimplemented { .. } => {
+                ErrorClass::PluginError
+            }
             PluginFailure::InvalidResponse { .. } => ErrorClass::InvalidResponse,
             PluginFailure::Conflict { .. } => ErrorClass::Conflict,
             PluginFailure::Rejected { .. } => ErrorClass::Rejected,
@@ -66,7 +78,7 @@ impl PluginFailure {
     }
 
     /// Classifies a ttRPC client error of a call made with `timeout`.
-    pub(crate) fn from_ttrpc(err: &nri_ttrpc::Error, timeout: Duration) -> Self {
+    pub(crate) fn from_ttrpc(err: &nri_ttrpc::Error, method: &str, timeout: Duration) -> Self {
         match err {
             nri_ttrpc::Error::DeadlineExceeded { timeout, .. } => {
                 PluginFailure::Timeout { timeout: *timeout }
@@ -84,6 +96,13 @@ impl PluginFailure {
                 code: nri_ttrpc::Code::DeadlineExceeded,
                 ..
             } => PluginFailure::Timeout { timeout },
+            nri_ttrpc::Error::Status {
+                code: nri_ttrpc::Code::Unimplemented,
+                message,
+            } => PluginFailure::Unimplemented {
+                method: method.to_owned(),
+                message: message.clone(),
+            },
             nri_ttrpc::Error::Status { code, message } => PluginFailure::Status {
                 code: i32::from(*code),
                 message: message.clone(),
@@ -201,6 +220,22 @@ impl FailurePolicy {
             _ => None,
         }
     }
+
+    /// The policy's name as written in configuration (`ignore`, `fail`,
+    /// `required`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailurePolicy::Ignore => "ignore",
+            FailurePolicy::Fail => "fail",
+            FailurePolicy::Required => "required",
+        }
+    }
+}
+
+impl fmt::Display for FailurePolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Whether `event` is a teardown event: delivered to every subscribed
@@ -220,21 +255,63 @@ pub fn is_teardown_event(event: Event) -> bool {
     )
 }
 
+/// What happens to a container creation when a validator plugin (one
+/// subscribed to ValidateContainerAdjustment) fails while validating it:
+/// times out, crashes, loses its connection, answers with an error or
+/// with something that cannot be decoded. An explicit rejection always
+/// fails the creation.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum ValidationMode {
+    /// The creation fails, whatever the plugin's failure policy (the
+    /// default, as upstream).
+    #[default]
+    FailClosed,
+    /// The failure is logged and reported, and the creation goes on as if
+    /// the validator had accepted it.
+    FailOpen,
+}
+
+impl ValidationMode {
+    /// Parses `fail-closed` or `fail-open` (case-insensitive; `_` for `-`).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.to_ascii_lowercase().replace('_', "-").as_str() {
+            "fail-closed" => Some(ValidationMode::FailClosed),
+            "fail-open" => Some(ValidationMode::FailOpen),
+            _ => None,
+        }
+    }
+}
+
 /// Per-plugin settings, keyed in [`Config`](crate::Config) by plugin name
 /// (`name` or `NN-name`; `NN-name` wins when both match).
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(default)]
+///
+/// Every setting is optional: a setting left unset is taken from the
+/// plugin's own declaration (`ConfigureResponse.failure_policy`, see
+/// `docs/runtime/failure-policy.md`) where there is one, else from the
+/// runtime's defaults ([`Config::default_policy`](crate::Config::default_policy),
+/// [`Config::request_timeout`](crate::Config::request_timeout),
+/// [`Config::strike_limit`](crate::Config::strike_limit)).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PluginPolicy {
     /// Failure policy for every event without an override (`None`: the
-    /// runtime default, `fail`).
+    /// plugin's declared policy, else the runtime's default policy).
     pub failure: Option<FailurePolicy>,
     /// Per-event overrides, keyed by event.
-    #[serde(skip)]
     pub per_event: BTreeMap<i32, FailurePolicy>,
     /// Request timeout for this plugin (`None`: the runtime's).
-    #[serde(with = "opt_millis")]
     pub request_timeout: Option<Duration>,
+    /// Consecutive timeouts after which this plugin is disconnected
+    /// (`None`: the runtime's, or never if the plugin declared
+    /// `keep_connected`; 0 = never).
+    pub strike_limit: Option<u32>,
+    /// What a failure of this plugin as a validator does (`None`:
+    /// [`ValidationMode::FailClosed`]).
+    pub validation: Option<ValidationMode>,
 }
 
 impl PluginPolicy {
@@ -260,37 +337,41 @@ impl PluginPolicy {
         self
     }
 
-    /// The policy for `event` (override, else the plugin's, else `fail`).
-    pub fn for_event(&self, event: Event) -> FailurePolicy {
+    /// Sets this plugin's strike limit (0 = never disconnected for
+    /// timeouts).
+    #[must_use]
+    pub fn with_strike_limit(mut self, limit: u32) -> Self {
+        self.strike_limit = Some(limit);
+        self
+    }
+
+    /// Sets what a failure of this plugin as a validator does.
+    #[must_use]
+    pub fn with_validation(mut self, mode: ValidationMode) -> Self {
+        self.validation = Some(mode);
+        self
+    }
+
+    /// The policy this entry sets for `event` (its override, else its
+    /// policy for every event), `None` if it sets none.
+    pub fn configured_for(&self, event: Event) -> Option<FailurePolicy> {
         self.per_event
             .get(&(event as i32))
             .copied()
             .or(self.failure)
-            .unwrap_or(FailurePolicy::Fail)
     }
 
-    /// Whether the plugin is required (its policy for every event or the
-    /// given one is `required`).
+    /// The policy for `event` of this entry alone: its override, else its
+    /// policy for every event, else `fail`. A plugin's effective policy
+    /// also depends on the runtime's default: see
+    /// [`Config::failure_policy`](crate::Config::failure_policy).
+    pub fn for_event(&self, event: Event) -> FailurePolicy {
+        self.configured_for(event).unwrap_or(FailurePolicy::Fail)
+    }
+
+    /// Whether this entry makes the plugin required for `event`.
     pub fn is_required_for(&self, event: Event) -> bool {
-        self.for_event(event) == FailurePolicy::Required
-    }
-}
-
-mod opt_millis {
-    use std::time::Duration;
-
-    pub fn serialize<S: serde::Serializer>(v: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-        match v {
-            Some(d) => s.serialize_some(&(d.as_millis() as u64)),
-            None => s.serialize_none(),
-        }
-    }
-
-    pub fn deserialize<'de, D: serde::Deserializer<'de>>(
-        d: D,
-    ) -> Result<Option<Duration>, D::Error> {
-        let v: Option<u64> = serde::Deserialize::deserialize(d)?;
-        Ok(v.map(Duration::from_millis))
+        self.configured_for(event) == Some(FailurePolicy::Required)
     }
 }
 
@@ -304,7 +385,7 @@ mod tests {
             code: nri_ttrpc::Code::DeadlineExceeded,
             message: "context deadline exceeded".into(),
         };
-        let f = PluginFailure::from_ttrpc(&err, Duration::from_secs(2));
+        let f = PluginFailure::from_ttrpc(&err, "CreateContainer", Duration::from_secs(2));
         assert!(
             matches!(f, PluginFailure::Timeout { timeout } if timeout == Duration::from_secs(2)),
             "{f:?}"
@@ -318,7 +399,7 @@ mod tests {
             code: nri_ttrpc::Code::Internal,
             message: "boom".into(),
         };
-        let f = PluginFailure::from_ttrpc(&err, Duration::from_secs(2));
+        let f = PluginFailure::from_ttrpc(&err, "CreateContainer", Duration::from_secs(2));
         assert_eq!(f.class(), ErrorClass::PluginError);
     }
 }

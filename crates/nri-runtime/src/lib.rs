@@ -19,8 +19,12 @@
 //!   from the plugin directory, listens for external plugins, registers,
 //!   configures and synchronizes them, and fans every lifecycle event out
 //!   to them in a deterministic order (index, then name), with a
-//!   per-plugin [`FailurePolicy`], timeout strikes, teardown events that
-//!   never fail, and no lost events around Synchronize.
+//!   per-plugin, per-event [`FailurePolicy`] (or the policy a plugin
+//!   declares), validation that fails closed, timeout strikes, teardown
+//!   events that never fail, and no lost events around Synchronize.
+//! - [`Config`]: every setting, also loaded from a YAML or TOML file
+//!   ([`Builder::config_file`], [`Config::apply_file`]; format in
+//!   `docs/runtime/config.md`).
 //! - [`RuntimeCallbacks`]: what the runtime provides (list, update, evict).
 //! - [`Metrics`] (no-op by default; `PrometheusMetrics` with the
 //!   `prometheus` feature) and the audit trail on target `nri::audit`.
@@ -38,6 +42,7 @@ pub use merge::PluginId;
 // ---- I/O half ----
 mod adaptation;
 mod config;
+mod config_file;
 mod connect;
 mod encode;
 pub mod failure;
@@ -52,11 +57,15 @@ pub use adaptation::{
     UpdateContainerOutcome,
 };
 pub use config::{
-    BoxFuture, Builder, CallbackError, Config, DEFAULT_SPIN_BUDGET, DEFAULT_STOP_GRACE,
-    DEFAULT_STRIKE_LIMIT, DEFAULT_VALIDATOR_NAME, LAUNCHED_PLUGIN_PATH, RuntimeCallbacks, Snapshot,
+    BoxFuture, Builder, CallbackError, Config, DEFAULT_EXEMPT_NAMESPACES, DEFAULT_SPIN_BUDGET,
+    DEFAULT_STOP_GRACE, DEFAULT_STRIKE_LIMIT, DEFAULT_VALIDATOR_NAME, LAUNCHED_PLUGIN_PATH,
+    RuntimeCallbacks, Snapshot,
 };
+pub use config_file::ConfigFormat;
 pub use connect::split_sync;
-pub use failure::{ErrorClass, FailurePolicy, PluginError, PluginFailure, PluginPolicy};
+pub use failure::{
+    ErrorClass, FailurePolicy, PluginError, PluginFailure, PluginPolicy, ValidationMode,
+};
 #[cfg(feature = "prometheus")]
 pub use metrics::PrometheusMetrics;
 pub use metrics::{AUDIT_TARGET, Metrics, NoopMetrics};

@@ -53,6 +53,13 @@ pub struct PluginInfo {
     pub legacy_dialect: bool,
     /// Current run of consecutive request timeouts.
     pub strikes: u32,
+    /// The failure policy the plugin declared in its `ConfigureResponse`
+    /// (`None`: it declared none), whether or not the configuration
+    /// overrides it.
+    pub declared_policy: Option<nri_api::api::FailurePolicy>,
+    /// Consecutive timeouts after which the plugin is disconnected (0:
+    /// never), as resolved from the configuration and its declared policy.
+    pub strike_limit: u32,
 }
 
 pub(crate) struct Plugin {
@@ -69,6 +76,8 @@ pub(crate) struct Plugin {
     deprecation_warned: Mutex<EventMask>,
     strikes: AtomicU32,
     strike_limit: u32,
+    /// The failure policy the plugin declared in Configure.
+    pub(crate) declared: Option<nri_api::api::FailurePolicy>,
     wake_hints: bool,
     /// Cancelled when the runtime closes the plugin.
     pub(crate) closed: CancellationToken,
@@ -154,6 +163,8 @@ pub(crate) struct PluginParts {
     pub(crate) input: Arc<PluginInput>,
     pub(crate) mux: nri_mux::Mux,
     pub(crate) strike_limit: u32,
+    /// The failure policy the plugin declared in Configure.
+    pub(crate) declared: Option<nri_api::api::FailurePolicy>,
     /// Whether to send the plugin wake hints (see [`Plugin::hint_after_write`]).
     pub(crate) wake_hints: bool,
     pub(crate) closed: CancellationToken,
@@ -175,6 +186,7 @@ impl Plugin {
             deprecation_warned: Mutex::new(EventMask::EMPTY),
             strikes: AtomicU32::new(0),
             strike_limit: p.strike_limit,
+            declared: p.declared,
             wake_hints: p.wake_hints,
             closed: p.closed,
             child: Mutex::new(p.child),
@@ -230,6 +242,8 @@ impl Plugin {
             origin: self.origin,
             legacy_dialect: self.legacy.load(Ordering::Relaxed),
             strikes: self.strikes.load(Ordering::Relaxed),
+            declared_policy: self.declared,
+            strike_limit: self.strike_limit,
         }
     }
 
@@ -292,7 +306,7 @@ impl Plugin {
         // not sent later, with another call.
         lock(&self.input.hint_next).take();
         metrics.plugin_latency(&self.name, operation, elapsed);
-        let res = res.map_err(|e| PluginFailure::from_ttrpc(&e, timeout));
+        let res = res.map_err(|e| PluginFailure::from_ttrpc(&e, method, timeout));
         self.account(metrics, operation, &res);
         res
     }
@@ -430,7 +444,7 @@ impl Plugin {
                     metrics.plugin_latency(&self.name, op, start.elapsed());
                     let res = other
                         .map(|_| ())
-                        .map_err(|e| PluginFailure::from_ttrpc(&e, timeout));
+                        .map_err(|e| PluginFailure::from_ttrpc(&e, method, timeout));
                     self.account(metrics, op, &res);
                     return res;
                 }

@@ -107,6 +107,8 @@ struct State {
     active: PluginList,
     syncing: Vec<Syncing>,
     names: HashSet<String>,
+    /// Names (`NN-name` and base name) of every plugin that has been active.
+    seen: HashSet<String>,
     inflight: HashMap<u64, Arc<Inflight>>,
     next_seq: u64,
 }
@@ -114,6 +116,8 @@ struct State {
 pub(crate) struct Registry {
     state: Mutex<State>,
     metrics: Arc<dyn Metrics>,
+    /// Bumped whenever a plugin becomes active.
+    activations: watch::Sender<u64>,
 }
 
 /// Keeps a creation event in flight until released (dropped).
@@ -169,6 +173,7 @@ impl Registry {
         Self {
             state: Mutex::new(State::default()),
             metrics,
+            activations: watch::channel(0).0,
         }
     }
 
@@ -314,10 +319,24 @@ impl Registry {
         list.push(plugin.clone());
         list.sort_by(|a, b| a.id.cmp(&b.id));
         st.active = Arc::new(list);
+        st.seen.insert(plugin.id.to_string());
+        st.seen.insert(plugin.id.name().to_owned());
         let n = st.active.len();
         drop(st);
         self.metrics.active_plugins(n);
+        self.activations.send_modify(|n| *n += 1);
         Some(backlog)
+    }
+
+    /// Whether a plugin known as `name` (`NN-name` or base name) has been
+    /// active since the runtime started.
+    pub(crate) fn has_seen(&self, name: &str) -> bool {
+        self.lock().seen.contains(name)
+    }
+
+    /// A receiver that changes whenever a plugin becomes active.
+    pub(crate) fn watch_activations(&self) -> watch::Receiver<u64> {
+        self.activations.subscribe()
     }
 
     /// Forgets a plugin (closed or failed); releases its name.

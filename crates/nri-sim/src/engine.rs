@@ -92,6 +92,11 @@ pub struct Options {
     pub no_bundled: bool,
     /// Failure policies by plugin name, on top of the scenario's.
     pub policies: Vec<(String, FailurePolicy)>,
+    /// The runtime's configuration file (YAML or TOML, see
+    /// `docs/runtime/config.md`), applied before the scenario's `runtime`
+    /// settings and `policies`. Its socket, plugin directory and peer
+    /// allow-lists are not used: the simulator has its own.
+    pub config_file: Option<PathBuf>,
     /// Report every line plugins write.
     pub plugin_output: bool,
 }
@@ -316,16 +321,29 @@ pub async fn run(
     let world = Arc::new(World::default());
     let rt = &scenario.runtime;
     let dur = |d: &Option<Spanned<String>>| d.as_ref().and_then(|d| parse_duration(&d.value).ok());
-    let mut b = Adaptation::builder("nri-sim", env!("CARGO_PKG_VERSION"))
+    let mut b = Adaptation::builder("nri-sim", env!("CARGO_PKG_VERSION"));
+    if let Some(path) = &opts.config_file {
+        // The runtime's own configuration file; the scenario and the
+        // command line override it. The simulator keeps its own socket,
+        // plugin directory and peer rules.
+        b = b
+            .config_file(path)
+            .map_err(|source| Error::Runtime { source })?
+            .allowed_uids([])
+            .allowed_gids([]);
+    }
+    b = b
         .socket_path(&socket)
+        .disable_connections(false)
         .metrics(Arc::new(WorldMetrics(world.clone())))
         .stop_grace(Duration::from_millis(500));
     if let Some(t) = dur(&rt.request_timeout) {
         b = b.request_timeout(t);
     }
-    let reg_timeout =
-        dur(&rt.registration_timeout).unwrap_or(nri_api::DEFAULT_REGISTRATION_TIMEOUT);
-    b = b.registration_timeout(reg_timeout);
+    if let Some(t) = dur(&rt.registration_timeout) {
+        b = b.registration_timeout(t);
+    }
+    let reg_timeout = b.current_config().registration_timeout;
     if let Some(n) = rt.strike_limit {
         b = b.strike_limit(n);
     }
@@ -334,7 +352,9 @@ pub async fn run(
         .as_ref()
         .and_then(|p| FailurePolicy::parse(&p.value))
     {
-        b = b.default_policy(PluginPolicy::new(p));
+        let mut default = b.current_config().default_policy.clone();
+        default.failure = Some(p);
+        b = b.default_policy(default);
     }
     for (name, p) in &rt.policies {
         if let Some(p) = FailurePolicy::parse(&p.value) {
@@ -342,7 +362,7 @@ pub async fn run(
         }
     }
     match &opts.plugin_dir {
-        Some(d) => b = b.plugin_dir(d).config_dir(d),
+        Some(d) => b = b.plugin_dir(d).config_dir(d).disable_launch(false),
         None => b = b.disable_launch(true),
     }
 
@@ -352,12 +372,12 @@ pub async fn run(
         let p = &sp.value;
         let index = scenario.plugin_index(i);
         let id = format!("{index}-{}", p.name);
-        let mut pol = PluginPolicy::new(
-            p.policy
-                .as_ref()
-                .and_then(|x| FailurePolicy::parse(&x.value))
-                .unwrap_or(FailurePolicy::Fail),
-        );
+        // No `policy`: the entry sets none, so the default policy applies.
+        let mut pol = PluginPolicy::default();
+        pol.failure = p
+            .policy
+            .as_ref()
+            .and_then(|x| FailurePolicy::parse(&x.value));
         for (ev, x) in &p.event_policy {
             if let (Ok(ev), Some(x)) = (parse_event(ev), FailurePolicy::parse(&x.value)) {
                 pol = pol.with_event(ev, x);

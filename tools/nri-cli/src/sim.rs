@@ -21,6 +21,9 @@ Examples:
       Only your plugin, machine-readable output (one JSON object per line).
   nri sim --plugin-dir /opt/nri/plugins --policy my-plugin=required scenario.yaml
       Launch NN-name executables from a directory, as containerd does.
+  nri sim --config /etc/nri/runtime.yaml scenario.yaml
+      Run with the runtime configuration file an nri-runtime based runtime
+      loads (failure policies, timeouts, validation settings).
   nri sim --print-scenario demo > my.yaml
       Start a scenario of your own from a built-in one.
 
@@ -51,6 +54,12 @@ pub struct Args {
     /// Failure policy of a plugin by name: ignore, fail or required (repeatable).
     #[arg(long = "policy", value_name = "NAME=POLICY")]
     policies: Vec<String>,
+    /// The runtime's configuration file (YAML, or TOML for `.toml`; the
+    /// format of docs/runtime/config.md): policies, timeouts, strike limit,
+    /// validation settings. The scenario's `runtime` settings and --policy
+    /// override it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Machine-readable output: one JSON object per line.
     #[arg(long)]
     json: bool,
@@ -186,6 +195,12 @@ pub fn run(args: Args) -> ExitCode {
             }
         }
     }
+    if let Some(path) = &args.config {
+        // Refused at start-up, before anything runs (also with --check).
+        if let Err(e) = nri_runtime::Config::new("nri-sim", "").apply_file(path) {
+            return usage(e);
+        }
+    }
     let scenario = match load(&args) {
         Ok(s) => s,
         Err(e) => {
@@ -220,6 +235,7 @@ pub fn run(args: Args) -> ExitCode {
         no_bundled: args.no_bundled,
         policies,
         plugin_output: args.plugin_output,
+        config_file: args.config.clone(),
     };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -261,3 +261,83 @@ fn print_check_and_list() {
         assert!(out.contains(k), "{out}");
     }
 }
+
+#[test]
+fn the_runtime_config_file_is_applied_and_checked_at_start_up() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scenario = write(
+        dir.path(),
+        "s.yaml",
+        "runtime:\n  registration-timeout: 1s\nplugins:\n  - name: ghost\n    path: /nonexistent/ghost-plugin\n  - name: env\n    bundled: env\npods:\n  - name: p\n    containers: [{ name: c }]\nsteps:\n  - up: p\n    expect: fail\n",
+    );
+    let yaml = write(
+        dir.path(),
+        "nri.yaml",
+        "request-timeout: 1s\nplugins:\n  ghost:\n    policy: required\n",
+    );
+    let toml = write(
+        dir.path(),
+        "nri.toml",
+        "request-timeout = \"1s\"\n[plugins.ghost]\npolicy = \"required\"\n",
+    );
+    for cfg in [&yaml, &toml] {
+        let o = run(&[
+            "sim",
+            "--config",
+            cfg.to_str().expect("utf8"),
+            scenario.to_str().expect("utf8"),
+        ]);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(0), "{}: {t}", cfg.display());
+        assert!(t.contains("required plugin ghost is not connected"), "{t}");
+    }
+    // Bad files are refused before anything runs, with file, line and the
+    // valid values; --check checks the file too.
+    for (name, body, at, what) in [
+        (
+            "bad.yaml",
+            "strike-limit: 1\nplugins:\n  ghost:\n    policy: always\n",
+            "bad.yaml:4:13",
+            "expected one of ignore, fail, required",
+        ),
+        (
+            "bad.toml",
+            "[plugins.ghost.events]\nStartContaner = \"ignore\"\n",
+            "bad.toml:2:1",
+            "StartContainer",
+        ),
+        (
+            "bad.yaml",
+            "request-timout: 1s\n",
+            "bad.yaml:1:1",
+            "request-timeout",
+        ),
+    ] {
+        let f = write(dir.path(), name, body);
+        for extra in [&[][..], &["--check"][..]] {
+            let mut args = vec!["sim", "--config", f.to_str().expect("utf8")];
+            args.extend_from_slice(extra);
+            args.push(scenario.to_str().expect("utf8"));
+            let o = run(&args);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{body}: {}", text(&o));
+            assert!(err.contains(at), "{body}: want {at} in {err}");
+            assert!(err.contains(what), "{body}: want {what} in {err}");
+        }
+    }
+}
+
+#[test]
+fn a_plugin_without_a_policy_inherits_the_default_policy() {
+    // The plugin sets only its timeout: it inherits `required`, so its
+    // timeout fails the creation (under `fail` it would be skipped).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = write(
+        dir.path(),
+        "s.yaml",
+        "runtime:\n  default-policy: required\nplugins:\n  - name: stuck\n    bundled: hang\n    timeout: 300ms\npods:\n  - name: p\n    containers: [{ name: c }]\nsteps:\n  - run-pod: p\n  - create: p/c\n    expect: fail\n",
+    );
+    let o = run(&["sim", f.to_str().expect("utf8")]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+}

@@ -190,6 +190,11 @@ pub struct FakePlugin {
     pub skip_register: bool,
     /// Announce that it takes wake hints (as our plugin SDK does).
     pub wake_hints: bool,
+    /// Methods answered UNIMPLEMENTED although subscribed (a plugin with
+    /// no handler for them).
+    pub unimplemented: Vec<String>,
+    /// The failure policy declared in the Configure answer.
+    pub failure_policy: Option<FailurePolicy>,
 }
 
 impl FakePlugin {
@@ -209,7 +214,23 @@ impl FakePlugin {
             log: Arc::new(Mutex::new(Vec::new())),
             skip_register: false,
             wake_hints: false,
+            unimplemented: Vec::new(),
+            failure_policy: None,
         }
+    }
+
+    /// Answers UNIMPLEMENTED to `method` (a ttRPC method name).
+    pub fn unimplemented(mut self, method: &str) -> Self {
+        self.unimplemented.push(method.into());
+        self
+    }
+    /// Declares a failure policy in Configure.
+    pub fn declare_policy(mut self, fail_request: bool, keep_connected: bool) -> Self {
+        self.failure_policy = Some(FailurePolicy {
+            fail_request,
+            keep_connected,
+        });
+        self
     }
 
     pub fn wake_hints(mut self) -> Self {
@@ -363,12 +384,16 @@ impl FakePlugin {
         };
         let bad = |e: prost::DecodeError| Status::new(Code::InvalidArgument, e.to_string());
         let mut key = m.to_owned();
+        if self.unimplemented.iter().any(|u| u == m) {
+            self.record(rec);
+            return Err(Status::unknown_method(m));
+        }
         let reply: Vec<u8> = match m {
             method::CONFIGURE => {
                 let _ = ConfigureRequest::decode(payload.clone()).map_err(bad)?;
                 ConfigureResponse {
                     events: self.events,
-                    failure_policy: None,
+                    failure_policy: self.failure_policy,
                 }
                 .encode_to_vec()
             }
