@@ -197,9 +197,8 @@ fn refusal(event: EventKind, name: &str) -> HandlerError {
     ))
 }
 
+#[nri_plugin::plugin]
 impl Plugin for Recorder {
-    const EVENTS: EventMask = EventMask::ALL;
-
     async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<Option<EventMask>> {
         let rt = &info.runtime;
         self.log.push(

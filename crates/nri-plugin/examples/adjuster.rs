@@ -26,7 +26,7 @@ use std::process::ExitCode;
 use std::sync::Mutex;
 
 use nri_plugin::api::{
-    Container, ContainerAdjustment, CreateContainerResponse, Event, KeyValue, PodSandbox,
+    Container, ContainerAdjustment, CreateContainerResponse, KeyValue, PodSandbox,
 };
 use nri_plugin::{
     Builder, ConfigureInfo, EventMask, HandlerError, HandlerResult, Plugin, ReconnectPolicy,
@@ -96,9 +96,8 @@ struct Adjuster {
     current: Mutex<Settings>,
 }
 
+#[nri_plugin::plugin]
 impl Plugin for Adjuster {
-    const EVENTS: EventMask = EventMask::from_events(&[Event::CreateContainer]);
-
     async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<Option<EventMask>> {
         let mut settings = self.base.clone();
         parse_config(&info.config, &mut settings).map_err(HandlerError::msg)?;

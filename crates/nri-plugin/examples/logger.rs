@@ -33,9 +33,8 @@ fn ids(pod: &PodSandbox, ctr: Option<&Container>) -> String {
     }
 }
 
+#[nri_plugin::plugin]
 impl Plugin for Logger {
-    const EVENTS: EventMask = EventMask::ALL;
-
     async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<Option<EventMask>> {
         tracing::info!(
             runtime = %info.runtime.name,

@@ -95,6 +95,7 @@ impl Default for ReconnectPolicy {
 /// use nri_plugin::{Builder, Plugin, EventMask, api::Event};
 ///
 /// struct Nop;
+/// #[nri_plugin::plugin]
 /// impl Plugin for Nop {
 ///     const EVENTS: EventMask = EventMask::from_events(&[Event::StartContainer]);
 /// }
@@ -132,7 +133,8 @@ pub const DEFAULT_SPIN_BUDGET: Duration = Duration::from_micros(100);
 
 impl<P: Plugin> Builder<P> {
     /// A builder with the defaults: auto-detected connection mode, socket
-    /// `/var/run/nri/nri.sock`, subscription [`Plugin::EVENTS`], unsupported
+    /// `/var/run/nri/nri.sock`, subscription [`Plugin::EVENTS`] (the events
+    /// of the implemented methods unless the plugin sets it), unsupported
     /// events dropped with a warning, registration timeout 5 s, request
     /// timeout 2 s, no reconnect, spin budget [`DEFAULT_SPIN_BUDGET`].
     pub fn new(plugin: P) -> Self {
@@ -178,8 +180,11 @@ impl<P: Plugin> Builder<P> {
         self
     }
 
-    /// Subscribes to these events instead of all of [`Plugin::EVENTS`]
-    /// (must be a non-empty subset of it; checked by [`Builder::build`]).
+    /// Subscribes to these events instead of [`Plugin::EVENTS`] (by
+    /// default the events of the implemented methods). Events without a
+    /// method are answered with an empty success; implemented methods of
+    /// events left out are not called. Must be a non-empty set of known
+    /// events (checked by [`Builder::build`]).
     pub fn events(mut self, events: EventMask) -> Self {
         self.events = Some(events);
         self
@@ -237,35 +242,26 @@ impl<P: Plugin> Builder<P> {
     /// # Errors
     ///
     /// [`Error::InvalidName`], [`Error::InvalidIndex`] (missing or invalid),
-    /// [`Error::InvalidEvents`] (empty subscription, unknown bits, or events
-    /// not in [`Plugin::EVENTS`]).
+    /// [`Error::InvalidEvents`] (empty subscription or unknown bits).
     pub fn build(self) -> Result<Stub<P>, Error> {
-        let handled = P::EVENTS;
-        if handled.is_empty() {
-            return Err(Error::InvalidEvents {
-                events: handled,
-                reason: "Plugin::EVENTS is empty (an empty mask would subscribe to every event)",
-            });
-        }
-        if handled.unknown_bits() != 0 {
-            return Err(Error::InvalidEvents {
-                events: handled,
-                reason: "Plugin::EVENTS has bits of no known event",
-            });
-        }
-        let events = self.events.unwrap_or(handled);
+        let events = self.events.unwrap_or(P::EVENTS);
         if events.is_empty() {
             return Err(Error::InvalidEvents {
                 events,
-                reason: "empty subscription",
+                reason: "empty subscription: the plugin implements no event method and sets no \
+                         events (Plugin::EVENTS or Builder::events); an empty mask would \
+                         subscribe to every event",
             });
         }
-        if !handled.contains_all(events) {
+        if events.unknown_bits() != 0 {
             return Err(Error::InvalidEvents {
                 events,
-                reason: "subscription includes events the plugin does not declare in Plugin::EVENTS",
+                reason: "the subscription has bits of no known event",
             });
         }
+        // What `Plugin::configure` may choose from: the default subscription
+        // and the events with a method.
+        let handled = events.union(P::EVENTS).union(P::IMPLEMENTED.events());
 
         let mode = match self.mode {
             ConnectMode::Auto
@@ -297,6 +293,7 @@ impl<P: Plugin> Builder<P> {
                 socket_path: self.socket_path,
                 mode,
                 events,
+                handled,
                 strict_events: self.strict_events,
                 registration_timeout: self.registration_timeout,
                 reconnect,
@@ -314,7 +311,10 @@ pub(crate) struct Config {
     pub(crate) index: String,
     pub(crate) socket_path: PathBuf,
     pub(crate) mode: ConnectMode,
+    /// The default subscription.
     pub(crate) events: EventMask,
+    /// The events `Plugin::configure` may subscribe to.
+    pub(crate) handled: EventMask,
     pub(crate) strict_events: bool,
     pub(crate) registration_timeout: Duration,
     pub(crate) reconnect: Option<ReconnectPolicy>,

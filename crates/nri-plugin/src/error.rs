@@ -70,8 +70,7 @@ pub enum Error {
     },
 
     /// The event subscription is unusable: empty (an empty mask on the wire
-    /// would mean "all events"), with unknown bits, or with events the plugin
-    /// does not declare in [`Plugin::EVENTS`](crate::Plugin::EVENTS).
+    /// would mean "all events") or with bits of no known event.
     #[error("invalid event subscription {events}: {reason}")]
     InvalidEvents {
         /// The offending mask.

@@ -25,8 +25,6 @@ pub(crate) struct Shared {
     pub(crate) runtime: Mutex<Option<RuntimeInfo>>,
     pub(crate) subscribed: AtomicI32,
     pub(crate) dropped: AtomicI32,
-    /// Subscribed events already reported as declared but not implemented.
-    pub(crate) warned_unimplemented: AtomicI32,
     pub(crate) running: AtomicBool,
     pub(crate) stop: CancellationToken,
     pub(crate) request_timeout: Duration,
@@ -39,7 +37,6 @@ impl Shared {
             runtime: Mutex::new(None),
             subscribed: AtomicI32::new(0),
             dropped: AtomicI32::new(0),
-            warned_unimplemented: AtomicI32::new(0),
             running: AtomicBool::new(false),
             stop: CancellationToken::new(),
             request_timeout,

@@ -5,19 +5,18 @@
 //!
 //! # Writing a plugin
 //!
-//! Implement [`Plugin`]: declare the events you handle in
-//! [`Plugin::EVENTS`] and implement their methods (all optional). Build a
-//! [`Stub`] with [`Builder`] and [`run`](Stub::run) it.
+//! Implement [`Plugin`] for your type, with the [`plugin`] attribute on the
+//! `impl` block, and implement the methods of the events you handle (all
+//! optional). Build a [`Stub`] with [`Builder`] and [`run`](Stub::run) it.
 //!
 //! ```no_run
-//! use nri_plugin::api::{Container, ContainerAdjustment, CreateContainerResponse, Event, KeyValue, PodSandbox};
-//! use nri_plugin::{Builder, EventMask, HandlerResult, Plugin, ReconnectPolicy, SyncKind};
+//! use nri_plugin::api::{Container, ContainerAdjustment, CreateContainerResponse, KeyValue, PodSandbox};
+//! use nri_plugin::{Builder, HandlerResult, Plugin, ReconnectPolicy, SyncKind};
 //!
 //! struct AddEnv;
 //!
+//! #[nri_plugin::plugin] // subscribes to CreateContainer: the one event method below
 //! impl Plugin for AddEnv {
-//!     const EVENTS: EventMask = EventMask::from_events(&[Event::CreateContainer, Event::StopContainer]);
-//!
 //!     async fn synchronize(
 //!         &self,
 //!         pods: Vec<PodSandbox>,
@@ -38,8 +37,6 @@
 //!         adjust.annotations.insert("example.com/seen".into(), container.name);
 //!         Ok(CreateContainerResponse { adjust: Some(adjust), ..Default::default() })
 //!     }
-//!     // StopContainer is declared but not implemented: answered UNIMPLEMENTED,
-//!     // with a warning the first time the runtime sends it.
 //! }
 //!
 //! #[tokio::main(flavor = "current_thread")]
@@ -58,6 +55,66 @@
 //!         Err(e) => Err(e),
 //!     }
 //! }
+//! ```
+//!
+//! # Events
+//!
+//! **The subscription follows the code.** The [`plugin`] attribute reads
+//! which event methods the `impl Plugin` block defines and records them in
+//! [`Plugin::IMPLEMENTED`]; the plugin subscribes to exactly those events,
+//! so a handler cannot be written and then never called because an event
+//! list was not updated. Without the attribute the impl does not compile
+//! (`IMPLEMENTED` is a required item):
+//!
+//! ```compile_fail,E0046
+//! struct Forgot;
+//!
+//! impl nri_plugin::Plugin for Forgot {
+//!     // error[E0046]: not all trait items implemented, missing: `IMPLEMENTED`
+//!     async fn start_container(
+//!         &self,
+//!         _pod: nri_plugin::api::PodSandbox,
+//!         _ctr: nri_plugin::api::Container,
+//!     ) -> nri_plugin::HandlerResult<()> {
+//!         Ok(())
+//!     }
+//! }
+//! ```
+//!
+//! **Explicit override.** A plugin that wants another subscription sets
+//! [`Plugin::EVENTS`] in the impl, or [`Builder::events`] at run time;
+//! [`Plugin::configure`] may narrow the subscription per connection. An
+//! event the plugin is subscribed to but has no method for is answered with
+//! an empty success (no adjustment, no updates, validation accepted), as
+//! the Go stub answers events without a handler, never with
+//! `UNIMPLEMENTED` (which a v0.12 runtime would log as use of a deprecated
+//! interface, or turn into a failed request):
+//!
+//! ```
+//! use nri_plugin::api::{Container, CreateContainerResponse, Event, PodSandbox};
+//! use nri_plugin::{EventMask, HandlerResult, Plugin};
+//!
+//! struct SeeEverything;
+//!
+//! #[nri_plugin::plugin]
+//! impl Plugin for SeeEverything {
+//!     // Subscribed to every event; all but CreateContainer get an empty success.
+//!     const EVENTS: EventMask = EventMask::ALL;
+//!
+//!     async fn create_container(
+//!         &self,
+//!         _pod: PodSandbox,
+//!         _ctr: Container,
+//!     ) -> HandlerResult<CreateContainerResponse> {
+//!         Ok(CreateContainerResponse::default())
+//!     }
+//! }
+//!
+//! assert_eq!(
+//!     SeeEverything::IMPLEMENTED.events(),
+//!     EventMask::from_events(&[Event::CreateContainer])
+//! );
+//! assert_eq!(SeeEverything::EVENTS, EventMask::ALL);
 //! ```
 //!
 //! # Lifecycle
@@ -91,8 +148,8 @@
 //!    as a lazily decoded [`SyncChunk`] (see [Footprint](#footprint)).
 //! 5. **Events.** The runtime calls the event methods; NRI v0.12 runtimes
 //!    use one RPC per event, older ones `StateChange` for nine of them; both
-//!    end in the same method. A method that is not implemented answers
-//!    `UNIMPLEMENTED`. Unsolicited updates go through
+//!    end in the same method. A subscribed event without a method is
+//!    answered with an empty success. Unsolicited updates go through
 //!    [`PluginHandle::update_containers`] from any task.
 //! 6. **End.** [`Stub::run`] returns `Ok(())` after [`PluginHandle::stop`],
 //!    [`Error::ShutDownByRuntime`] after the runtime's `Shutdown`, or
@@ -173,6 +230,10 @@
 //! woken when it comes. `Duration::ZERO` turns both off. See
 //! docs/runtime/spinning.md.
 
+// The `plugin` attribute names this crate `::nri_plugin` in the code it
+// writes; this makes that path work inside the crate as well.
+extern crate self as nri_plugin;
+
 mod builder;
 mod error;
 mod handle;
@@ -186,8 +247,23 @@ pub use builder::{Builder, ConnectMode, DEFAULT_SPIN_BUDGET, ReconnectPolicy};
 pub use error::{BoxError, Error, Phase};
 pub use handle::PluginHandle;
 pub use plugin::{
-    ConfigureInfo, HandlerError, HandlerResult, Plugin, RuntimeInfo, SyncKind, SyncMode,
+    ConfigureInfo, HandlerError, HandlerResult, Implemented, Plugin, RuntimeInfo, SyncKind,
+    SyncMode,
 };
+
+/// Derives a plugin's events from the methods it implements: put it on the
+/// `impl Plugin for T` block. It adds [`Plugin::IMPLEMENTED`], the events
+/// of the event methods (`run_pod_sandbox` ... `validate_container_adjustment`)
+/// that the block defines; [`Plugin::EVENTS`], the default subscription,
+/// follows it unless the block sets `EVENTS` itself. Takes no arguments.
+///
+/// It reads the method names of the block as written, so event methods
+/// generated by a macro invoked inside the block are not seen (set
+/// [`Plugin::EVENTS`] for those). The generated code names this crate
+/// `::nri_plugin`: depend on it under that name.
+///
+/// See [Events](crate#events) for the whole picture.
+pub use nri_plugin_macros::plugin;
 pub use stub::Stub;
 pub use sync_chunk::{SyncChunk, SyncItems};
 

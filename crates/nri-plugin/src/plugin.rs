@@ -5,7 +5,7 @@ use std::future::{Future, Ready, ready};
 use std::time::Duration;
 
 use nri_api::api::{
-    Container, ContainerUpdate, CreateContainerResponse, LinuxResources, PodSandbox,
+    Container, ContainerUpdate, CreateContainerResponse, Event, LinuxResources, PodSandbox,
     StopContainerResponse, UpdateContainerResponse, ValidateContainerAdjustmentRequest,
 };
 use nri_api::{EventMask, RuntimeNriVersion};
@@ -21,9 +21,10 @@ pub type HandlerResult<T> = Result<T, HandlerError>;
 /// message = the error's text with its causes).
 ///
 /// Any `std::error::Error` converts with `?`; use [`HandlerError::msg`] for
-/// plain text. [`HandlerError::unimplemented`] (what the default methods
-/// return) answers `UNIMPLEMENTED`, the code a v0.12 runtime takes as "use
-/// `StateChange` instead".
+/// plain text. [`HandlerError::unimplemented`] answers `UNIMPLEMENTED`
+/// (rarely what a plugin wants: a v0.12 runtime takes it as "use
+/// `StateChange` instead" for the events that have a `StateChange` form,
+/// and fails the request for the others).
 pub struct HandlerError {
     code: Code,
     message: String,
@@ -39,7 +40,8 @@ impl HandlerError {
     }
 
     /// "This plugin does not handle this request": answered as
-    /// `UNIMPLEMENTED` (code 12). The default of every event method.
+    /// `UNIMPLEMENTED` (code 12). Not needed for events without a method:
+    /// the SDK answers those with an empty success itself.
     pub fn unimplemented() -> Self {
         HandlerError {
             code: Code::Unimplemented,
@@ -148,7 +150,8 @@ pub struct ConfigureInfo {
     /// The runtime.
     pub runtime: RuntimeInfo,
     /// The subscription the plugin will send if `configure` returns `None`
-    /// (the builder's events, or [`Plugin::EVENTS`]).
+    /// (the builder's events, or [`Plugin::EVENTS`], which defaults to the
+    /// events of the implemented methods).
     pub subscription: EventMask,
     /// Events of [`ConfigureInfo::subscription`] the runtime cannot deliver;
     /// they are dropped from the subscription (or fail it, in strict mode).
@@ -194,14 +197,36 @@ pub enum SyncMode {
     Streaming,
 }
 
+/// The events whose methods an `impl Plugin` block defines: the value of
+/// [`Plugin::IMPLEMENTED`], written by the [`plugin`](crate::plugin)
+/// attribute. Not meant to be written by hand (a hand-kept list is what the
+/// attribute replaces: a method left out of it would never be called).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Implemented(EventMask);
+
+impl Implemented {
+    /// Used by the [`plugin`](crate::plugin) attribute; not a public API.
+    #[doc(hidden)]
+    pub const fn __from_methods(events: &[Event]) -> Self {
+        Implemented(EventMask::from_events(events))
+    }
+
+    /// The events whose methods are implemented.
+    pub const fn events(self) -> EventMask {
+        self.0
+    }
+}
+
 /// An NRI plugin: one method per request of the protocol, each optional.
 ///
-/// Declare the events the plugin handles in [`Plugin::EVENTS`] and implement
-/// the matching methods (with `async fn`). Methods that are not implemented
-/// answer `UNIMPLEMENTED` (event methods) or do nothing (`configure`,
-/// `synchronize`, `shutdown`). The SDK answers the dedicated per-event RPCs
-/// of NRI v0.12 and the `StateChange` RPC of older runtimes with the same
-/// methods.
+/// Put [`#[nri_plugin::plugin]`](crate::plugin) on the `impl Plugin` block
+/// and implement the methods of the events the plugin handles (with `async
+/// fn`): the plugin subscribes to exactly those events. Methods that are
+/// not implemented do nothing (`configure`, `synchronize`, `shutdown`);
+/// an event the plugin is subscribed to without implementing its method
+/// (see [`Plugin::EVENTS`]) is answered with an empty success, as the Go
+/// stub does. The SDK answers the dedicated per-event RPCs of NRI v0.12 and
+/// the `StateChange` RPC of older runtimes with the same methods.
 ///
 /// Every handler must answer within the runtime's request timeout (2 s by
 /// default; see [`RuntimeInfo::request_timeout`]). Handlers run concurrently
@@ -211,14 +236,24 @@ pub enum SyncMode {
 /// call); a missing pod or container in a request is passed as the default
 /// (empty) value.
 pub trait Plugin: Send + Sync + 'static {
-    /// The events this plugin handles. It is the default subscription; the
-    /// builder and [`Plugin::configure`] may narrow it, never widen it. Must
-    /// not be empty.
-    const EVENTS: EventMask;
+    /// The events whose methods this impl defines. Written by the
+    /// [`#[nri_plugin::plugin]`](crate::plugin) attribute on the `impl
+    /// Plugin` block: a plugin that does not compile because this item is
+    /// missing lacks that attribute.
+    const IMPLEMENTED: Implemented;
+
+    /// The plugin's default subscription: by default the events of the
+    /// implemented methods ([`Plugin::IMPLEMENTED`]). Set it to subscribe
+    /// to other events: events without a method are answered with an empty
+    /// success, events with a method left out are not delivered.
+    /// [`Builder::events`](crate::Builder::events) overrides it at run
+    /// time, and [`Plugin::configure`] may narrow it per connection.
+    const EVENTS: EventMask = Self::IMPLEMENTED.events();
 
     /// The runtime configures the plugin. Return `Some(mask)` to change the
-    /// subscription for this connection (a subset of [`Plugin::EVENTS`]),
-    /// `None` to keep [`ConfigureInfo::subscription`]. An error fails the
+    /// subscription for this connection (a non-empty subset of the default
+    /// subscription and the events with a method), `None` to keep
+    /// [`ConfigureInfo::subscription`]. An error fails the
     /// registration; [`Stub::run`](crate::Stub::run) returns
     /// [`Error::ConfigureFailed`].
     fn configure(
@@ -411,7 +446,9 @@ pub trait Plugin: Send + Sync + 'static {
     }
 }
 
-fn unhandled<T, A>(args: A) -> Ready<HandlerResult<T>> {
+/// The body of an event method the plugin does not implement: an empty
+/// success. (The SDK does not even call it: it answers such events itself.)
+fn unhandled<T: Default, A>(args: A) -> Ready<HandlerResult<T>> {
     drop(args);
-    ready(Err(HandlerError::unimplemented()))
+    ready(Ok(T::default()))
 }

@@ -129,33 +129,8 @@ impl<P: Plugin> PluginService<P> {
     }
 
     fn handler_error(&self, event: Event, method: &str, e: HandlerError) -> Status {
-        if e.is_unimplemented() {
-            self.note_unimplemented(event);
-        } else {
-            tracing::debug!(method, error = %e, "nri-plugin: handler failed");
-        }
+        tracing::debug!(method, %event, error = %e, "nri-plugin: handler failed");
         e.into_status(method)
-    }
-
-    /// Warns once per event when the runtime sends an event the plugin
-    /// subscribed to but whose method is not implemented.
-    fn note_unimplemented(&self, event: Event) {
-        let Some(bit) = event.mask_bit() else { return };
-        let subscribed = self.shared.subscribed.load(Ordering::Relaxed);
-        if subscribed & bit == 0 {
-            return;
-        }
-        let before = self
-            .shared
-            .warned_unimplemented
-            .fetch_or(bit, Ordering::Relaxed);
-        if before & bit == 0 {
-            tracing::warn!(
-                event = event.pretty_name(),
-                "nri-plugin: subscribed to {event} (declared in Plugin::EVENTS) but the method is \
-                 not implemented; answering UNIMPLEMENTED"
-            );
-        }
     }
 
     async fn configure(self, payload: Bytes) -> nri_ttrpc::HandlerResult {
@@ -201,11 +176,12 @@ impl<P: Plugin> PluginService<P> {
                 }));
             }
         };
-        if requested.is_empty() || !P::EVENTS.contains_all(requested) {
+        let handled = self.config.handled;
+        if requested.is_empty() || !handled.contains_all(requested) {
             return Err(self.conn.fail(Error::ConfigureFailed {
                 reason: format!(
-                    "configure chose events {requested}, not a non-empty subset of the handled events {}",
-                    P::EVENTS
+                    "configure chose events {requested}, not a non-empty subset of the plugin's \
+                     events {handled} (the default subscription and the implemented methods)"
                 ),
             }));
         }
@@ -234,6 +210,13 @@ impl<P: Plugin> PluginService<P> {
         self.shared
             .subscribed
             .store(sent.as_i32(), Ordering::Relaxed);
+        let acknowledged = sent.difference(P::IMPLEMENTED.events());
+        if !acknowledged.is_empty() {
+            tracing::info!(
+                events = %acknowledged,
+                "nri-plugin: subscribed to events without a method; they are answered with an empty success"
+            );
+        }
         self.conn.set_phase(Phase::Synchronizing);
         self.conn.configured.notify_one();
         Ok(encode(&ConfigureResponse {
@@ -352,6 +335,10 @@ impl<P: Plugin> PluginService<P> {
         let pod = ev.pod.unwrap_or_default();
         let ctr = ev.container.unwrap_or_default();
         let event = Event::try_from(ev.event).unwrap_or(Event::Unknown);
+        if event.is_state_change_event() && !P::IMPLEMENTED.events().contains(event) {
+            // Like the Go stub: an event without a method is acknowledged.
+            return Ok(Bytes::new());
+        }
         let p = &*self.plugin;
         let res = match event {
             Event::RunPodSandbox => p.run_pod_sandbox(pod).await,
@@ -375,11 +362,6 @@ impl<P: Plugin> PluginService<P> {
         };
         match res {
             Ok(()) => Ok(Bytes::new()),
-            // Like the Go stub: an event without handler is acknowledged.
-            Err(e) if e.is_unimplemented() => {
-                self.note_unimplemented(event);
-                Ok(Bytes::new())
-            }
             Err(e) => Err(self.handler_error(event, method::STATE_CHANGE, e)),
         }
     }
@@ -406,6 +388,13 @@ impl<P: Plugin> Service for PluginService<P> {
     // pod and container are 2.8 KB by value): the slot reuses one
     // allocation for them instead of a new large one per event.
     fn call_in(&self, _ctx: RequestContext, m: &str, payload: Bytes, slot: &mut HandlerSlot) {
+        if event_of_method(m).is_some_and(|e| !P::IMPLEMENTED.events().contains(e)) {
+            // An event without a method: an empty success, as the Go stub
+            // answers (every event's empty response encodes to no bytes;
+            // for ValidateContainerAdjustment that is "accepted").
+            slot.set(std::future::ready(Ok(Bytes::new())));
+            return;
+        }
         let s = self.clone();
         match m {
             method::CONFIGURE => slot.set(s.configure(payload)),
@@ -586,6 +575,27 @@ impl<P: Plugin> Service for PluginService<P> {
             }
         }
     }
+}
+
+/// The event of a dedicated event RPC (`None` for the other methods).
+fn event_of_method(m: &str) -> Option<Event> {
+    Some(match m {
+        method::RUN_POD_SANDBOX => Event::RunPodSandbox,
+        method::UPDATE_POD_SANDBOX => Event::UpdatePodSandbox,
+        method::POST_UPDATE_POD_SANDBOX => Event::PostUpdatePodSandbox,
+        method::STOP_POD_SANDBOX => Event::StopPodSandbox,
+        method::REMOVE_POD_SANDBOX => Event::RemovePodSandbox,
+        method::CREATE_CONTAINER => Event::CreateContainer,
+        method::POST_CREATE_CONTAINER => Event::PostCreateContainer,
+        method::START_CONTAINER => Event::StartContainer,
+        method::POST_START_CONTAINER => Event::PostStartContainer,
+        method::UPDATE_CONTAINER => Event::UpdateContainer,
+        method::POST_UPDATE_CONTAINER => Event::PostUpdateContainer,
+        method::STOP_CONTAINER => Event::StopContainer,
+        method::REMOVE_CONTAINER => Event::RemoveContainer,
+        method::VALIDATE_CONTAINER_ADJUSTMENT => Event::ValidateContainerAdjustment,
+        _ => return None,
+    })
 }
 
 impl Config {

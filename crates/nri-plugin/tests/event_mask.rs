@@ -139,6 +139,7 @@ async fn configure_may_narrow_but_not_widen() {
     assert_eq!(handle.subscribed_events().as_i32(), 0x20);
 
     struct Narrow;
+    #[nri_plugin::plugin]
     impl Plugin for Narrow {
         const EVENTS: EventMask = EventMask::from_events(&[Event::StartContainer]);
         async fn configure(
@@ -171,6 +172,7 @@ async fn configure_may_narrow_but_not_widen() {
 #[tokio::test]
 async fn configure_error_is_configure_failed() {
     struct Bad;
+    #[nri_plugin::plugin]
     impl Plugin for Bad {
         const EVENTS: EventMask = EventMask::from_events(&[Event::StartContainer]);
         async fn configure(
@@ -209,6 +211,7 @@ async fn configure_error_is_configure_failed() {
 #[test]
 fn build_checks_events_names_and_indices() {
     struct NoEvents;
+    #[nri_plugin::plugin]
     impl Plugin for NoEvents {
         const EVENTS: EventMask = EventMask::EMPTY;
     }
@@ -220,6 +223,7 @@ fn build_checks_events_names_and_indices() {
     assert!(matches!(err, Error::InvalidEvents { .. }), "{err:?}");
 
     struct Unknown;
+    #[nri_plugin::plugin]
     impl Plugin for Unknown {
         const EVENTS: EventMask = EventMask::from_i32(0x4000);
     }
@@ -230,14 +234,41 @@ fn build_checks_events_names_and_indices() {
         .unwrap_err();
     assert!(matches!(err, Error::InvalidEvents { .. }), "{err:?}");
 
+    // No event method and no events: nothing to subscribe to.
+    struct Nothing;
+    #[nri_plugin::plugin]
+    impl Plugin for Nothing {}
+    let err = Builder::new(Nothing)
+        .name("x")
+        .index("10")
+        .build()
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidEvents { .. }), "{err:?}");
+    // ... unless the builder names events.
+    Builder::new(Nothing)
+        .name("x")
+        .index("10")
+        .events(EventMask::from_events(&[Event::RunPodSandbox]))
+        .build()
+        .unwrap();
+
     struct Start;
+    #[nri_plugin::plugin]
     impl Plugin for Start {
         const EVENTS: EventMask = EventMask::from_events(&[Event::StartContainer]);
     }
-    let err = Builder::new(Start)
+    // The builder's events are an override: they may name events the
+    // plugin has no method for (answered with an empty success).
+    Builder::new(Start)
         .name("x")
         .index("10")
         .events(EventMask::from_events(&[Event::CreateContainer]))
+        .build()
+        .unwrap();
+    let err = Builder::new(Start)
+        .name("x")
+        .index("10")
+        .events(EventMask::from_i32(0x4000))
         .build()
         .unwrap_err();
     assert!(matches!(err, Error::InvalidEvents { .. }), "{err:?}");

@@ -501,12 +501,17 @@ async fn v012_pre_launched_plugin_with_config_file() {
     rt.stop().await;
 }
 
-/// Declares RunPodSandbox and StartContainer, implements only RunPodSandbox.
+/// Subscribes to RunPodSandbox, StartContainer and CreateContainer,
+/// implements only RunPodSandbox.
 struct RunOnly(mpsc::UnboundedSender<String>);
 
+#[nri_plugin::plugin]
 impl Plugin for RunOnly {
-    const EVENTS: EventMask =
-        EventMask::from_events(&[Event::RunPodSandbox, Event::StartContainer]);
+    const EVENTS: EventMask = EventMask::from_events(&[
+        Event::RunPodSandbox,
+        Event::StartContainer,
+        Event::CreateContainer,
+    ]);
     async fn run_pod_sandbox(&self, pod: PodSandbox) -> HandlerResult<()> {
         let _ = self.0.send(pod.id);
         Ok(())
@@ -514,7 +519,7 @@ impl Plugin for RunOnly {
 }
 
 #[tokio::test]
-async fn v012_falls_back_to_state_change_on_unimplemented() {
+async fn v012_subscribed_events_without_a_method_succeed_without_fallback() {
     let Some(bin) = peer("nri-go-runtime") else {
         return;
     };
@@ -533,19 +538,28 @@ async fn v012_falls_back_to_state_change_on_unimplemented() {
     rt.ok(json!({"cmd": "RunPodSandbox", "pod": {"id": "p1", "name": "pod1"}}))
         .await;
     assert_eq!(rx.recv().await.unwrap(), "p1");
-    rt.ok(json!({"cmd": "CreateContainer", "pod_id": "p1",
-                 "container": {"id": "c1", "pod_sandbox_id": "p1", "name": "ctr1"}}))
+    // CreateContainer has no StateChange form: an UNIMPLEMENTED answer
+    // would fail it. StartContainer's would switch the plugin to the
+    // deprecated StateChange interface, with a warning.
+    let created = rt
+        .ok(json!({"cmd": "CreateContainer", "pod_id": "p1",
+                   "container": {"id": "c1", "pod_sandbox_id": "p1", "name": "ctr1"}}))
         .await;
-    // StartContainer is not implemented: UNIMPLEMENTED, the runtime switches
-    // this plugin to StateChange, which acknowledges the unhandled event.
+    assert!(
+        created["response"]["adjust"].get("env").is_none(),
+        "{created}"
+    );
     rt.ok(json!({"cmd": "StartContainer", "container_id": "c1"}))
         .await;
-    let dep = rt.wait_async(|v| v["async"] == "deprecation").await;
-    assert_eq!(dep["plugin"], "20-run-only", "{dep}");
-    // From now on RunPodSandbox arrives through StateChange, same method.
     rt.ok(json!({"cmd": "RunPodSandbox", "pod": {"id": "p2", "name": "pod2"}}))
         .await;
     assert_eq!(rx.recv().await.unwrap(), "p2");
+    rt.ok(json!({"cmd": "list_plugins"})).await;
+    assert!(
+        !rt.asyncs.iter().any(|v| v["async"] == "deprecation"),
+        "the runtime fell back to StateChange: {:?}",
+        rt.asyncs
+    );
     handle.stop();
     task.await.unwrap().0.unwrap();
     rt.stop().await;

@@ -5,18 +5,15 @@ mod common;
 
 use common::*;
 use nri_api::api::{
-    Container, CreateContainerRequest, CreateContainerResponse, Event, PodSandbox,
-    StartContainerRequest,
+    Container, CreateContainerRequest, CreateContainerResponse, PodSandbox, StartContainerRequest,
 };
 use nri_api::method;
-use nri_plugin::{Builder, Code, EventMask, HandlerError, HandlerResult, Plugin};
+use nri_plugin::{Builder, Code, HandlerError, HandlerResult, Plugin};
 
 struct Failing;
 
+#[nri_plugin::plugin]
 impl Plugin for Failing {
-    const EVENTS: EventMask =
-        EventMask::from_events(&[Event::CreateContainer, Event::StartContainer]);
-
     async fn create_container(
         &self,
         _p: PodSandbox,

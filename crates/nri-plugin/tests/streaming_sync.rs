@@ -29,6 +29,7 @@ struct Chunks {
     fail_on: Option<usize>,
 }
 
+#[nri_plugin::plugin]
 impl Plugin for Chunks {
     const EVENTS: EventMask = EventMask::from_events(&[Event::StartContainer]);
 

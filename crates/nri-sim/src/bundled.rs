@@ -401,9 +401,8 @@ fn parse_mount(m: &str) -> Result<Mount, String> {
     })
 }
 
+#[nri_plugin::plugin]
 impl Plugin for Bundled {
-    const EVENTS: EventMask = EventMask::ALL;
-
     async fn synchronize(
         &self,
         pods: Vec<PodSandbox>,

@@ -132,9 +132,8 @@ impl DefaultValidatorPlugin {
     }
 }
 
+#[nri_plugin::plugin]
 impl Plugin for DefaultValidatorPlugin {
-    const EVENTS: EventMask = EventMask::from_events(&[Event::ValidateContainerAdjustment]);
-
     async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<Option<EventMask>> {
         if !info
             .runtime

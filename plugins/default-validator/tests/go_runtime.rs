@@ -11,9 +11,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use nri_plugin::api::{
-    Container, ContainerAdjustment, CreateContainerResponse, Event, Hook, Hooks, PodSandbox,
+    Container, ContainerAdjustment, CreateContainerResponse, Hook, Hooks, PodSandbox,
 };
-use nri_plugin::{Builder, EventMask, HandlerResult, Plugin, PluginHandle};
+use nri_plugin::{Builder, HandlerResult, Plugin, PluginHandle};
 use nri_sample_common::testing::{GoRuntime, PluginProcess, go_peer, prelaunch_dirs};
 use serde_json::json;
 
@@ -22,9 +22,8 @@ const BIN: &str = env!("CARGO_BIN_EXE_default-validator");
 /// Injects a prestart hook into containers named `hooked*`.
 struct HookPlugin;
 
+#[nri_plugin::plugin]
 impl Plugin for HookPlugin {
-    const EVENTS: EventMask = EventMask::from_events(&[Event::CreateContainer]);
-
     async fn create_container(
         &self,
         _pod: PodSandbox,

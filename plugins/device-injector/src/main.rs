@@ -6,7 +6,7 @@
 
 use std::process::ExitCode;
 
-use nri_plugin::api::{Container, CreateContainerResponse, Event, PodSandbox};
+use nri_plugin::api::{Container, CreateContainerResponse, PodSandbox};
 use nri_plugin::{ConfigureInfo, EventMask, HandlerError, HandlerResult, Plugin};
 use nri_sample_common::{COMMON_USAGE, init_logging, parse_args, run_plugin, usage_exit};
 
@@ -14,9 +14,8 @@ mod inject;
 
 struct DeviceInjector;
 
+#[nri_plugin::plugin]
 impl Plugin for DeviceInjector {
-    const EVENTS: EventMask = EventMask::from_events(&[Event::CreateContainer]);
-
     async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<Option<EventMask>> {
         tracing::info!(runtime = %info.runtime.name, version = %info.runtime.version, "connected");
         if !info.config.trim().is_empty() {

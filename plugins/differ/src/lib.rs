@@ -584,21 +584,8 @@ impl DifferInstance {
     }
 }
 
+#[nri_plugin::plugin]
 impl Plugin for DifferInstance {
-    const EVENTS: EventMask = EventMask::from_events(&[
-        Event::RunPodSandbox,
-        Event::StopPodSandbox,
-        Event::RemovePodSandbox,
-        Event::CreateContainer,
-        Event::PostCreateContainer,
-        Event::StartContainer,
-        Event::PostStartContainer,
-        Event::UpdateContainer,
-        Event::PostUpdateContainer,
-        Event::StopContainer,
-        Event::RemoveContainer,
-    ]);
-
     async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<Option<EventMask>> {
         tracing::info!(idx = self.idx, config = %info.config, "got configuration data");
         if !info.config.trim().is_empty() {

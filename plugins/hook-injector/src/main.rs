@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use nri_plugin::api::{Container, ContainerAdjustment, CreateContainerResponse, Event, PodSandbox};
+use nri_plugin::api::{Container, ContainerAdjustment, CreateContainerResponse, PodSandbox};
 use nri_plugin::{ConfigureInfo, EventMask, HandlerError, HandlerResult, Plugin};
 use nri_sample_common::{COMMON_USAGE, init_logging, parse_args, run_plugin, usage_exit};
 
@@ -73,9 +73,8 @@ impl HookInjector {
     }
 }
 
+#[nri_plugin::plugin]
 impl Plugin for HookInjector {
-    const EVENTS: EventMask = EventMask::from_events(&[Event::CreateContainer]);
-
     async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<Option<EventMask>> {
         tracing::info!(runtime = %info.runtime.name, version = %info.runtime.version, "connected");
         if !info.config.trim().is_empty() {

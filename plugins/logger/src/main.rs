@@ -51,9 +51,8 @@ impl Logger {
     }
 }
 
+#[nri_plugin::plugin]
 impl Plugin for Logger {
-    const EVENTS: EventMask = EventMask::ALL;
-
     async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<Option<EventMask>> {
         tracing::info!(
             "got configuration data: {:?} from runtime {} {}",

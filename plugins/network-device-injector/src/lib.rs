@@ -18,7 +18,7 @@ use std::net::IpAddr;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use nri_plugin::api::{
-    Container, ContainerAdjustment, CreateContainerResponse, Event, LinuxNetDevice, PodSandbox,
+    Container, ContainerAdjustment, CreateContainerResponse, LinuxNetDevice, PodSandbox,
 };
 use nri_plugin::{ConfigureInfo, EventMask, HandlerResult, NriVersion, Plugin, SyncKind};
 use serde::Deserialize;
@@ -305,15 +305,8 @@ impl NetDeviceInjector {
     }
 }
 
+#[nri_plugin::plugin]
 impl Plugin for NetDeviceInjector {
-    const EVENTS: EventMask = EventMask::from_events(&[
-        Event::RunPodSandbox,
-        Event::StopPodSandbox,
-        Event::RemovePodSandbox,
-        Event::CreateContainer,
-        Event::PostCreateContainer,
-    ]);
-
     async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<Option<EventMask>> {
         let version = info.runtime.nri_version.version;
         let unsupported = (version < NET_DEVICES_SINCE).then(|| {

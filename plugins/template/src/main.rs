@@ -68,13 +68,14 @@ fn ctr_name(pod: &PodSandbox, ctr: &Container) -> String {
     format!("{}/{}/{}", pod.namespace, pod.name, ctr.name)
 }
 
+// `#[nri_plugin::plugin]` derives the events this plugin handles from the
+// methods below: delete a method and the plugin no longer subscribes to
+// its event. That is the default subscription, which `main` narrows (see
+// there) and `configure` may narrow again per connection. To subscribe to
+// other events, set `const EVENTS: EventMask = ...;` in the impl: events
+// without a method are then answered with an empty success.
+#[nri_plugin::plugin]
 impl Plugin for Template {
-    // The events this plugin can handle. It is also the default
-    // subscription, which `main` narrows (see there) and `configure` may
-    // narrow again per connection. An event declared here whose method is
-    // not implemented is answered "unimplemented".
-    const EVENTS: EventMask = EventMask::ALL;
-
     // Called once per connection, before anything else: the runtime's
     // identity and this plugin's configuration. An error here makes the
     // runtime drop the plugin, so refuse bad configuration here rather than

@@ -20,8 +20,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use nri_plugin::api::{
-    Container, ContainerUpdate, Event, LinuxNamespace, LinuxResources, PodSandbox,
-    StopContainerResponse,
+    Container, ContainerUpdate, LinuxNamespace, LinuxResources, PodSandbox, StopContainerResponse,
 };
 use nri_plugin::{ConfigureInfo, EventMask, HandlerError, HandlerResult, Plugin};
 use serde_json::value::RawValue;
@@ -356,14 +355,8 @@ fn handler_error(e: Error) -> HandlerError {
     HandlerError::from(e)
 }
 
+#[nri_plugin::plugin]
 impl Plugin for V010Adapter {
-    const EVENTS: EventMask = EventMask::from_events(&[
-        Event::RunPodSandbox,
-        Event::StopPodSandbox,
-        Event::StartContainer,
-        Event::StopContainer,
-    ]);
-
     async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<Option<EventMask>> {
         tracing::info!(
             runtime = %info.runtime.name,

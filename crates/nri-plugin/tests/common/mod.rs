@@ -325,9 +325,8 @@ pub fn recorder_update(ctr: &str) -> ContainerUpdate {
     }
 }
 
+#[nri_plugin::plugin]
 impl Plugin for Recorder {
-    const EVENTS: EventMask = EventMask::ALL;
-
     async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<Option<EventMask>> {
         self.configs.lock().unwrap().push(info.config.clone());
         Ok(self.configure_events)

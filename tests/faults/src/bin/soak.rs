@@ -34,7 +34,7 @@ use nri_api::api::{
     CreateContainerResponse, Event, PodSandbox, StopContainerResponse,
 };
 use nri_fault_tests::{open_fds, rss_kib};
-use nri_plugin::{EventMask, HandlerResult, Plugin, SyncKind};
+use nri_plugin::{HandlerResult, Plugin, SyncKind};
 use nri_runtime::{
     Adaptation, BoxFuture, CallbackError, ErrorClass, Metrics, RuntimeCallbacks, Snapshot,
 };
@@ -147,9 +147,8 @@ fn count() {
     let _ = std::io::stdout().lock().write_all(b"e\n");
 }
 
+#[nri_plugin::plugin]
 impl Plugin for SoakPlugin {
-    const EVENTS: EventMask = EventMask::from_events(EVENTS);
-
     async fn synchronize(
         &self,
         _pods: Vec<PodSandbox>,

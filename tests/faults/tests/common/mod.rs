@@ -315,15 +315,8 @@ pub struct Good {
     tx: mpsc::UnboundedSender<(Event, String)>,
 }
 
+#[nri_plugin::plugin]
 impl Plugin for Good {
-    const EVENTS: EventMask = EventMask::from_events(&[
-        Event::RunPodSandbox,
-        Event::CreateContainer,
-        Event::StartContainer,
-        Event::StopContainer,
-        Event::RemoveContainer,
-    ]);
-
     async fn synchronize(
         &self,
         _pods: Vec<PodSandbox>,

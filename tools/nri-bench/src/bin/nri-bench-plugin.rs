@@ -26,20 +26,17 @@
 use std::process::ExitCode;
 
 use nri_plugin::api::{
-    Container, ContainerAdjustment, ContainerUpdate, CreateContainerResponse, Event, KeyValue,
-    PodSandbox,
+    Container, ContainerAdjustment, ContainerUpdate, CreateContainerResponse, KeyValue, PodSandbox,
 };
-use nri_plugin::{Builder, Error, EventMask, HandlerResult, Plugin, SyncChunk, SyncKind, SyncMode};
+use nri_plugin::{Builder, Error, HandlerResult, Plugin, SyncChunk, SyncKind, SyncMode};
 
 struct BenchPlugin {
     /// `Some((env key, annotation key, value))` for the adjusting flavour.
     adjust: Option<(String, String, String)>,
 }
 
+#[nri_plugin::plugin]
 impl Plugin for BenchPlugin {
-    const EVENTS: EventMask =
-        EventMask::from_events(&[Event::CreateContainer, Event::StartContainer]);
-
     // Streaming sync (see `run`): each message arrives undecoded and is
     // dropped when this returns, so the plugin never holds the whole state.
     // Every pod and container is still decoded (one at a time), counted and
