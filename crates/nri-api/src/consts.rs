@@ -143,7 +143,7 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 /// `RegisterPluginRequest.NRI_version` and `ConfigureRequest.NRI_version`.
 ///
 /// Equal to [`NriVersion::CURRENT`](crate::NriVersion::CURRENT) printed.
-pub const NRI_VERSION: &str = "v0.12.2";
+pub const NRI_VERSION: &str = "v0.12.5";
 
 /// The first eight bytes of a WebAssembly module; the runtime loads such a
 /// file in the plugin directory as a WebAssembly plugin instead of executing it.

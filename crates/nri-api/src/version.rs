@@ -34,7 +34,7 @@ pub struct NriVersion {
 
 impl NriVersion {
     /// The version this crate implements ([`NRI_VERSION`](crate::NRI_VERSION)).
-    pub const CURRENT: NriVersion = NriVersion::new(0, 12, 2);
+    pub const CURRENT: NriVersion = NriVersion::new(0, 12, 5);
 
     /// First version with UpdatePodSandbox, PostUpdatePodSandbox and
     /// ValidateContainerAdjustment (valid events grow from `0x7FF` to `0x3FFF`).

@@ -276,7 +276,7 @@ async fn v012_registration_every_event_and_adjustments() {
     assert_eq!(p["events"], 0x3FFF, "{plugins}");
     let info = handle.runtime().unwrap();
     assert_eq!(info.name, "nri-go-runtime");
-    assert_eq!(info.nri_version.version, NriVersion::new(0, 12, 2));
+    assert_eq!(info.nri_version.version, NriVersion::new(0, 12, 5));
     assert!(handle.dropped_events().is_empty());
 
     let (created, updated) = lifecycle(&mut rt, true).await;

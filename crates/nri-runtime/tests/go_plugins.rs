@@ -1,4 +1,4 @@
-//! The real Go plugins (containerd/nri pkg/stub v0.12.2 and v0.8.0, built
+//! The real Go plugins (containerd/nri pkg/stub v0.12.5 and v0.8.0, built
 //! into interop/bin by scripts/build-go-peers.sh) against our runtime: they
 //! register, receive every event in both dialects, and their adjustments
 //! are merged. Missing peers: the test fails if NRI_REQUIRE_INTEROP=1,

@@ -1,6 +1,6 @@
 // Command nri-go-bench is the Go side of the side-by-side NRI benchmark. It
 // re-creates the harness described in GO-PERF-ANCHOR.md: a runtime built on
-// the reference adaptation (v0.12.2) with a temp socket, K external plugin
+// the reference adaptation (v0.12.5) with a temp socket, K external plugin
 // processes (nri-go-plugin --bench), and timed CreateContainer or
 // StartContainer calls. It prints one JSON object on stdout.
 package main
@@ -28,7 +28,7 @@ import (
 	"github.com/nri-rs/interop/internal/peer"
 )
 
-const nriVersion = "v0.12.2"
+const nriVersion = "v0.12.5"
 
 type options struct {
 	pluginBin      string
@@ -453,7 +453,7 @@ func pluginMem(cmds []*exec.Cmd) []peer.Mem {
 }
 
 // reap collects the plugin processes after Adaptation.Stop(). Stop() in
-// v0.12.2 does not close connections of external plugins, so they normally
+// v0.12.5 does not close connections of external plugins, so they normally
 // do not exit by themselves: after a short grace period each remaining one
 // gets SIGTERM (nri-go-plugin stops its stub and exits), and after 3 s more
 // SIGKILL, always by PID.

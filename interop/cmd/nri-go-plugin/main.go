@@ -1,5 +1,5 @@
 // Command nri-go-plugin is a scriptable NRI plugin built on the reference Go
-// stub (github.com/containerd/nri v0.12.2, pkg/stub).
+// stub (github.com/containerd/nri v0.12.5, pkg/stub).
 //
 // It prints one JSON line per request received from the runtime to stdout
 // (logs go to stderr) and behaves as told by flags: which events to
@@ -25,7 +25,7 @@ import (
 	"github.com/nri-rs/interop/internal/peer"
 )
 
-const nriVersion = "v0.12.2"
+const nriVersion = "v0.12.5"
 
 type options struct {
 	socket      string

@@ -1,5 +1,5 @@
 // Command nri-go-runtime is a scriptable NRI runtime built on the reference
-// Go adaptation (github.com/containerd/nri v0.12.2, pkg/adaptation).
+// Go adaptation (github.com/containerd/nri v0.12.5, pkg/adaptation).
 //
 // It reads JSON commands from stdin, one per line, and writes one JSON result
 // line per command to stdout. Asynchronous happenings (plugin synchronization,
@@ -30,7 +30,7 @@ import (
 	"github.com/nri-rs/interop/internal/peer"
 )
 
-const nriVersion = "v0.12.2"
+const nriVersion = "v0.12.5"
 
 type options struct {
 	socket       string
@@ -711,7 +711,7 @@ func (rt *runtime) control(c string, raw map[string]json.RawMessage) (map[string
 
 // listPlugins reads the adaptation's (unexported) plugin list by reflection,
 // under the adaptation's own lock. This relies on the field layout of
-// pkg/adaptation v0.12.2 (plugins []*plugin; plugin{idx, base, pid, cmd,
+// pkg/adaptation v0.12.5 (plugins []*plugin; plugin{idx, base, pid, cmd,
 // events, closed}); the adaptation offers no public accessor.
 func (rt *runtime) listPlugins() []map[string]any {
 	rt.a.Lock()

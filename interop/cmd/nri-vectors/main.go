@@ -156,7 +156,7 @@ func gen(dir string) int {
 		return exitIO
 	}
 	idx := index{
-		Source:  "github.com/containerd/nri/pkg/api v0.12.2 (" + api.File_pkg_api_api_proto.Path() + ")",
+		Source:  "github.com/containerd/nri/pkg/api v0.12.5 (" + api.File_pkg_api_api_proto.Path() + ")",
 		Package: string(api.File_pkg_api_api_proto.Package()),
 	}
 	for _, md := range messages() {
