@@ -233,7 +233,7 @@ fn driven_clauses(
                 match &o.create_while_held {
                     Some(Ok(_)) => "worked".into(),
                     Some(Err(e)) => format!("refused ({})", one_line(e)),
-                    None => "not tried".into(),
+                    None => "not in time (inconclusive)".into(),
                 }
             )
         },

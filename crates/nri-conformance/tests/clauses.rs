@@ -758,3 +758,26 @@ fn teardown_error_names_the_event_the_later_plugin_missed() {
         ]
     );
 }
+
+#[test]
+fn a_late_post_event_is_one_finding_and_does_not_move_the_lifecycle() {
+    // containerd 2.4: a container exiting at once gets StopContainer before
+    // its PostStartContainer.
+    let mut l = Log::default();
+    l.pod(RunPodSandbox, "p").ctr_events(
+        "p",
+        "c",
+        &[
+            CreateContainer,
+            PostCreateContainer,
+            StartContainer,
+            StopContainer,
+            PostStartContainer,
+            RemoveContainer,
+        ],
+    );
+    assert_eq!(
+        codes(&check_container_order(l.records(), I, &none())),
+        ["PostStartContainer-after-StopContainer"]
+    );
+}

@@ -206,7 +206,8 @@ pub struct RunBlockedOutcome {
     pub listed: Option<Result<Option<PodState>, String>>,
     /// Its status during the hold (`Err`: not found, as it should be).
     pub status: Option<Result<PodState, String>>,
-    /// A container creation in the held pod (`Ok(id)`: it worked).
+    /// A container creation in the held pod (`Ok(id)`: it worked; `None`:
+    /// not answered within the hold, inconclusive).
     pub create_while_held: Option<Result<String, String>>,
     /// The error of the RunPodSandbox (`None`: it worked once released).
     pub run_error: Option<String>,

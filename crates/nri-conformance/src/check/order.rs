@@ -88,7 +88,9 @@ pub fn check_pod_order(
 /// StopContainer -> RemoveContainer`; an update may also come before the
 /// start, and a failed creation may be undone right after CreateContainer,
 /// or without it for containers in `undone` (whose creation failed, undone
-/// towards every plugin). Codes: `X-after-Y` and `X-without-CreateContainer`.
+/// towards every plugin). A Post* event out of place is reported once and
+/// does not move the container's lifecycle. Codes: `X-after-Y` and
+/// `X-without-CreateContainer`.
 pub fn check_container_order(
     records: &[Record],
     instance: &str,
@@ -115,10 +117,17 @@ pub fn check_container_order(
                 ),
             )),
             Some((p, started)) if container_allowed(p, ev, started) => {}
-            Some((p, _)) => out.push(Violation::new(
-                format!("{ev}-after-{p}"),
-                format!("container {} ({}): {ev} after {p}", c.name, short(&c.id)),
-            )),
+            Some((p, _)) => {
+                out.push(Violation::new(
+                    format!("{ev}-after-{p}"),
+                    format!("container {} ({}): {ev} after {p}", c.name, short(&c.id)),
+                ));
+                if is_post(ev) {
+                    // A notification that came late: the lifecycle goes on
+                    // from where it was (one finding, not two).
+                    continue;
+                }
+            }
         }
         last.insert(
             &c.id,
@@ -126,6 +135,15 @@ pub fn check_container_order(
         );
     }
     out
+}
+
+fn is_post(ev: EventKind) -> bool {
+    matches!(
+        ev,
+        EventKind::PostCreateContainer
+            | EventKind::PostStartContainer
+            | EventKind::PostUpdateContainer
+    )
 }
 
 /// Pod scope: no container event before its pod's `RunPodSandbox` (unless

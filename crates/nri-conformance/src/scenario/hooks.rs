@@ -143,17 +143,15 @@ impl<C: Cri> Driver<'_, C> {
         let (spec_ref, in_held_ref) = (&spec, &in_held);
         let (run, probe) = while_held(c.run_pod(spec_ref), &mut rx, |h| async move {
             let id = h.pod.as_ref().map(|p| p.id.clone()).unwrap_or_default();
-            let id_ref = &id;
-            let looks = async move {
-                let looked = within(budget, async {
-                    tokio::join!(c.list_pods(), c.pod_status(id_ref))
+            // Both must be answered while the hook is held: a creation that
+            // reached the runtime only after the release proves nothing.
+            let (created, looked) = tokio::join!(
+                within(budget, c.create_container(&id, spec_ref, in_held_ref)),
+                within(budget, async {
+                    tokio::join!(c.list_pods(), c.pod_status(&id))
                 })
-                .await;
-                h.release();
-                looked
-            };
-            let (created, looked) =
-                tokio::join!(c.create_container(id_ref, spec_ref, in_held_ref), looks);
+            );
+            h.release();
             (id, created, looked)
         })
         .await;
@@ -162,11 +160,13 @@ impl<C: Cri> Driver<'_, C> {
             ..RunBlockedOutcome::default()
         };
         if let Some((id, created, looked)) = probe {
-            let created = created?;
-            if let Ok(cid) = &created {
-                self.made_container(cid, &in_held.name, &id);
+            if let Some(created) = created {
+                let created = created?;
+                if let Ok(cid) = &created {
+                    self.made_container(cid, &in_held.name, &id);
+                }
+                o.create_while_held = Some(created);
             }
-            o.create_while_held = Some(created);
             if let Some((list, status)) = looked {
                 let state = |pods: Vec<crate::cri::PodStatus>| {
                     pods.iter().find(|p| p.id == id).map(|p| p.state)
