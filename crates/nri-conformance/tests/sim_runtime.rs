@@ -272,3 +272,51 @@ async fn sync_late_fails_when_creations_during_the_sync_fail() {
     assert_fails(&r, Clause::SyncHeld, &["create-failed-during-sync"]);
     assert_fails(&r, Clause::SyncLate, &["create-failed-during-sync"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passive_mode_checks_what_it_saw_and_skips_the_rest() {
+    use nri_conformance::{ContainerSpec, Cri, PodSpec, run};
+    let sim = Sim::start(Faults::default()).await.unwrap();
+    let mut opts = Options::new(
+        sim.socket(),
+        Mode::Passive {
+            duration: Duration::from_millis(1500),
+        },
+    );
+    opts.registration_timeout = Duration::from_secs(10);
+    // Something happens on the node while the checker watches.
+    let node = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let pod = PodSpec {
+            name: "watched".into(),
+            namespace: "ns".into(),
+            uid: "u".into(),
+        };
+        let ctr = ContainerSpec {
+            name: "c".into(),
+            command: None,
+        };
+        let p = sim.run_pod(&pod).await.unwrap().unwrap();
+        let c = sim.create_container(&p, &pod, &ctr).await.unwrap().unwrap();
+        sim.start_container(&c).await.unwrap().unwrap();
+        sim.stop_pod(&p).await.unwrap().unwrap();
+        sim.remove_pod(&p).await.unwrap().unwrap();
+    };
+    let (report, ()) = tokio::join!(run(opts), node);
+    let r = report.unwrap();
+    sim.stop().await;
+    let t = table(&r);
+    assert_eq!(r.mode, "passive", "{t}");
+    for c in &r.clauses {
+        let want = match c.clause {
+            Clause::Dialect => Status::Info,
+            Clause::PodOrder | Clause::ContainerOrder | Clause::PodScope | Clause::Teardown => {
+                Status::Pass
+            }
+            _ => Status::Skipped,
+        };
+        assert_eq!(c.status, want, "{}:\n{t}", c.clause);
+    }
+    let teardown = r.clause(Clause::Teardown).unwrap();
+    assert!(teardown.summary.starts_with("1 pods, 1 containers"), "{t}");
+}
