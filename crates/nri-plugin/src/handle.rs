@@ -67,7 +67,7 @@ impl PluginHandle {
     /// runtime could not apply. The call has the builder's request timeout
     /// as deadline.
     ///
-    /// Note: Go runtimes up to v0.12.2 ignore evictions.
+    /// Note: Go runtimes up to v0.12.5 ignore evictions.
     ///
     /// # Errors
     ///

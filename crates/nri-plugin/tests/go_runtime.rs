@@ -1,5 +1,5 @@
 //! The Rust SDK against the real Go runtimes of interop/: `nri-go-runtime`
-//! (containerd/nri v0.12.2 adaptation) and `nri-go-runtime-legacy` (v0.8.0:
+//! (containerd/nri v0.12.5 adaptation) and `nri-go-runtime-legacy` (v0.8.0:
 //! StateChange dialect, events limited to 0x7FF).
 //!
 //! Peers are found in `$NRI_INTEROP_BIN` (default `<repo>/interop/bin`,

@@ -39,6 +39,7 @@ type options struct {
 	exitOnClose bool
 	dump        bool
 	bench       bool
+	policy      string
 	logLevel    string
 }
 
@@ -67,6 +68,7 @@ func parseFlags() options {
 	flag.BoolVar(&o.exitOnClose, "exit-on-close", true, "exit when the runtime connection closes (false: stay alive until SIGINT/SIGTERM)")
 	flag.BoolVar(&o.dump, "dump", false, "include full pod/container/resources protojson in event lines")
 	flag.BoolVar(&o.bench, "bench", false, "benchmark mode: implement only Synchronize/CreateContainer/StartContainer, print nothing per event")
+	flag.StringVar(&o.policy, "failure-policy", "", "declare a failure policy (stub.WithFailurePolicy): fail_request,keep_connected | fail_request | keep_connected | empty (declared, both fields false); unset: no policy declared")
 	flag.StringVar(&o.logLevel, "log-level", "warn", "stderr log level: debug | info | warn | error")
 	flag.Parse()
 	if flag.NArg() != 0 {
@@ -76,6 +78,26 @@ func parseFlags() options {
 		peer.Usage("%v", err)
 	}
 	return o
+}
+
+// parsePolicy parses the --failure-policy value: field names separated by
+// commas, or "empty" for a declared policy with no field set.
+func parsePolicy(v string) (*api.FailurePolicy, error) {
+	policy := &api.FailurePolicy{}
+	if v == "empty" {
+		return policy, nil
+	}
+	for _, f := range strings.Split(v, ",") {
+		switch strings.TrimSpace(f) {
+		case "fail_request":
+			policy.FailRequest = true
+		case "keep_connected":
+			policy.KeepConnected = true
+		default:
+			return nil, fmt.Errorf("unknown field %q (want fail_request, keep_connected or empty)", f)
+		}
+	}
+	return policy, nil
 }
 
 func main() {
@@ -125,6 +147,13 @@ func main() {
 		opts = append(opts, stub.WithPluginIdx(o.idx))
 	}
 	opts = append(opts, stub.WithSocketPath(o.socket))
+	if o.policy != "" {
+		policy, err := parsePolicy(o.policy)
+		if err != nil {
+			peer.Usage("invalid --failure-policy: %v", err)
+		}
+		opts = append(opts, stub.WithFailurePolicy(policy))
+	}
 	closed := make(chan struct{})
 	var closeOnce sync.Once
 	opts = append(opts, stub.WithOnClose(func() {

@@ -712,7 +712,7 @@ func (rt *runtime) control(c string, raw map[string]json.RawMessage) (map[string
 // listPlugins reads the adaptation's (unexported) plugin list by reflection,
 // under the adaptation's own lock. This relies on the field layout of
 // pkg/adaptation v0.12.5 (plugins []*plugin; plugin{idx, base, pid, cmd,
-// events, closed}); the adaptation offers no public accessor.
+// events, closed, policy}); the adaptation offers no public accessor.
 func (rt *runtime) listPlugins() []map[string]any {
 	rt.a.Lock()
 	defer rt.a.Unlock()
@@ -735,9 +735,23 @@ func (rt *runtime) listPlugins() []map[string]any {
 			"events":        int32(mask),
 			"events_pretty": mask.PrettyString(),
 			"closed":        p.FieldByName("closed").Bool(),
+			"failure_policy": policyOf(p.FieldByName("policy")),
 		})
 	}
 	return list
+}
+
+// policyOf describes a plugin's declared failure policy (an unexported
+// *api.FailurePolicy field): nil when the plugin declared none.
+func policyOf(v reflect.Value) any {
+	if !v.IsValid() || v.IsNil() {
+		return nil
+	}
+	e := v.Elem()
+	return map[string]any{
+		"fail_request":   e.FieldByName("FailRequest").Bool(),
+		"keep_connected": e.FieldByName("KeepConnected").Bool(),
+	}
 }
 
 func main() {

@@ -1,5 +1,5 @@
 //! Test helpers (feature `testing`): drive the Go runtime peer
-//! `nri-go-runtime` of `interop/` (containerd/nri v0.12.2 adaptation) and
+//! `nri-go-runtime` of `interop/` (containerd/nri v0.12.5 adaptation) and
 //! run a sample plugin binary against it.
 //!
 //! Peers are found in `$NRI_INTEROP_BIN` (default `<repo>/interop/bin`,

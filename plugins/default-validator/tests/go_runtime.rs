@@ -1,5 +1,5 @@
 //! The validator binary against the Go runtime peer (`nri-go-runtime`,
-//! containerd/nri v0.12.2 adaptation), with other plugins adjusting the
+//! containerd/nri v0.12.5 adaptation), with other plugins adjusting the
 //! container: the Go plugin `nri-go-plugin --adjust adjusting` (env and
 //! annotation; it has no hook flavour) and, for the OCI hook, a small Rust
 //! plugin in this test that injects a prestart hook into containers whose

@@ -1,4 +1,4 @@
-//! `device-injector` against the Go runtime peer (containerd/nri v0.12.2
+//! `device-injector` against the Go runtime peer (containerd/nri v0.12.5
 //! adaptation): devices, CDI devices and mounts from pod annotations reach
 //! the merged adjustment; a bad annotation fails CreateContainer with a
 //! message naming it.

@@ -1,5 +1,5 @@
 //! The differ binary against the Go runtime peer (`nri-go-runtime`,
-//! containerd/nri v0.12.2 adaptation), with the Go plugin
+//! containerd/nri v0.12.5 adaptation), with the Go plugin
 //! `nri-go-plugin --idx 50 --adjust adjusting` between its instances: the
 //! instance at 99 logs the env var and annotation the Go plugin added.
 //! Skipped (with a message) when the peers are missing, unless

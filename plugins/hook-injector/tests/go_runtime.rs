@@ -1,4 +1,4 @@
-//! `hook-injector` against the Go runtime peer (containerd/nri v0.12.2
+//! `hook-injector` against the Go runtime peer (containerd/nri v0.12.5
 //! adaptation): hooks from a hooks.d directory are matched on commands,
 //! annotations and mounts and come back in the merged adjustment; new
 //! files are picked up without a restart.

@@ -1,4 +1,4 @@
-//! `logger` against the Go runtime peer (containerd/nri v0.12.2
+//! `logger` against the Go runtime peer (containerd/nri v0.12.5
 //! adaptation): external with flags, and pre-launched with its YAML
 //! configuration from the runtime's config dir (log file, events, env and
 //! annotation).

@@ -1,5 +1,5 @@
 //! The plugin binary against the Go runtime peer (`nri-go-runtime`,
-//! containerd/nri v0.12.2 adaptation): the net devices named in the pod
+//! containerd/nri v0.12.5 adaptation): the net devices named in the pod
 //! annotation are in the merged adjustment of the pod's first container;
 //! bad annotations and host-network pods fail the pod with a clear error.
 //! Skipped (with a message) when the peer is missing, unless

@@ -1,4 +1,4 @@
-//! `template` against the Go runtime peer (containerd/nri v0.12.2
+//! `template` against the Go runtime peer (containerd/nri v0.12.5
 //! adaptation): registers for every event but validation, answers a whole
 //! pod/container lifecycle without error and adjusts nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]

@@ -1,4 +1,4 @@
-//! `ulimit-adjuster` against the Go runtime peer (containerd/nri v0.12.2
+//! `ulimit-adjuster` against the Go runtime peer (containerd/nri v0.12.5
 //! adaptation): the merged adjustment carries the annotated rlimits, and a
 //! bad annotation fails CreateContainer with a message naming it.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]

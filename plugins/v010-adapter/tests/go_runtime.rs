@@ -1,5 +1,5 @@
 //! The adapter binary against the Go runtime peer (`nri-go-runtime`,
-//! containerd/nri v0.12.2 adaptation), running a tiny v0.1.0 plugin (a
+//! containerd/nri v0.12.5 adaptation), running a tiny v0.1.0 plugin (a
 //! shell script) from a temp bin dir per a temp `conf.json`. Skipped (with
 //! a message) when the peer is missing, unless `NRI_REQUIRE_INTEROP=1`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]

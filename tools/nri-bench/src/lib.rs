@@ -1,5 +1,5 @@
 //! Side-by-side benchmarks of the Rust NRI stack against the Go reference
-//! (containerd/nri v0.12.2), in one run, interleaved.
+//! (containerd/nri v0.12.5), in one run, interleaved.
 //!
 //! Four stacks, each a fresh runtime process with K fresh plugin processes
 //! on a temp socket, all driven with the request shape of
