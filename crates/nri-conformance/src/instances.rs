@@ -52,6 +52,9 @@ impl Instances {
             .mode(ConnectMode::External)
             .socket_path(&self.socket)
             .registration_timeout(self.registration_timeout)
+            // The checker probes how the runtime treats plugin errors, also
+            // in teardown: its refusals must reach the runtime.
+            .send_teardown_errors(true)
             .build()
             .map_err(|source| Error::Plugin { source })?;
         self.handles.push((name.clone(), stub.handle()));

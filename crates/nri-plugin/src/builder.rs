@@ -114,6 +114,7 @@ pub struct Builder<P> {
     mode: ConnectMode,
     events: Option<EventMask>,
     strict_events: bool,
+    send_teardown_errors: bool,
     registration_timeout: Duration,
     request_timeout: Duration,
     reconnect: Option<ReconnectPolicy>,
@@ -135,8 +136,9 @@ impl<P: Plugin> Builder<P> {
     /// A builder with the defaults: auto-detected connection mode, socket
     /// `/var/run/nri/nri.sock`, subscription [`Plugin::EVENTS`] (the events
     /// of the implemented methods unless the plugin sets it), unsupported
-    /// events dropped with a warning, registration timeout 5 s, request
-    /// timeout 2 s, no reconnect, spin budget [`DEFAULT_SPIN_BUDGET`].
+    /// events dropped with a warning, teardown errors answered with success,
+    /// registration timeout 5 s, request timeout 2 s, no reconnect, spin
+    /// budget [`DEFAULT_SPIN_BUDGET`].
     pub fn new(plugin: P) -> Self {
         Builder {
             plugin,
@@ -146,6 +148,7 @@ impl<P: Plugin> Builder<P> {
             mode: ConnectMode::Auto,
             events: None,
             strict_events: false,
+            send_teardown_errors: false,
             registration_timeout: DEFAULT_REGISTRATION_TIMEOUT,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             reconnect: None,
@@ -194,6 +197,18 @@ impl<P: Plugin> Builder<P> {
     /// dropping events the runtime's NRI version cannot deliver.
     pub fn strict_events(mut self, strict: bool) -> Self {
         self.strict_events = strict;
+        self
+    }
+
+    /// Sends the errors of teardown event methods (StopPodSandbox,
+    /// RemovePodSandbox, StopContainer, RemoveContainer and the Post*
+    /// notifications) to the runtime, instead of answering them with success
+    /// (the default; see [Teardown errors](crate#teardown-errors)). Beware:
+    /// containerd stops delivering some teardown events at the first plugin
+    /// error, so an error sent here can keep the event from the plugins
+    /// after this one.
+    pub fn send_teardown_errors(mut self, send: bool) -> Self {
+        self.send_teardown_errors = send;
         self
     }
 
@@ -295,6 +310,7 @@ impl<P: Plugin> Builder<P> {
                 events,
                 handled,
                 strict_events: self.strict_events,
+                send_teardown_errors: self.send_teardown_errors,
                 registration_timeout: self.registration_timeout,
                 reconnect,
                 sync_mode: self.sync_mode,
@@ -316,6 +332,7 @@ pub(crate) struct Config {
     /// The events `Plugin::configure` may subscribe to.
     pub(crate) handled: EventMask,
     pub(crate) strict_events: bool,
+    pub(crate) send_teardown_errors: bool,
     pub(crate) registration_timeout: Duration,
     pub(crate) reconnect: Option<ReconnectPolicy>,
     pub(crate) sync_mode: SyncMode,

@@ -1,6 +1,6 @@
 //! [`PluginHandle`]: what a plugin can do from any task while it runs.
 
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -25,6 +25,8 @@ pub(crate) struct Shared {
     pub(crate) runtime: Mutex<Option<RuntimeInfo>>,
     pub(crate) subscribed: AtomicI32,
     pub(crate) dropped: AtomicI32,
+    /// Teardown handler errors answered with success.
+    pub(crate) teardown_errors: AtomicU64,
     pub(crate) running: AtomicBool,
     pub(crate) stop: CancellationToken,
     pub(crate) request_timeout: Duration,
@@ -37,6 +39,7 @@ impl Shared {
             runtime: Mutex::new(None),
             subscribed: AtomicI32::new(0),
             dropped: AtomicI32::new(0),
+            teardown_errors: AtomicU64::new(0),
             running: AtomicBool::new(false),
             stop: CancellationToken::new(),
             request_timeout,
@@ -127,6 +130,14 @@ impl PluginHandle {
     /// connection (empty before the first `Configure`).
     pub fn subscribed_events(&self) -> EventMask {
         EventMask::from_i32(self.shared.subscribed.load(Ordering::Relaxed))
+    }
+
+    /// How many errors of teardown event methods the SDK answered with
+    /// success since the stub was built (all connections): see
+    /// [Teardown errors](crate#teardown-errors). Always 0 under
+    /// [`Builder::send_teardown_errors`](crate::Builder::send_teardown_errors).
+    pub fn teardown_errors(&self) -> u64 {
+        self.shared.teardown_errors.load(Ordering::Relaxed)
     }
 
     /// Events the plugin wanted but the runtime of the current (or last)

@@ -178,7 +178,24 @@
 //!
 //! Errors returned by plugin methods ([`HandlerError`]) become the ttRPC
 //! status sent to the runtime (code `UNKNOWN` unless chosen, message = the
-//! error text).
+//! error text), except for teardown events (below).
+//!
+//! # Teardown errors
+//!
+//! An error returned by the method of a teardown event (StopPodSandbox,
+//! RemovePodSandbox, StopContainer, RemoveContainer, and the notifications
+//! PostCreateContainer, PostStartContainer, PostUpdateContainer,
+//! PostUpdatePodSandbox) is **not** sent to the runtime by default: the
+//! SDK logs it (warning), counts it ([`PluginHandle::teardown_errors`]),
+//! hands it to [`Plugin::teardown_failed`], and answers the runtime with an
+//! empty success (StopContainer: no updates). The runtime cannot undo a
+//! teardown anyway, and containerd stops delivering some teardown events
+//! at the first plugin error, so an error there would keep the event from
+//! every plugin after this one (which then never learns that a pod or
+//! container is gone). [`Builder::send_teardown_errors`] sends the errors
+//! as a plain handler error instead. Errors of the other events (RunPodSandbox,
+//! CreateContainer, StartContainer, UpdateContainer, UpdatePodSandbox,
+//! ValidateContainerAdjustment) are always sent: they fail the request.
 //!
 //! # Footprint
 //!

@@ -325,6 +325,19 @@ pub trait Plugin: Send + Sync + 'static {
         let _ = cause;
     }
 
+    /// A teardown event's method (StopPodSandbox, RemovePodSandbox,
+    /// StopContainer, RemoveContainer or a Post* notification) returned
+    /// `error`, and the SDK answered the runtime with success instead (see
+    /// [Teardown errors](crate#teardown-errors)). Called after the SDK logged
+    /// the error (warning) and counted it
+    /// ([`PluginHandle::teardown_errors`](crate::PluginHandle::teardown_errors)).
+    /// Not called under
+    /// [`Builder::send_teardown_errors`](crate::Builder::send_teardown_errors),
+    /// which sends the error to the runtime instead.
+    fn teardown_failed(&self, event: Event, error: &HandlerError) {
+        let _ = (event, error);
+    }
+
     /// A pod sandbox is being started.
     fn run_pod_sandbox(&self, pod: PodSandbox) -> impl Future<Output = HandlerResult<()>> + Send {
         unhandled(pod)

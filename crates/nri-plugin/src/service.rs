@@ -114,8 +114,10 @@ fn encode<M: Message>(m: &M) -> Bytes {
 }
 
 impl<P: Plugin> PluginService<P> {
-    /// Answers a handler result; `T` is encoded with `enc`.
-    fn answer<T>(
+    /// Answers a handler result; `T` is encoded with `enc`. A teardown
+    /// event's error is answered with an empty success (`T::default()`)
+    /// unless the plugin sends teardown errors.
+    fn answer<T: Default>(
         &self,
         event: Event,
         method: &'static str,
@@ -124,8 +126,30 @@ impl<P: Plugin> PluginService<P> {
     ) -> nri_ttrpc::HandlerResult {
         match res {
             Ok(v) => Ok(enc(v)),
+            Err(e) if self.acknowledges(event) => {
+                self.teardown_failed(event, &e);
+                Ok(enc(T::default()))
+            }
             Err(e) => Err(self.handler_error(event, method, e)),
         }
+    }
+
+    /// Whether an error of `event`'s method is answered with success.
+    fn acknowledges(&self, event: Event) -> bool {
+        is_teardown(event) && !self.config.send_teardown_errors
+    }
+
+    /// A teardown method failed and the runtime gets a success: logged,
+    /// counted, and shown to the plugin.
+    fn teardown_failed(&self, event: Event, e: &HandlerError) {
+        self.shared.teardown_errors.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            %event,
+            error = %e,
+            "nri-plugin: {event} failed; answering the runtime with success so that later plugins \
+             still get the event"
+        );
+        self.plugin.teardown_failed(event, e);
     }
 
     fn handler_error(&self, event: Event, method: &str, e: HandlerError) -> Status {
@@ -360,10 +384,7 @@ impl<P: Plugin> PluginService<P> {
                 ));
             }
         };
-        match res {
-            Ok(()) => Ok(Bytes::new()),
-            Err(e) => Err(self.handler_error(event, method::STATE_CHANGE, e)),
-        }
+        self.answer(event, method::STATE_CHANGE, res, empty)
     }
 }
 
@@ -575,6 +596,23 @@ impl<P: Plugin> Service for PluginService<P> {
             }
         }
     }
+}
+
+/// The teardown events: StopPodSandbox, RemovePodSandbox, StopContainer,
+/// RemoveContainer and the Post* notifications. A runtime cannot undo
+/// them, and containerd stops delivering some of them at the first error.
+fn is_teardown(event: Event) -> bool {
+    matches!(
+        event,
+        Event::StopPodSandbox
+            | Event::RemovePodSandbox
+            | Event::StopContainer
+            | Event::RemoveContainer
+            | Event::PostCreateContainer
+            | Event::PostStartContainer
+            | Event::PostUpdateContainer
+            | Event::PostUpdatePodSandbox
+    )
 }
 
 /// The event of a dedicated event RPC (`None` for the other methods).

@@ -224,7 +224,7 @@ async fn missing_config_is_no_plugins() {
 }
 
 #[tokio::test(flavor = "current_thread")]
-async fn stop_container_errors_are_swallowed_others_returned() {
+async fn teardown_errors_are_swallowed_others_returned() {
     let s = setup(
         r#"{"plugins":[{"type":"p"}]}"#,
         &[("p", r#"cat >/dev/null; echo '{"error":"boom"}'"#)],
@@ -242,7 +242,8 @@ async fn stop_container_errors_are_swallowed_others_returned() {
             .message()
             .contains("plugin: p: boom")
     );
-    assert!(a.stop_pod_sandbox(p.clone()).await.is_err());
+    // Teardown never fails.
+    assert!(a.stop_pod_sandbox(p.clone()).await.is_ok());
     assert!(a.start_container(p.clone(), c.clone()).await.is_err());
     assert!(a.stop_container(p, c).await.is_ok());
 }
