@@ -46,15 +46,17 @@ impl Instances {
         } else {
             format!("{}-{suffix}", self.base_name)
         };
+        // Only an instance that refuses teardown events on purpose sends
+        // those errors to the runtime (the SDK answers them with success by
+        // default): the checker probes whether they starve later plugins.
+        let send_teardown_errors = behaviour.fail_teardown.is_some();
         let stub = Builder::new(Recorder::new(&name, self.log.clone(), behaviour))
             .name(name.clone())
             .index(index)
             .mode(ConnectMode::External)
             .socket_path(&self.socket)
             .registration_timeout(self.registration_timeout)
-            // The checker probes how the runtime treats plugin errors, also
-            // in teardown: its refusals must reach the runtime.
-            .send_teardown_errors(true)
+            .send_teardown_errors(send_teardown_errors)
             .build()
             .map_err(|source| Error::Plugin { source })?;
         self.handles.push((name.clone(), stub.handle()));

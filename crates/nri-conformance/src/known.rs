@@ -62,7 +62,7 @@ pub const KNOWN_DISCREPANCIES: &[KnownDiscrepancy] = &[
         clause: Clause::ContainerOrder,
         code: "PostStartContainer-after-StopContainer",
         // Only when the container exits before StartContainer returns (the
-        // self-exit phase's container exits at once): seen on 2.4.2.
+        // self-exit phase's container exits at once): seen on 2.4.2, 2.1.9.
         intermittent: true,
         explanation: "containerd starts watching the container's exit before it sends \
                       PostStartContainer; a container that exits at once gets its \
