@@ -47,6 +47,22 @@ step "cargo test"
 cargo test --workspace --all-targets --no-fail-fast
 cargo test --workspace --doc
 
+# The race test of the runtime's Synchronize must catch lost events: built
+# with the queuing for synchronizing plugins turned off (a test-only
+# feature), it has to fail. About a minute (one more build of nri-runtime).
+step "sync race test with the queuing turned off (must fail)"
+race_log="$CACHE/sync-race-no-queue.log"
+if cargo test -p nri-runtime --features test-no-sync-queue --test sync_race \
+    registrations_race_creations_without_losing_or_duplicating >"$race_log" 2>&1; then
+  echo "error: tests/sync_race.rs passed with the queuing turned off (feature test-no-sync-queue): it no longer detects objects lost around Synchronize" >&2
+  exit 1
+elif ! grep -q "around Synchronize\|deferred path was taken" "$race_log"; then
+  echo "error: the sync race test with the queuing turned off did not fail for the expected reason; see $race_log" >&2
+  tail -n 30 "$race_log" >&2
+  exit 1
+fi
+echo "ok: with the queuing turned off the sync race test fails, as it must"
+
 if [ "${NRI_SKIP_FUZZ:-0}" != 1 ]; then
   step "fuzz (short runs)"
   bash scripts/fuzz.sh "${NRI_FUZZ_SECONDS:-20}"

@@ -395,7 +395,13 @@ impl Adaptation {
     ) -> Result<EventReport, Error> {
         self.check_started()?;
         let ev = Event::UpdatePodSandbox;
-        let plugins = self.shared.registry.begin_event(ev, pod, None);
+        let plugins = (self.shared.registry).begin_update(
+            ev,
+            pod,
+            None,
+            resources.as_ref(),
+            overhead.as_ref(),
+        );
         let req = UpdatePodSandboxRequest {
             pod: Some(pod.clone()),
             overhead_linux_resources: overhead,
@@ -464,6 +470,7 @@ impl Adaptation {
         // one plus this).
         let mut delta: Option<Container> = None;
         let last = plugins.iter().rposition(|p| p.subscribed(ev));
+        let mut answered: Vec<&PluginId> = Vec::new();
         for (i, p) in plugins.iter().enumerate() {
             if !p.subscribed(ev) {
                 result.note_plugin(&p.id);
@@ -497,6 +504,41 @@ impl Adaptation {
                 delta = appended;
             }
             match applied {
+                Ok(()) => {
+                    sh.metrics.plugin_adjustments(&p.name, op, 0, nu, ne);
+                    answered.push(&p.id);
+                }
+                Err(e) => {
+                    let f = sh.merge_failure(p, op, e);
+                    sh.on_failure(p, ev, f, pod, &mut errors)?;
+                }
+            }
+        }
+        // Plugins that started synchronizing during the fan-out get the
+        // creation now, and their changes count (see docs/runtime/sync.md).
+        for slot in guard.close_late() {
+            let p = &slot.plugin.clone();
+            let req = payload.request(result.revision(), result.container(), None);
+            if answered.contains(&&p.id) {
+                // A new instance of a plugin whose previous instance has
+                // answered for this container: it learns of the container,
+                // the answer already given stands.
+                if let Ok(resp) = sh.call_late(slot, req).await
+                    && resp.adjust.is_some()
+                {
+                    tracing::info!(plugin = %p.id, container = %container.id, "a plugin that re-registered during CreateContainer: its earlier instance's answer stands");
+                }
+                continue;
+            }
+            let resp = match sh.call_late(slot, req).await {
+                Ok(resp) => resp,
+                Err(f) => {
+                    sh.on_failure(p, ev, f, pod, &mut errors)?;
+                    continue;
+                }
+            };
+            let (nu, ne) = (resp.update.len(), resp.evict.len());
+            match result.apply_response(&p.id, resp) {
                 Ok(()) => sh.metrics.plugin_adjustments(&p.name, op, 0, nu, ne),
                 Err(e) => {
                     let f = sh.merge_failure(p, op, e);
@@ -562,13 +604,15 @@ impl Adaptation {
         let ev = Event::UpdateContainer;
         let op = ev.pretty_name();
         let sh = &self.shared;
-        let plugins = sh.registry.begin_event(ev, pod, Some(container));
+        let plugins = sh
+            .registry
+            .begin_update(ev, pod, Some(container), resources.as_ref(), None);
         let mut result = UpdateResult::new(pod.clone(), container.clone(), resources);
         let mut errors = Vec::new();
         for p in in_turn(&plugins, ev) {
-            let req = result.request();
+            let req = bytes::Bytes::from(prost::Message::encode_to_vec(&result.request()));
             let r: Result<UpdateContainerResponse, _> = p
-                .call(&*sh.metrics, op, method::UPDATE_CONTAINER, &req, p.timeout)
+                .call_encoded(&*sh.metrics, op, method::UPDATE_CONTAINER, req, p.timeout)
                 .await;
             let resp = match r {
                 Ok(resp) => resp,

@@ -4,9 +4,8 @@
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use nri_api::api::{
-    ConfigureRequest, ConfigureResponse, Container, CreateContainerResponse, Empty, Event,
-    PodSandbox, RegisterPluginRequest, SynchronizeRequest, SynchronizeResponse,
-    UpdateContainersRequest, UpdateContainersResponse,
+    ConfigureRequest, ConfigureResponse, Container, Empty, PodSandbox, RegisterPluginRequest,
+    SynchronizeRequest, SynchronizeResponse, UpdateContainersRequest, UpdateContainersResponse,
 };
 use nri_api::{EventMask, RUNTIME_SERVICE, method};
 use nri_mux::{PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN};
@@ -21,7 +20,6 @@ use crate::encode::{Packer, SyncEncoder, SyncLimits, SyncObjects, SyncParts};
 use crate::error::Error;
 use crate::merge::PluginId;
 use crate::plugin::{Plugin, PluginInput, PluginOrigin, PluginParts};
-use crate::registry::Deferred;
 
 /// How long a refused plugin gets to read the refusal before the runtime
 /// closes the connection.
@@ -315,7 +313,7 @@ impl Shared {
         Ok(server)
     }
 
-    async fn unsolicited_update(
+    pub(crate) async fn unsolicited_update(
         &self,
         id: &PluginId,
         req: UpdateContainersRequest,
@@ -360,7 +358,8 @@ impl Shared {
     /// Synchronize behind the barrier, then the deferred deliveries, then
     /// activation. See `registry.rs` and `docs/runtime/sync.md`.
     async fn synchronize(&self, plugin: &Arc<Plugin>) -> Result<(), String> {
-        self.registry.begin_sync(plugin);
+        let finished = self.registry.begin_sync(plugin);
+        self.await_finished_creations(plugin, finished).await;
         let snapshot = self
             .callbacks
             .list_pods_and_containers()
@@ -405,83 +404,6 @@ impl Shared {
             return Err("connection lost during synchronization".into());
         }
         Ok(())
-    }
-
-    async fn deliver_deferred(&self, plugin: &Arc<Plugin>, d: Deferred) {
-        let metrics = &*self.metrics;
-        let res = match d {
-            Deferred::Creation(i) => {
-                if !i.succeeded().await {
-                    return;
-                }
-                if i.event == Event::CreateContainer {
-                    // The request as the other plugins got it, sent as is.
-                    plugin
-                        .call_raw(
-                            metrics,
-                            "CreateContainer",
-                            method::CREATE_CONTAINER,
-                            i.request().clone(),
-                            plugin.timeout,
-                        )
-                        .await
-                        .and_then(|b| {
-                            crate::plugin::decode_response::<CreateContainerResponse>(
-                                method::CREATE_CONTAINER,
-                                b,
-                            )
-                        })
-                        .map(|resp| {
-                            if resp.adjust.is_some() || !resp.update.is_empty() || !resp.evict.is_empty() {
-                                tracing::warn!(plugin = %plugin.id, container = i.id(), "ignoring changes to a container created while the plugin was synchronizing");
-                            }
-                        })
-                } else {
-                    match i.decode() {
-                        Ok((pod, container)) => {
-                            plugin
-                                .notify(metrics, i.event, &pod, container.as_ref())
-                                .await
-                        }
-                        Err(e) => {
-                            // Our own encoding: cannot fail to decode.
-                            tracing::error!(plugin = %plugin.id, error = %e, "nri-runtime: decoding a deferred creation failed");
-                            return;
-                        }
-                    }
-                }
-            }
-            Deferred::Event(d) => {
-                let crate::registry::DeferredEvent {
-                    event,
-                    pod,
-                    container,
-                } = *d;
-                if event == Event::StopContainer {
-                    let req = nri_api::api::StopContainerRequest {
-                        pod: Some(pod),
-                        container,
-                    };
-                    plugin
-                        .call::<_, nri_api::api::StopContainerResponse>(
-                            metrics,
-                            "StopContainer",
-                            method::STOP_CONTAINER,
-                            &req,
-                            plugin.timeout,
-                        )
-                        .await
-                        .map(|_| ())
-                } else {
-                    plugin
-                        .notify(metrics, event, &pod, container.as_ref())
-                        .await
-                }
-            }
-        };
-        if let Err(e) = res {
-            tracing::warn!(plugin = %plugin.id, error = %e, "delivering an event deferred by synchronization failed");
-        }
     }
 
     /// Sends the snapshot: one message when it fits under the size cap,

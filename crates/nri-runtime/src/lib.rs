@@ -44,6 +44,7 @@ mod adaptation;
 mod config;
 mod config_file;
 mod connect;
+mod deferred;
 mod encode;
 pub mod failure;
 pub mod launch;

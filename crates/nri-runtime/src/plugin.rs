@@ -206,9 +206,9 @@ impl Plugin {
     }
 
     /// Waits (within `timeout`) until the plugin is ready for direct calls;
-    /// returns the time left of `timeout`. A wait that fails is counted as a
-    /// failed invocation of `operation`, but not as a strike: the plugin was
-    /// busy with its own backlog.
+    /// returns the time left of `timeout`. A wait that runs out is a timeout
+    /// of `operation` for this plugin like any other: counted in the
+    /// metrics and as a strike, and reported by the caller.
     async fn wait_ready(
         &self,
         metrics: &dyn Metrics,
@@ -229,8 +229,8 @@ impl Plugin {
                 reason: "closed while synchronizing".into(),
             }),
         };
-        if let Err(f) = &res {
-            metrics.plugin_invocation(&self.name, operation, Err(f.class()));
+        if res.is_err() {
+            self.account(metrics, operation, &res);
         }
         res
     }
@@ -311,7 +311,12 @@ impl Plugin {
         res
     }
 
-    fn account<T>(&self, metrics: &dyn Metrics, operation: &str, res: &Result<T, PluginFailure>) {
+    pub(crate) fn account<T>(
+        &self,
+        metrics: &dyn Metrics,
+        operation: &str,
+        res: &Result<T, PluginFailure>,
+    ) {
         match res {
             Ok(_) => {
                 self.strikes.store(0, Ordering::Relaxed);

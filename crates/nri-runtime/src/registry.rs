@@ -12,8 +12,12 @@
 //!   start until the runtime releases the creation guard (object stored).
 //!
 //! A creation event that starts while plugin P is syncing is queued for P;
-//! so is every creation still in flight when P starts syncing. Objects in
-//! P's queue are removed from P's Synchronize snapshot and delivered to P as
+//! so is every creation still in flight when P starts syncing, except a
+//! CreateContainer whose fan-out is past calling plugins: P's listing
+//! waits for its guard instead. A queued CreateContainer takes P as a
+//! *late plugin*: its fan-out hands P's backlog the request once the other
+//! plugins answered and merges P's answer ([`LateOffer`]). Objects in P's
+//! queue are removed from P's Synchronize snapshot and delivered to P as
 //! events after the snapshot (a queued creation is delivered only if its
 //! fan-out succeeded). Every other creation finished (guard released) before
 //! P started syncing, so the runtime lists it in the snapshot. Once the
@@ -27,10 +31,13 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
-use nri_api::api::{Container, CreateContainerRequest, Event, PodSandbox};
+use nri_api::api::{
+    Container, CreateContainerRequest, CreateContainerResponse, Event, LinuxResources, PodSandbox,
+};
 use prost::Message as _;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
+use crate::failure::PluginFailure;
 use crate::metrics::Metrics;
 use crate::plugin::{Plugin, PluginList};
 
@@ -47,6 +54,41 @@ pub(crate) struct Inflight {
     request: Bytes,
     /// `None` while the fan-out runs, then whether it succeeded.
     outcome: watch::Sender<Option<bool>>,
+    /// `true` once the guard is released (the runtime stored the object or
+    /// gave up on it).
+    released: watch::Sender<bool>,
+    /// CreateContainer: the plugins that started synchronizing while the
+    /// fan-out ran (`Some` until the fan-out closes the list, see
+    /// [`CreationGuard::close_late`]).
+    late: Mutex<Option<Vec<LateSlot>>>,
+}
+
+/// What a creation sends a plugin that started synchronizing during its
+/// fan-out: the CreateContainer request (the container as adjusted by the
+/// other plugins), and where the answer goes.
+pub(crate) struct LateOffer {
+    pub(crate) request: Bytes,
+    pub(crate) reply: oneshot::Sender<Result<CreateContainerResponse, PluginFailure>>,
+}
+
+/// A creation's end of a late plugin's delivery.
+pub(crate) struct LateSlot {
+    pub(crate) plugin: Arc<Plugin>,
+    pub(crate) offer: oneshot::Sender<LateOffer>,
+}
+
+impl std::fmt::Debug for LateSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LateSlot")
+            .field("plugin", &self.plugin.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for LateOffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LateOffer").finish_non_exhaustive()
+    }
 }
 
 impl Inflight {
@@ -57,6 +99,25 @@ impl Inflight {
             Ok(v) => v.unwrap_or(false),
             Err(_) => false,
         }
+    }
+
+    /// Waits until the creation's guard is released.
+    pub(crate) async fn released(&self) {
+        let mut rx = self.released.subscribe();
+        let _ = rx.wait_for(|r| *r).await;
+    }
+
+    /// Adds a late plugin if the fan-out has not closed its list; returns
+    /// the plugin's end, or `None` when the fan-out is past that point.
+    fn add_late(&self, plugin: &Arc<Plugin>) -> Option<oneshot::Receiver<LateOffer>> {
+        let mut late = lock(&self.late);
+        let list = late.as_mut()?;
+        let (tx, rx) = oneshot::channel();
+        list.push(LateSlot {
+            plugin: plugin.clone(),
+            offer: tx,
+        });
+        Some(rx)
     }
 
     fn object_id(&self) -> (&str, bool) {
@@ -80,21 +141,34 @@ impl Inflight {
     }
 }
 
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// Something a syncing plugin gets after its snapshot.
 #[derive(Debug)]
 pub(crate) enum Deferred {
-    /// A creation event that was in flight or started during the sync.
+    /// A creation event that was in flight or started during the sync,
+    /// delivered after the fact (RunPodSandbox; a CreateContainer whose
+    /// fan-out had finished and whose guard was not released in time).
     Creation(Arc<Inflight>),
+    /// A CreateContainer whose fan-out waits for this plugin's answer: the
+    /// request comes through the receiver once the other plugins answered.
+    Late(Arc<Inflight>, oneshot::Receiver<LateOffer>),
     /// Any other event that happened during the sync.
     Event(Box<DeferredEvent>),
 }
 
 /// A non-creation event queued for a syncing plugin.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct DeferredEvent {
     pub(crate) event: Event,
     pub(crate) pod: PodSandbox,
     pub(crate) container: Option<Container>,
+    /// UpdateContainer: the new resources; UpdatePodSandbox: the pod's.
+    pub(crate) resources: Option<LinuxResources>,
+    /// UpdatePodSandbox: the pod's overhead.
+    pub(crate) overhead: Option<LinuxResources>,
 }
 
 struct Syncing {
@@ -135,6 +209,15 @@ impl std::fmt::Debug for Registry {
 }
 
 impl CreationGuard {
+    /// Closes the list of late plugins (no plugin is added after this) and
+    /// returns it: the fan-out calls them before it finishes.
+    pub(crate) fn close_late(&self) -> Vec<LateSlot> {
+        self.inflight
+            .as_ref()
+            .and_then(|i| lock(&i.late).take())
+            .unwrap_or_default()
+    }
+
     /// Records the fan-out's outcome (the guard stays in flight until dropped).
     pub(crate) fn set_outcome(&self, ok: bool) {
         if let Some(i) = &self.inflight {
@@ -157,15 +240,29 @@ impl CreationGuard {
 impl Drop for CreationGuard {
     fn drop(&mut self) {
         self.set_outcome(false);
+        // Late plugins not called (the fan-out failed first) are released.
+        drop(self.close_late());
         if let Some(r) = self.registry.take() {
             r.lock().inflight.remove(&self.seq);
+        }
+        if let Some(i) = &self.inflight {
+            i.released.send_replace(true);
         }
     }
 }
 
+/// Whether creations are queued for syncing plugins: always, except in the
+/// test-only build (feature `test-no-sync-queue`) that shows the race test
+/// (`tests/sync_race.rs`) catches the objects lost without it.
+const QUEUE_FOR_SYNCING: bool = !cfg!(feature = "test-no-sync-queue");
+
 /// Which deferrable events are queued for syncing plugins.
 fn deferrable(event: Event) -> bool {
-    event.is_state_change_event() || event == Event::StopContainer
+    event.is_state_change_event()
+        || matches!(
+            event,
+            Event::StopContainer | Event::UpdateContainer | Event::UpdatePodSandbox
+        )
 }
 
 impl Registry {
@@ -178,7 +275,7 @@ impl Registry {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.state)
     }
 
     /// The active plugins, in order (index, then name).
@@ -205,6 +302,19 @@ impl Registry {
         pod: &PodSandbox,
         container: Option<&Container>,
     ) -> PluginList {
+        self.begin_update(event, pod, container, None, None)
+    }
+
+    /// [`begin_event`](Self::begin_event) of an event with resources
+    /// (UpdateContainer, UpdatePodSandbox).
+    pub(crate) fn begin_update(
+        &self,
+        event: Event,
+        pod: &PodSandbox,
+        container: Option<&Container>,
+        resources: Option<&LinuxResources>,
+        overhead: Option<&LinuxResources>,
+    ) -> PluginList {
         let mut st = self.lock();
         if deferrable(event) {
             for s in st.syncing.iter_mut() {
@@ -213,6 +323,8 @@ impl Registry {
                         event,
                         pod: pod.clone(),
                         container: container.cloned(),
+                        resources: resources.cloned(),
+                        overhead: overhead.cloned(),
                     })));
                 }
             }
@@ -239,13 +351,19 @@ impl Registry {
             is_container,
             request,
             outcome: tx,
+            released: watch::channel(false).0,
+            late: Mutex::new((event == Event::CreateContainer).then(Vec::new)),
         });
         let mut st = self.lock();
         let seq = st.next_seq;
         st.next_seq += 1;
         for s in st.syncing.iter_mut() {
-            if s.plugin.subscribed(event) {
-                s.queue.push_back(Deferred::Creation(inflight.clone()));
+            if QUEUE_FOR_SYNCING && s.plugin.subscribed(event) {
+                let d = match inflight.add_late(&s.plugin) {
+                    Some(rx) => Deferred::Late(inflight.clone(), rx),
+                    None => Deferred::Creation(inflight.clone()),
+                };
+                s.queue.push_back(d);
             }
         }
         st.inflight.insert(seq, inflight.clone());
@@ -261,20 +379,46 @@ impl Registry {
         )
     }
 
-    /// Enters the syncing state: every creation in flight is queued for it.
-    pub(crate) fn begin_sync(&self, plugin: &Arc<Plugin>) {
+    /// Enters the syncing state. Every creation in flight is queued for the
+    /// plugin, except a CreateContainer whose fan-out is past the point
+    /// where it calls late plugins: those are returned, and the plugin's
+    /// listing waits for their guards (the container is then listed).
+    pub(crate) fn begin_sync(&self, plugin: &Arc<Plugin>) -> Vec<Arc<Inflight>> {
         let mut st = self.lock();
         let mut pending: Vec<_> = st.inflight.iter().map(|(k, v)| (*k, v.clone())).collect();
         pending.sort_by_key(|(k, _)| *k);
-        let queue = pending
-            .into_iter()
-            .filter(|(_, i)| plugin.subscribed(i.event))
-            .map(|(_, i)| Deferred::Creation(i))
-            .collect();
+        let mut queue = VecDeque::new();
+        let mut finished = Vec::new();
+        for (_, i) in pending {
+            if !QUEUE_FOR_SYNCING || !plugin.subscribed(i.event) {
+                continue;
+            }
+            if i.event != Event::CreateContainer {
+                queue.push_back(Deferred::Creation(i));
+            } else if let Some(rx) = i.add_late(plugin) {
+                queue.push_back(Deferred::Late(i, rx));
+            } else {
+                finished.push(i);
+            }
+        }
         st.syncing.push(Syncing {
             plugin: plugin.clone(),
             queue,
         });
+        finished
+    }
+
+    /// Queues a creation for a syncing plugin after the fact (its guard was
+    /// not released in time for the plugin's listing).
+    pub(crate) fn defer_finished(&self, plugin: &Arc<Plugin>, inflight: Arc<Inflight>) {
+        let mut st = self.lock();
+        if let Some(s) = st
+            .syncing
+            .iter_mut()
+            .find(|s| Arc::ptr_eq(&s.plugin, plugin))
+        {
+            s.queue.push_front(Deferred::Creation(inflight));
+        }
     }
 
     /// The ids of the pods and containers whose creation is queued for the
@@ -287,7 +431,7 @@ impl Registry {
             return (pod_ids, ctr_ids);
         };
         for d in &s.queue {
-            if let Deferred::Creation(i) = d {
+            if let Deferred::Creation(i) | Deferred::Late(i, _) = d {
                 match i.object_id() {
                     (id, true) => ctr_ids.insert(id.to_owned()),
                     (id, false) => pod_ids.insert(id.to_owned()),

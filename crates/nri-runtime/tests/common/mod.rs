@@ -195,6 +195,26 @@ pub struct FakePlugin {
     pub unimplemented: Vec<String>,
     /// The failure policy declared in the Configure answer.
     pub failure_policy: Option<FailurePolicy>,
+    /// Per method (or StateChange event name): answer only once the gate
+    /// has a permit (see [`Gate`]).
+    pub hold: HashMap<String, Gate>,
+}
+
+/// A gate a fake plugin's handler waits at; `open` lets every waiting and
+/// later call through.
+#[derive(Clone)]
+pub struct Gate(Arc<tokio::sync::Semaphore>);
+
+impl Gate {
+    pub fn new() -> Self {
+        Self(Arc::new(tokio::sync::Semaphore::new(0)))
+    }
+    pub fn open(&self) {
+        self.0.add_permits(tokio::sync::Semaphore::MAX_PERMITS / 2);
+    }
+    async fn pass(&self) {
+        let _ = self.0.acquire().await;
+    }
 }
 
 impl FakePlugin {
@@ -216,7 +236,14 @@ impl FakePlugin {
             wake_hints: false,
             unimplemented: Vec::new(),
             failure_policy: None,
+            hold: HashMap::new(),
         }
+    }
+
+    /// Holds the answer to `what` until `gate` opens.
+    pub fn hold(mut self, what: &str, gate: &Gate) -> Self {
+        self.hold.insert(what.into(), gate.clone());
+        self
     }
 
     /// Answers UNIMPLEMENTED to `method` (a ttRPC method name).
@@ -492,6 +519,9 @@ impl FakePlugin {
             }
         };
         self.record(rec);
+        if let Some(g) = self.hold.get(&key) {
+            g.pass().await;
+        }
         if let Some(d) = self.delay.get(&key) {
             tokio::time::sleep(*d).await;
         }

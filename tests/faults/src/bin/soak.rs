@@ -138,7 +138,11 @@ fn main() -> anyhow::Result<()> {
 // ------------------------------------------------------------------ plugin
 
 struct SoakPlugin {
-    idx: String,
+    /// `NN-name` of this connection: the annotation it sets is its own (a
+    /// new generation that registers while a creation is in flight is a
+    /// different plugin whose adjustment also counts, see
+    /// docs/runtime/sync.md).
+    id: String,
 }
 
 /// One line per event on stdout ("e"); flushed per line (stdout is line
@@ -170,7 +174,7 @@ impl Plugin for SoakPlugin {
         let mut adjust = ContainerAdjustment::default();
         adjust
             .annotations
-            .insert(format!("soak.example.com/{}", self.idx), ctr.id);
+            .insert(format!("soak.example.com/{}", self.id), ctr.id);
         Ok(CreateContainerResponse {
             adjust: Some(adjust),
             ..Default::default()
@@ -210,11 +214,13 @@ async fn plugin_main(socket: &Path, idx: &str, name: &str, mut gen_no: u64) -> a
     loop {
         let full = format!("{name}g{gen_no}");
         println!("g {idx}-{full}");
-        let stub = nri_plugin::Builder::new(SoakPlugin { idx: idx.into() })
-            .name(full)
-            .index(idx)
-            .socket_path(socket)
-            .build()?;
+        let stub = nri_plugin::Builder::new(SoakPlugin {
+            id: format!("{idx}-{full}"),
+        })
+        .name(full)
+        .index(idx)
+        .socket_path(socket)
+        .build()?;
         let handle = stub.handle();
         let run = stub.run();
         tokio::pin!(run);

@@ -1,0 +1,233 @@
+//! Delivery of what happened while a plugin synchronized (its backlog, see
+//! `registry.rs` and `docs/runtime/sync.md`).
+
+use std::sync::Arc;
+
+use nri_api::api::{
+    CreateContainerResponse, Event, StopContainerRequest, StopContainerResponse,
+    UpdateContainerRequest, UpdateContainerResponse, UpdateContainersRequest,
+    UpdatePodSandboxRequest, UpdatePodSandboxResponse,
+};
+use nri_api::method;
+
+use crate::adaptation::Shared;
+use crate::failure::PluginFailure;
+use crate::plugin::{Plugin, decode_response};
+use crate::registry::{Deferred, DeferredEvent, Inflight, LateOffer, LateSlot};
+
+impl Shared {
+    /// Before a plugin's listing: waits (within the plugin's request
+    /// timeout) until the creations whose fan-out had finished when it
+    /// started synchronizing are stored, so that the listing has them. One
+    /// still not released then is delivered after the fact instead.
+    pub(crate) async fn await_finished_creations(
+        &self,
+        plugin: &Arc<Plugin>,
+        finished: Vec<Arc<Inflight>>,
+    ) {
+        let deadline = tokio::time::Instant::now() + plugin.timeout;
+        for i in finished {
+            if tokio::time::timeout_at(deadline, i.released())
+                .await
+                .is_err()
+            {
+                tracing::warn!(plugin = %plugin.id, container = i.id(), "a container created just before the plugin registered was not stored in time for its Synchronize; it gets it after the fact");
+                self.registry.defer_finished(plugin, i);
+            }
+        }
+    }
+
+    /// Delivers one deferred event to a plugin that has just synchronized.
+    pub(crate) async fn deliver_deferred(&self, plugin: &Arc<Plugin>, d: Deferred) {
+        let res = match d {
+            Deferred::Late(i, offer) => {
+                self.deliver_late(plugin, &i, offer).await;
+                Ok(())
+            }
+            Deferred::Creation(i) => self.deliver_after_the_fact(plugin, &i).await,
+            Deferred::Event(d) => self.deliver_event(plugin, *d).await,
+        };
+        if let Err(e) = res {
+            tracing::warn!(plugin = %plugin.id, error = %e, "delivering an event deferred by synchronization failed");
+        }
+    }
+
+    /// A CreateContainer whose fan-out waits for this plugin: its request
+    /// (the container as the other plugins adjusted it) is sent, and the
+    /// answer goes back to the fan-out, which merges it like any other.
+    async fn deliver_late(
+        &self,
+        plugin: &Arc<Plugin>,
+        i: &Arc<Inflight>,
+        offer: tokio::sync::oneshot::Receiver<LateOffer>,
+    ) {
+        let Ok(LateOffer { request, reply }) = offer.await else {
+            // The creation failed (or was dropped) before it got to this
+            // plugin: nothing to deliver.
+            return;
+        };
+        let answer = plugin
+            .call_raw(
+                &*self.metrics,
+                "CreateContainer",
+                method::CREATE_CONTAINER,
+                request,
+                plugin.timeout,
+            )
+            .await
+            .and_then(|b| decode_response::<CreateContainerResponse>(method::CREATE_CONTAINER, b));
+        if let Err(Ok(resp)) = reply.send(answer)
+            && has_changes(&resp)
+        {
+            tracing::warn!(plugin = %plugin.id, container = i.id(), "CreateContainer no longer waited for this plugin (counted as its timeout); its changes are not applied");
+        }
+    }
+
+    /// A creation the plugin learns about after the fact: the request as
+    /// the other plugins got it; changes in the answer cannot be applied.
+    async fn deliver_after_the_fact(
+        &self,
+        plugin: &Arc<Plugin>,
+        i: &Arc<Inflight>,
+    ) -> Result<(), PluginFailure> {
+        if !i.succeeded().await {
+            return Ok(());
+        }
+        let metrics = &*self.metrics;
+        if i.event == Event::CreateContainer {
+            let b = plugin
+                .call_raw(
+                    metrics,
+                    "CreateContainer",
+                    method::CREATE_CONTAINER,
+                    i.request().clone(),
+                    plugin.timeout,
+                )
+                .await?;
+            let resp = decode_response::<CreateContainerResponse>(method::CREATE_CONTAINER, b)?;
+            if has_changes(&resp) {
+                tracing::warn!(plugin = %plugin.id, container = i.id(), "ignoring changes to a container created before the plugin synchronized");
+            }
+            return Ok(());
+        }
+        match i.decode() {
+            Ok((pod, container)) => {
+                plugin
+                    .notify(metrics, i.event, &pod, container.as_ref())
+                    .await
+            }
+            Err(e) => {
+                // Our own encoding: cannot fail to decode.
+                tracing::error!(plugin = %plugin.id, error = %e, "nri-runtime: decoding a deferred creation failed");
+                Ok(())
+            }
+        }
+    }
+
+    /// Any other event that happened during the sync. The container updates
+    /// and evictions a plugin answers to a deferred UpdateContainer or
+    /// StopContainer cannot join that event's (long returned) result: they
+    /// go through the checks of unsolicited updates and are applied the
+    /// same way.
+    async fn deliver_event(
+        &self,
+        plugin: &Arc<Plugin>,
+        d: DeferredEvent,
+    ) -> Result<(), PluginFailure> {
+        let metrics = &*self.metrics;
+        let timeout = plugin.timeout;
+        let DeferredEvent {
+            event,
+            pod,
+            container,
+            resources,
+            overhead,
+        } = d;
+        let op = event.pretty_name();
+        let (update, evict) = match event {
+            Event::StopContainer => {
+                let req = StopContainerRequest {
+                    pod: Some(pod),
+                    container,
+                };
+                let r: StopContainerResponse = plugin
+                    .call(metrics, op, method::STOP_CONTAINER, &req, timeout)
+                    .await?;
+                (r.update, Vec::new())
+            }
+            Event::UpdateContainer => {
+                let req = UpdateContainerRequest {
+                    pod: Some(pod),
+                    container,
+                    linux_resources: resources,
+                };
+                let r: UpdateContainerResponse = plugin
+                    .call(metrics, op, method::UPDATE_CONTAINER, &req, timeout)
+                    .await?;
+                (r.update, r.evict)
+            }
+            Event::UpdatePodSandbox => {
+                let req = UpdatePodSandboxRequest {
+                    pod: Some(pod),
+                    overhead_linux_resources: overhead,
+                    linux_resources: resources,
+                };
+                let _: UpdatePodSandboxResponse = plugin
+                    .call(metrics, op, method::UPDATE_POD_SANDBOX, &req, timeout)
+                    .await?;
+                return Ok(());
+            }
+            _ => {
+                return plugin
+                    .notify(metrics, event, &pod, container.as_ref())
+                    .await;
+            }
+        };
+        if update.is_empty() && evict.is_empty() {
+            return Ok(());
+        }
+        let req = UpdateContainersRequest { update, evict };
+        if let Err(st) = self.unsolicited_update(&plugin.id, req).await {
+            tracing::warn!(plugin = %plugin.id, event = op, error = %st, "changes answered to an event deferred by synchronization were refused");
+        }
+        Ok(())
+    }
+}
+
+impl Shared {
+    /// CreateContainer's call of a plugin that started synchronizing during
+    /// its fan-out: hands the request to the plugin's backlog and waits for
+    /// the answer, within the plugin's request timeout. A wait that runs
+    /// out is a timeout of that plugin (metrics, strike, report).
+    pub(crate) async fn call_late(
+        &self,
+        slot: LateSlot,
+        request: bytes::Bytes,
+    ) -> Result<CreateContainerResponse, PluginFailure> {
+        let LateSlot { plugin, offer } = slot;
+        let gone = || PluginFailure::Disconnected {
+            reason: "closed while synchronizing".into(),
+        };
+        if plugin.is_closed() {
+            return Err(gone());
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        offer
+            .send(LateOffer { request, reply: tx })
+            .map_err(|_| gone())?;
+        let timeout = plugin.timeout;
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(_)) => Err(gone()),
+            Err(_) => {
+                let res = Err(PluginFailure::Timeout { timeout });
+                plugin.account(&*self.metrics, "CreateContainer", &res);
+                res
+            }
+        }
+    }
+}
+
+fn has_changes(resp: &CreateContainerResponse) -> bool {
+    resp.adjust.is_some() || !resp.update.is_empty() || !resp.evict.is_empty()
+}
