@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use nri_api::api::{
     Container, ContainerEviction, ContainerState, ContainerUpdate, Field, LinuxContainer, LinuxCpu,
-    LinuxMemory, LinuxPids, LinuxResources, Mount, OptionalInt64, OptionalUInt64, OwningPlugins,
-    PodSandbox,
+    LinuxMemory, LinuxNamespace, LinuxPids, LinuxPodSandbox, LinuxResources, Mount, OptionalInt64,
+    OptionalUInt64, OwningPlugins, PodSandbox,
 };
 use nri_runtime::{
     Adaptation, BoxFuture, CallbackError, ErrorClass, FailurePolicy, Metrics, PluginPolicy,
@@ -99,6 +99,23 @@ pub struct Options {
     pub config_file: Option<PathBuf>,
     /// Report every line plugins write.
     pub plugin_output: bool,
+    /// Executables by plugin name, replacing the scenario's `path` (to run
+    /// one scenario against different builds of a plugin).
+    pub plugin_paths: BTreeMap<String, PathBuf>,
+}
+
+/// A scenario's plugin path: relative paths with a directory part are
+/// relative to the scenario file; bare names are looked up in `PATH`.
+fn scenario_path(scenario: &Scenario, path: &str) -> PathBuf {
+    let path = PathBuf::from(path);
+    if path.is_relative()
+        && path.components().count() > 1
+        && scenario.base_dir != std::path::Path::new(".")
+    {
+        scenario.base_dir.join(path)
+    } else {
+        path
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -361,13 +378,10 @@ pub async fn run(
             b = b.failure_policy(name.clone(), p);
         }
     }
-    match &opts.plugin_dir {
-        Some(d) => b = b.plugin_dir(d).config_dir(d).disable_launch(false),
-        None => b = b.disable_launch(true),
-    }
 
-    // Plugin processes.
+    // Plugin processes, and plugins the runtime launches.
     let mut procs: Vec<Proc> = Vec::new();
+    let mut launched = Vec::new();
     for (i, sp) in scenario.plugins.iter().enumerate() {
         let p = &sp.value;
         let index = scenario.plugin_index(i);
@@ -391,6 +405,20 @@ pub async fn run(
         }
         let mut env: Vec<(String, String)> =
             p.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        if p.launch {
+            let path =
+                opts.plugin_paths.get(&p.name).cloned().unwrap_or_else(|| {
+                    scenario_path(scenario, p.path.as_deref().unwrap_or_default())
+                });
+            launched.push(crate::launch::Launched {
+                id,
+                exe: crate::launch::resolve(&path),
+                args: p.args.clone(),
+                env,
+                config: p.config_text.clone(),
+            });
+            continue;
+        }
         let (exe, args, source) = if let Some(kind) = &p.bundled {
             if opts.no_bundled {
                 continue;
@@ -409,15 +437,10 @@ pub async fn run(
                 format!("bundled:{}", kind.value),
             )
         } else {
-            let path = PathBuf::from(p.path.clone().unwrap_or_default());
-            let path = if path.is_relative()
-                && path.components().count() > 1
-                && scenario.base_dir != std::path::Path::new(".")
-            {
-                scenario.base_dir.join(path)
-            } else {
-                path
-            };
+            let path =
+                opts.plugin_paths.get(&p.name).cloned().unwrap_or_else(|| {
+                    scenario_path(scenario, p.path.as_deref().unwrap_or_default())
+                });
             let src = path.display().to_string();
             (path, p.args.clone(), src)
         };
@@ -445,6 +468,28 @@ pub async fn run(
     for (name, p) in &opts.policies {
         b = b.failure_policy(name.clone(), *p);
     }
+    let launch_dir = dir.path().join("launch");
+    match (&opts.plugin_dir, launched.is_empty()) {
+        (Some(d), true) => b = b.plugin_dir(d).config_dir(d).disable_launch(false),
+        (None, true) => b = b.disable_launch(true),
+        (None, false) => {
+            crate::launch::write_dir(&launch_dir, &launched)?;
+            b = b
+                .plugin_dir(&launch_dir)
+                .config_dir(&launch_dir)
+                .disable_launch(false);
+        }
+        (Some(_), false) => {
+            return Err(Error::Invalid {
+                at: crate::Position {
+                    file: scenario.file.clone(),
+                    line: 0,
+                    column: 0,
+                },
+                message: "plugins with `launch: true` cannot be combined with --plugin-dir".into(),
+            });
+        }
+    }
 
     let nri = b
         .build(world.clone())
@@ -455,12 +500,25 @@ pub async fn run(
         description: scenario.description.trim().to_owned(),
         file: scenario.file.clone(),
     });
-    if opts.plugin_dir.is_some() {
+    if opts.plugin_dir.is_some() || !launched.is_empty() {
         reporter.progress("launching plugins from the plugin directory");
     }
+    let mut eng_problems = 0;
     nri.start()
         .await
         .map_err(|source| Error::Runtime { source })?;
+    let up: Vec<String> = nri.plugins().iter().map(|p| p.id.to_string()).collect();
+    for l in launched.iter().filter(|l| !up.contains(&l.id)) {
+        reporter.report(&Record::PluginFailed {
+            plugin: l.id.clone(),
+            reason: format!(
+                "launched by the runtime from {}, did not register",
+                l.exe.display()
+            ),
+            output: Vec::new(),
+        });
+        eng_problems += 1;
+    }
     for p in nri.plugins() {
         reporter.report(&Record::PluginRegistered {
             plugin: p.id.to_string(),
@@ -485,7 +543,10 @@ pub async fn run(
         socket,
         reg_timeout,
         plugin_output: opts.plugin_output,
-        summary: Summary::default(),
+        summary: Summary {
+            plugin_problems: eng_problems,
+            ..Summary::default()
+        },
         outcomes: BTreeMap::new(),
     };
     for i in 0..eng.procs.len() {
@@ -1202,6 +1263,17 @@ impl Exec {
             labels: spec.labels,
             annotations: spec.annotations,
             runtime_handler: spec.runtime_handler,
+            linux: (!spec.namespaces.is_empty()).then(|| LinuxPodSandbox {
+                namespaces: spec
+                    .namespaces
+                    .iter()
+                    .map(|(t, p)| LinuxNamespace {
+                        r#type: t.clone(),
+                        path: p.clone(),
+                    })
+                    .collect(),
+                ..Default::default()
+            }),
             ..Default::default()
         }
     }

@@ -38,12 +38,15 @@ pub mod bundled;
 mod engine;
 mod error;
 mod expect;
+mod launch;
+pub mod outcome;
 pub mod report;
 pub mod scenario;
 pub mod spec;
 
 pub use engine::{ExtraPlugin, Options, run};
 pub use error::{Error, Position};
+pub use outcome::{Golden, Outcome};
 pub use report::{Collect, Record, Reporter, Summary};
 pub use scenario::Scenario;
 

@@ -99,6 +99,14 @@ pub struct PluginSpec {
     /// `false`: not started with the runtime but by a `start-plugin` step.
     #[serde(default = "yes")]
     pub start: bool,
+    /// An executable the embedded runtime launches itself from a plugin
+    /// directory, as containerd launches pre-installed plugins (it gets
+    /// `config-text` in Configure); not for plugin steps.
+    #[serde(default)]
+    pub launch: bool,
+    /// The configuration file `NN-name.conf` of a launched plugin, passed
+    /// to it in Configure.
+    pub config_text: Option<String>,
 }
 
 fn yes() -> bool {
@@ -123,6 +131,11 @@ pub struct PodSpec {
     /// Runtime handler.
     #[serde(default)]
     pub runtime_handler: String,
+    /// Linux namespaces of the pod sandbox by type (`network`, `ipc`,
+    /// `uts`, ...) and path, as a runtime reports them to plugins (a pod
+    /// without a `network` entry is on the host network).
+    #[serde(default)]
+    pub namespaces: BTreeMap<String, String>,
     /// Containers.
     #[serde(default)]
     pub containers: Vec<ContainerSpec>,
@@ -544,6 +557,33 @@ impl Scenario {
             if let Some(t) = &p.timeout {
                 parse_duration(&t.value).map_err(|m| self.invalid(&t.referenced, m))?;
             }
+            if p.launch && p.path.is_none() {
+                return Err(self.invalid(
+                    at,
+                    format!(
+                        "plugin {:?}: `launch` applies to executables (`path`)",
+                        p.name
+                    ),
+                ));
+            }
+            if p.launch && !p.start {
+                return Err(self.invalid(
+                    at,
+                    format!(
+                        "plugin {:?}: a launched plugin starts with the runtime",
+                        p.name
+                    ),
+                ));
+            }
+            if p.config_text.is_some() && !p.launch {
+                return Err(self.invalid(
+                    at,
+                    format!(
+                        "plugin {:?}: `config-text` needs `launch: true` (only launched plugins get a configuration)",
+                        p.name
+                    ),
+                ));
+            }
             if let Some(evs) = &p.events {
                 if p.path.is_some() {
                     return Err(self.invalid(
@@ -690,11 +730,23 @@ impl Scenario {
             .into_iter()
             .flatten()
         {
-            if self.plugin(&p.value).is_none() {
-                return Err(self.invalid(
-                    &p.referenced,
-                    format!("unknown plugin {:?} (declare it under `plugins`)", p.value),
-                ));
+            match self.plugin(&p.value) {
+                None => {
+                    return Err(self.invalid(
+                        &p.referenced,
+                        format!("unknown plugin {:?} (declare it under `plugins`)", p.value),
+                    ));
+                }
+                Some((_, pl)) if pl.launch => {
+                    return Err(self.invalid(
+                        &p.referenced,
+                        format!(
+                            "plugin {:?} is launched by the runtime: it cannot be started, killed or restarted by a step",
+                            p.value
+                        ),
+                    ));
+                }
+                Some(_) => {}
             }
         }
         if let Some(d) = &st.sleep {

@@ -47,7 +47,7 @@ pub fn base_spec(ctr: &Container) -> Result<Spec, nri_oci::Error> {
 }
 
 /// One line of a spec diff.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum DiffLine {
     /// Present only in the new spec.
@@ -184,6 +184,16 @@ fn diff_value(path: &str, a: Option<&Value>, b: Option<&Value>, out: &mut Vec<Di
                     new: scalar(w),
                 });
             }
+        }
+    }
+}
+
+impl std::fmt::Display for DiffLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DiffLine::Added { path, value } => write!(f, "+ {path}: {value}"),
+            DiffLine::Removed { path, value } => write!(f, "- {path}: {value}"),
+            DiffLine::Changed { path, old, new } => write!(f, "~ {path}: {old} -> {new}"),
         }
     }
 }

@@ -224,3 +224,52 @@ async fn json_records_carry_the_schema_version_and_stable_capabilities() {
     assert!(!caps.is_empty());
     assert_eq!(caps, sorted);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn launched_plugins_are_checked_and_reported() {
+    for (yaml, want) in [
+        (
+            "plugins:\n  - {name: x, path: /bin/true, config-text: 'a: 1'}\n",
+            "`config-text` needs `launch: true`",
+        ),
+        (
+            "plugins:\n  - {name: x, bundled: logger, launch: true}\n",
+            "`launch` applies to executables",
+        ),
+        (
+            "plugins:\n  - {name: x, path: /bin/true, launch: true}\nsteps:\n  - kill-plugin: x\n",
+            "launched by the runtime",
+        ),
+    ] {
+        let e = Scenario::parse("t.yaml", Path::new("."), yaml).unwrap_err();
+        assert!(e.to_string().contains(want), "{yaml}: {e}");
+    }
+    // A launched executable that exits at once: reported, the run goes on.
+    let (s, recs) = run(&format!(
+        "plugins:\n  - {{name: gone, path: /bin/false, launch: true, config-text: 'x: 1'}}\n{PODS}steps:\n  - up: p\n"
+    ))
+    .await;
+    assert!(
+        recs.iter()
+            .any(|r| matches!(r, Record::PluginFailed { plugin, reason, .. }
+            if plugin == "10-gone" && reason.contains("did not register"))),
+        "{recs:#?}"
+    );
+    assert_eq!((s.plugin_problems, s.failed_events), (1, 0));
+    let o = nri_sim::Outcome::from_records(&recs);
+    assert!(!o.plugins["10-gone"].registered);
+    assert!(o.steps[0].ok);
+    assert_eq!(o.specs.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_namespaces_reach_the_plugins_view() {
+    let sc = Scenario::parse(
+        "t.yaml",
+        Path::new("."),
+        "pods:\n  - name: p\n    namespaces: {network: /var/run/netns/p, ipc: /proc/1/ns/ipc}\n",
+    )
+    .unwrap();
+    let p = sc.pod("p").unwrap();
+    assert_eq!(p.namespaces["network"], "/var/run/netns/p");
+}

@@ -3,8 +3,9 @@
 //!
 //! Accepted forms: `-flag value`, `-flag=value`, `--flag value`,
 //! `--flag=value`; boolean flags as `-flag`, `-flag=true` or `-flag=false`.
-//! `--` ends the flags. Positional arguments are refused (no sample plugin
-//! takes any).
+//! `--` ends the flags; so does the first argument that is not a flag (as
+//! Go's `flag.Parse`): it and the rest are ignored (no sample plugin takes
+//! any), and the plugin logs a warning naming them.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -55,6 +56,43 @@ pub struct CommonArgs {
     /// `-no-reconnect`: exit when the connection to the runtime is lost, as
     /// the Go samples do, instead of reconnecting.
     pub no_reconnect: bool,
+    /// `-strict`: refuse input the Go plugin drops silently (unknown keys,
+    /// duplicate keys, unknown names) instead of warning and dropping it.
+    pub strict: bool,
+    /// `-log-file`: log to this file (appending) instead of stderr.
+    pub log_file: Option<PathBuf>,
+    /// `-config`: the plugin's configuration (as the runtime would pass it
+    /// in Configure), used when the runtime passes none (external plugins).
+    pub config_file: Option<PathBuf>,
+    /// Arguments after the flags (ignored, as Go ignores them).
+    pub ignored: Vec<String>,
+}
+
+impl CommonArgs {
+    /// The text of `-config`, or empty without one.
+    ///
+    /// # Errors
+    ///
+    /// The file cannot be read.
+    pub fn config_text(&self) -> Result<String, Error> {
+        match &self.config_file {
+            None => Ok(String::new()),
+            Some(p) => std::fs::read_to_string(p).map_err(|source| Error::ConfigFile {
+                path: p.clone(),
+                source,
+            }),
+        }
+    }
+
+    /// The runtime's configuration `runtime`, or the `-config` text `own`
+    /// when the runtime passed none.
+    pub fn effective_config<'a>(runtime: &'a str, own: &'a str) -> &'a str {
+        if runtime.trim().is_empty() {
+            own
+        } else {
+            runtime
+        }
+    }
 }
 
 /// Usage lines of the common flags, for a plugin's `-help` text.
@@ -65,6 +103,9 @@ pub const COMMON_USAGE: &str = "\
   -log-level LEVEL       error, warn, info (default) or debug
   -verbose               same as -log-level debug
   -no-reconnect          exit when the runtime goes away instead of reconnecting
+  -strict                refuse input the Go plugin would drop silently (default: warn and drop)
+  -log-file PATH         log to this file instead of stderr
+  -config FILE           configuration used when the runtime passes none (external plugins)
   -help                  this text";
 
 /// The value part of the flag being parsed, handed to a plugin's own flag
@@ -117,8 +158,8 @@ impl FlagValue<'_> {
 ///
 /// # Errors
 ///
-/// [`Error::Help`] for `-h`/`-help`, [`Error::Usage`] for an unknown flag,
-/// a missing or bad value, or a positional argument.
+/// [`Error::Help`] for `-h`/`-help`, [`Error::Usage`] for an unknown flag
+/// or a missing or bad value.
 ///
 /// ```
 /// use nri_sample_common::{parse_args, LogLevel};
@@ -146,11 +187,12 @@ where
     let mut common = CommonArgs::default();
     while let Some(arg) = rest.pop_front() {
         if arg == "--" {
-            if let Some(p) = rest.pop_front() {
-                return Err(Error::Usage {
-                    message: format!("unexpected argument {p:?}"),
-                });
-            }
+            common.ignored.extend(rest.drain(..));
+            break;
+        }
+        if arg == "-" || !arg.starts_with('-') {
+            common.ignored.push(arg);
+            common.ignored.extend(rest.drain(..));
             break;
         }
         let Some(flag) = arg
@@ -159,7 +201,7 @@ where
             .filter(|f| !f.is_empty() && !f.starts_with('-') && !f.starts_with('='))
         else {
             return Err(Error::Usage {
-                message: format!("unexpected argument {arg:?}"),
+                message: format!("bad flag syntax: {arg}"),
             });
         };
         let (name, inline) = match flag.split_once('=') {
@@ -188,6 +230,12 @@ where
                 }
             }
             "no-reconnect" => common.no_reconnect = value.bool()?,
+            "strict" => common.strict = value.bool()?,
+            "log-file" => {
+                let v = value.string()?;
+                common.log_file = (!v.is_empty()).then(|| v.into());
+            }
+            "config" => common.config_file = Some(value.string()?.into()),
             _ => {
                 if !extra(&name, &mut value)? {
                     return Err(Error::Usage {
@@ -228,13 +276,23 @@ mod tests {
         let a = parse(&["-verbose=false", "-no-reconnect"]).unwrap();
         assert_eq!(a.log_level, LogLevel::Info);
         assert!(a.no_reconnect);
+        assert!(!a.strict);
+        assert!(parse(&["--strict"]).unwrap().strict);
     }
 
     #[test]
     fn errors() {
         assert!(matches!(parse(&["-idx"]), Err(Error::Usage { .. })));
         assert!(matches!(parse(&["-bogus"]), Err(Error::Usage { .. })));
-        assert!(matches!(parse(&["pos"]), Err(Error::Usage { .. })));
+        assert_eq!(
+            parse(&["-idx", "1", "pos", "-verbose"]).unwrap(),
+            CommonArgs {
+                idx: Some("1".into()),
+                ignored: vec!["pos".into(), "-verbose".into()],
+                ..Default::default()
+            }
+        );
+        assert_eq!(parse(&["--", "-x"]).unwrap().ignored, ["-x"]);
         assert!(matches!(
             parse(&["-verbose=maybe"]),
             Err(Error::Usage { .. })

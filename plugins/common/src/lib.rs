@@ -10,18 +10,28 @@
 //! - [`decode_yaml`]: YAML with the Go samples' decoding rules
 //!   (`sigs.k8s.io/yaml`: case-insensitive keys, unknown keys ignored);
 //! - [`container_annotation`]: the annotation lookup order of the samples;
-//! - `testing` (feature): drive the Go runtime peer in integration tests.
+//! - [`goyaml`]: YAML decoded exactly as the Go plugins decode it, and
+//!   [`Strict`]/[`Source`]: what Go drops silently is warned about, or
+//!   refused in strict mode;
+//! - `testing` (feature): drive the Go runtime peer in integration tests;
+//!   `parity` (feature `testing`): compare a plugin with the Go plugin's
+//!   golden outcome of its `nri sim` scenario.
 
 use std::path::PathBuf;
 
 mod args;
+pub mod goyaml;
+mod lenient;
 mod logging;
+#[cfg(feature = "testing")]
+pub mod parity;
 mod run;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod yaml;
 
 pub use args::{COMMON_USAGE, CommonArgs, FlagValue, LogLevel, parse_args};
+pub use lenient::{AnnotationError, Source, Strict, StrictError, decode_annotation};
 pub use logging::{LogOutput, LogWriter, init_logging};
 pub use run::run_plugin;
 pub use yaml::{DecodeError, decode_yaml, fold_keys, parse_yaml};
@@ -38,6 +48,15 @@ pub enum Error {
     Usage {
         /// What is wrong.
         message: String,
+    },
+    /// The `-config` file cannot be read.
+    #[error("cannot read configuration file {}", path.display())]
+    ConfigFile {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
     },
     /// The log file cannot be opened.
     #[error("cannot open log file {}", path.display())]

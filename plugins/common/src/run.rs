@@ -19,9 +19,10 @@ use crate::CommonArgs;
 ///   with their connection (the runtime launches them again).
 /// - `customize` may change the builder further (e.g. the subscription).
 ///
-/// Exit status: 0 after SIGINT/SIGTERM or the runtime's Shutdown, 1 on any
-/// other end (connection lost without reconnect, registration refused,
-/// bad identity), with the error and its causes logged.
+/// Exit status: 0 after SIGINT/SIGTERM; 1 on any other end (the runtime's
+/// Shutdown or a lost connection without reconnect, registration refused,
+/// bad identity), as the Go samples exit 1 when their connection ends, with
+/// the error and its causes logged.
 pub fn run_plugin<P, F>(plugin: P, args: &CommonArgs, default_name: &str, customize: F) -> ExitCode
 where
     P: Plugin,
@@ -81,6 +82,9 @@ where
     if !prelaunched() && !args.no_reconnect {
         b = b.reconnect(ReconnectPolicy::default());
     }
+    if !args.ignored.is_empty() {
+        tracing::warn!(arguments = ?args.ignored, "ignoring arguments after the flags");
+    }
     let b = customize(b);
     let stub = match b.build() {
         Ok(s) => s,
@@ -102,8 +106,8 @@ where
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(PluginError::ShutDownByRuntime) => {
-            tracing::info!("the runtime shut the plugin down");
-            ExitCode::SUCCESS
+            tracing::info!("the runtime shut the plugin down, exiting");
+            ExitCode::FAILURE
         }
         Err(e) => {
             log_error(&e);

@@ -8,20 +8,12 @@ use nri_sample_common::{COMMON_USAGE, init_logging, parse_args, run_plugin, usag
 fn usage() -> String {
     format!(
         "usage: default-validator [flags]\n  \
-         -config FILE           YAML configuration (upstream's default validator keys), used\n                         \
-         when the runtime passes none (external plugins)\n{COMMON_USAGE}"
+         (-config FILE: YAML with the default validator's keys)\n{COMMON_USAGE}"
     )
 }
 
 fn main() -> ExitCode {
-    let mut config_file: Option<String> = None;
-    let mut args = match parse_args(std::env::args().skip(1), |name, value| {
-        match name {
-            "config" => config_file = Some(value.string()?),
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }) {
+    let mut args = match parse_args(std::env::args().skip(1), |_, _| Ok(false)) {
         Ok(a) => a,
         Err(e) => return usage_exit(&e, &usage()),
     };
@@ -38,12 +30,19 @@ fn main() -> ExitCode {
     if args.idx.is_none() && std::env::var_os("NRI_PLUGIN_IDX").is_none() && !exe_has_index {
         args.idx = Some("00".into());
     }
-    if let Err(e) = init_logging(args.log_level, None) {
+    if let Err(e) = init_logging(args.log_level, args.log_file.as_deref()) {
         eprintln!("default-validator: {e}");
         return ExitCode::FAILURE;
     }
-    let base = match config_file
-        .map(|path| std::fs::read_to_string(&path).map_err(|source| Error::Read { path, source }))
+    let base = match args
+        .config_file
+        .clone()
+        .map(|path| {
+            std::fs::read_to_string(&path).map_err(|source| Error::Read {
+                path: path.display().to_string(),
+                source,
+            })
+        })
         .transpose()
     {
         Ok(b) => b,

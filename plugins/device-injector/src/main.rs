@@ -1,26 +1,31 @@
 //! `device-injector`: an NRI plugin that injects device nodes, CDI devices,
 //! mounts, network devices and sets I/O priority, scheduling attributes,
 //! sysctls and memory policy of containers from pod annotations, with the
-//! annotation keys and formats of containerd/nri's Go `device-injector`
-//! (see README.md).
+//! annotation keys, formats and decoding of containerd/nri's Go
+//! `device-injector` (see README.md).
 
 use std::process::ExitCode;
 
 use nri_plugin::api::{Container, CreateContainerResponse, PodSandbox};
 use nri_plugin::{ConfigureInfo, EventMask, HandlerError, HandlerResult, Plugin};
-use nri_sample_common::{COMMON_USAGE, init_logging, parse_args, run_plugin, usage_exit};
+use nri_sample_common::{
+    COMMON_USAGE, CommonArgs, Strict, init_logging, parse_args, run_plugin, usage_exit,
+};
 
 mod inject;
 
-struct DeviceInjector;
+struct DeviceInjector {
+    strict: Strict,
+    /// The `-config` file's text (used when the runtime passes none).
+    config: String,
+}
 
 #[nri_plugin::plugin]
 impl Plugin for DeviceInjector {
     async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<Option<EventMask>> {
         tracing::info!(runtime = %info.runtime.name, version = %info.runtime.version, "connected");
-        if !info.config.trim().is_empty() {
-            tracing::warn!("this plugin takes no configuration; ignoring the runtime's");
-        }
+        self.strict
+            .configure(CommonArgs::effective_config(&info.config, &self.config));
         Ok(None)
     }
 
@@ -31,7 +36,13 @@ impl Plugin for DeviceInjector {
     ) -> HandlerResult<CreateContainerResponse> {
         let name = format!("{}/{}", pod.name, ctr.name);
         tracing::debug!("CreateContainer {name}: pod {pod:?}, container {ctr:?}");
-        let adjust = inject::adjustment(&pod.annotations, &ctr.name, &name).map_err(|e| {
+        let request = inject::Request {
+            annotations: &pod.annotations,
+            pod: &pod.name,
+            container: &ctr.name,
+            strict: self.strict.get(),
+        };
+        let adjust = inject::adjustment(&request).map_err(|e| {
             tracing::error!("{name}: {e}");
             HandlerError::from(e)
         })?;
@@ -51,9 +62,17 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(e) => return usage_exit(&e, &format!("{USAGE}{COMMON_USAGE}")),
     };
-    if let Err(e) = init_logging(args.log_level, None) {
+    if let Err(e) = init_logging(args.log_level, args.log_file.as_deref()) {
         eprintln!("{e}");
         return ExitCode::FAILURE;
     }
-    run_plugin(DeviceInjector, &args, "device-injector", |b| b)
+    let config = match args.config_text() {
+        Ok(c) => c,
+        Err(e) => return usage_exit(&e, &format!("{USAGE}{COMMON_USAGE}")),
+    };
+    let plugin = DeviceInjector {
+        strict: Strict::new(args.strict),
+        config,
+    };
+    run_plugin(plugin, &args, "device-injector", |b| b)
 }

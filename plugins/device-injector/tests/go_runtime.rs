@@ -24,7 +24,7 @@ fn injects_devices_cdi_devices_and_mounts() {
             "cdi-devices.nri.io/container.c0": "- vendor0.com/device=null\n",
             "mounts.noderesource.dev/pod": "- source: /home\n  destination: /host-home\n  type: bind\n  options:\n  - bind\n  - ro\n",
             "sysctl.noderesource.dev/container.c0": "net.core.somaxconn: \"256\"\n",
-            "devices.noderesource.dev/container.bad": "- path: /dev/x\n  type: z\n",
+            "devices.noderesource.dev/container.bad": "- path: /dev/x\n  type: c\n  major: 1.5\n",
         }),
     );
     let r = rt.create_container("p1", "c0", "c0", json!({}));
@@ -63,6 +63,6 @@ fn injects_devices_cdi_devices_and_mounts() {
         err.contains("devices.noderesource.dev/container.bad"),
         "{err}"
     );
-    assert!(err.contains("\"z\""), "{err}");
+    assert!(err.contains("1.5"), "{err}");
     rt.stop();
 }

@@ -15,10 +15,9 @@ fn usage() -> String {
     format!(
         "usage: nri-differ [flags]\n  \
          -indices LIST          comma-separated indices to register at (default \"0,99\")\n  \
-         -log-file FILE         log to this file\n  \
          -verbose-level N       0 changes only (default), 1 + first input, 2 + objects before/after, 3 + Synchronize\n  \
          -yaml                  print YAML line diffs\n  \
-         -config FILE           YAML configuration (indices, logFile, socketPath, verboseLevel, yaml)\n\
+         (-config FILE: YAML with indices, logFile, socketPath, verboseLevel, yaml)\n\
          {COMMON_USAGE}\n\
          (-idx is the index of a pre-launched instance; external instances use -indices)"
     )
@@ -31,11 +30,9 @@ fn main() -> ExitCode {
         indices: DEFAULT_INDICES.into(),
         ..Default::default()
     };
-    let mut config_file: Option<String> = None;
     let args = match parse_args(std::env::args().skip(1), |name, value| {
         match name {
             "indices" => cfg.indices = value.string()?,
-            "log-file" => cfg.log_file = value.string()?,
             "verbose-level" => {
                 let v = value.string()?;
                 cfg.verbose_level = v.parse().map_err(|_| Error::Usage {
@@ -43,7 +40,6 @@ fn main() -> ExitCode {
                 })?;
             }
             "yaml" => cfg.yaml = value.bool()?,
-            "config" => config_file = Some(value.string()?),
             _ => return Ok(false),
         }
         Ok(true)
@@ -54,9 +50,12 @@ fn main() -> ExitCode {
     if let Some(s) = &args.socket_path {
         cfg.socket_path = s.display().to_string();
     }
-    if let Some(path) = &config_file {
+    if let Some(f) = &args.log_file {
+        cfg.log_file = f.display().to_string();
+    }
+    if let Some(path) = &args.config_file {
         let merged = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read {path}: {e}"))
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))
             .and_then(|t| cfg.merge_yaml(&t).map_err(|e| e.to_string()));
         match merged {
             Ok(c) => cfg = c,

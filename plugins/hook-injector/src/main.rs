@@ -138,7 +138,7 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(e) => return usage_exit(&e, &format!("{USAGE}{COMMON_USAGE}")),
     };
-    if let Err(e) = init_logging(args.log_level, None) {
+    if let Err(e) = init_logging(args.log_level, args.log_file.as_deref()) {
         eprintln!("hook-injector: {e}");
         return ExitCode::FAILURE;
     }

@@ -219,7 +219,6 @@ impl Plugin for Logger {
 const USAGE: &str = "usage: logger [flags]
 Logs the NRI events it receives.
   -events LIST           comma-separated list of events to subscribe for (names, pod, container, all; default all)
-  -log-file PATH         logfile name, if logging to a file
   -add-annotation KEY    add this annotation to containers
   -set-annotation KEY    set this annotation on containers
   -add-env KEY           add this environment variable for containers
@@ -232,7 +231,6 @@ fn main() -> ExitCode {
         let non_empty = |v: String| (!v.is_empty()).then_some(v);
         match name {
             "events" => s.events = vec![value.string()?],
-            "log-file" => s.log_file = non_empty(value.string()?).map(Into::into),
             "add-annotation" => s.add_annotation = non_empty(value.string()?),
             "set-annotation" => s.set_annotation = non_empty(value.string()?),
             "add-env" => s.add_env = non_empty(value.string()?),
@@ -246,6 +244,7 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(e) => return usage_exit(&e, &usage),
     };
+    s.log_file = args.log_file.clone();
     let events = match s.event_mask() {
         Ok(m) => m,
         Err(e) => {

@@ -14,7 +14,7 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(e) => return usage_exit(&e, &usage()),
     };
-    if let Err(e) = init_logging(args.log_level, None) {
+    if let Err(e) = init_logging(args.log_level, args.log_file.as_deref()) {
         eprintln!("network-device-injector: {e}");
         return ExitCode::FAILURE;
     }

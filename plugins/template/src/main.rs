@@ -269,7 +269,7 @@ fn main() -> ExitCode {
 
     // Logs go to stderr: a pre-launched plugin's stderr ends up in the
     // runtime's log.
-    if let Err(e) = init_logging(args.log_level, None) {
+    if let Err(e) = init_logging(args.log_level, args.log_file.as_deref()) {
         eprintln!("template: {e}");
         return ExitCode::FAILURE;
     }

@@ -6,19 +6,24 @@ use std::process::ExitCode;
 
 use nri_plugin::api::{Container, CreateContainerResponse, PodSandbox};
 use nri_plugin::{ConfigureInfo, EventMask, HandlerError, HandlerResult, Plugin};
-use nri_sample_common::{COMMON_USAGE, init_logging, parse_args, run_plugin, usage_exit};
+use nri_sample_common::{
+    COMMON_USAGE, CommonArgs, Strict, init_logging, parse_args, run_plugin, usage_exit,
+};
 
 mod ulimits;
 
-struct UlimitAdjuster;
+struct UlimitAdjuster {
+    strict: Strict,
+    /// The `-config` file's text (used when the runtime passes none).
+    config: String,
+}
 
 #[nri_plugin::plugin]
 impl Plugin for UlimitAdjuster {
     async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<Option<EventMask>> {
         tracing::info!(runtime = %info.runtime.name, version = %info.runtime.version, "connected");
-        if !info.config.trim().is_empty() {
-            tracing::warn!("this plugin takes no configuration; ignoring the runtime's");
-        }
+        self.strict
+            .configure(CommonArgs::effective_config(&info.config, &self.config));
         Ok(None)
     }
 
@@ -27,10 +32,11 @@ impl Plugin for UlimitAdjuster {
         pod: PodSandbox,
         ctr: Container,
     ) -> HandlerResult<CreateContainerResponse> {
-        let adjust = ulimits::adjustment(&pod.annotations, &ctr.name).map_err(|e| {
-            tracing::warn!(pod = %pod.name, container = %ctr.name, "{e}");
-            HandlerError::from(e)
-        })?;
+        let adjust = ulimits::adjustment(&pod.annotations, &pod.name, &ctr.name, self.strict.get())
+            .map_err(|e| {
+                tracing::warn!(pod = %pod.name, container = %ctr.name, "{e}");
+                HandlerError::from(e)
+            })?;
         if !adjust.rlimits.is_empty() {
             tracing::info!(pod = %pod.name, container = %ctr.name, rlimits = adjust.rlimits.len(), "adjusted rlimits");
         }
@@ -49,9 +55,17 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(e) => return usage_exit(&e, &format!("{USAGE}{COMMON_USAGE}")),
     };
-    if let Err(e) = init_logging(args.log_level, None) {
+    if let Err(e) = init_logging(args.log_level, args.log_file.as_deref()) {
         eprintln!("{e}");
         return ExitCode::FAILURE;
     }
-    run_plugin(UlimitAdjuster, &args, "ulimit-adjuster", |b| b)
+    let config = match args.config_text() {
+        Ok(c) => c,
+        Err(e) => return usage_exit(&e, &format!("{USAGE}{COMMON_USAGE}")),
+    };
+    let plugin = UlimitAdjuster {
+        strict: Strict::new(args.strict),
+        config,
+    };
+    run_plugin(plugin, &args, "ulimit-adjuster", |b| b)
 }

@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 
 use nri_plugin::api::ContainerAdjustment;
-use serde::Deserialize;
+use nri_sample_common::goyaml::{Field, Shape};
+use nri_sample_common::{AnnotationError, Source, decode_annotation};
+use serde::{Deserialize, Serialize};
 
 /// Current annotation key prefix.
 pub const ULIMIT_KEY: &str = "ulimits.noderesource.dev";
@@ -36,14 +38,10 @@ const VALID: [&str; 16] = [
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum UlimitError {
-    /// The value is not a YAML list of `{type, soft, hard}`.
-    #[error("annotation {key:?}: invalid ulimit list: {reason}")]
-    Parse {
-        /// The annotation key.
-        key: String,
-        /// The YAML problem.
-        reason: String,
-    },
+    /// The value is not a YAML list of `{type, soft, hard}` as Go decodes
+    /// it, or (strict mode) it has something Go ignores.
+    #[error(transparent)]
+    Parse(#[from] AnnotationError),
     /// Unknown resource name.
     #[error(
         "annotation {key:?}: failed to parse type: {raw:?} (expected one of RLIMIT_AS, RLIMIT_CORE, ..., RLIMIT_STACK, in any case, with or without RLIMIT_)"
@@ -71,7 +69,7 @@ pub enum UlimitError {
 }
 
 /// One entry of the annotation.
-#[derive(Debug, Deserialize, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Deserialize, Serialize, Default, Clone, PartialEq, Eq)]
 #[serde(default)]
 pub struct Ulimit {
     /// Resource name (`RLIMIT_NOFILE`, `nofile`, `rlimit_nofile`, ...).
@@ -82,27 +80,49 @@ pub struct Ulimit {
     pub soft: u64,
 }
 
-const FIELDS: &[&str] = &["type", "hard", "soft"];
+const ULIMIT: Shape = Shape::Struct(&[
+    Field::new("type", Shape::Str),
+    Field::new("hard", Shape::Uint(64)),
+    Field::new("soft", Shape::Uint(64)),
+]);
+
+/// Go's `strings.ToUpper`: each character to its single upper-case
+/// character, if it has one.
+fn go_upper(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            let mut u = c.to_uppercase();
+            match (u.next(), u.next()) {
+                (Some(one), None) => one,
+                _ => c,
+            }
+        })
+        .collect()
+}
 
 /// The canonical `RLIMIT_*` name of `raw`, as upstream normalises it
 /// (upper case, one `RLIMIT_` prefix removed, then added back).
 pub fn canonical_type(raw: &str) -> Option<String> {
-    let upper = raw.to_ascii_uppercase();
+    let upper = go_upper(raw);
     let name = upper.strip_prefix(RLIMIT_PREFIX).unwrap_or(&upper);
     VALID
         .contains(&name)
         .then(|| format!("{RLIMIT_PREFIX}{name}"))
 }
 
-/// The rlimits annotated for container `ctr` (key, canonical entries), or
-/// `None` without an annotation. Only container-scoped keys exist.
+/// The rlimits annotated for container `ctr` of pod `pod` (key, canonical
+/// entries), or `None` without an annotation. Only container-scoped keys
+/// exist. With `strict`, what Go ignores (unknown or repeated keys) is
+/// refused.
 ///
 /// # Errors
 ///
 /// [`UlimitError`] naming the key and the problem.
 pub fn parse_ulimits(
     annotations: &BTreeMap<String, String>,
+    pod: &str,
     ctr: &str,
+    strict: bool,
 ) -> Result<Option<(String, Vec<Ulimit>)>, UlimitError> {
     let keys = [
         format!("{ULIMIT_KEY}/container.{ctr}"),
@@ -118,30 +138,31 @@ pub fn parse_ulimits(
     if value.is_empty() {
         return Ok(None);
     }
-    let list: Option<Vec<Ulimit>> =
-        nri_sample_common::decode_yaml(value, FIELDS).map_err(|e| UlimitError::Parse {
-            key: key.clone(),
-            reason: e.to_string(),
-        })?;
-    let mut list = list.unwrap_or_default();
+    let src = Source {
+        pod,
+        container: ctr,
+        annotation: &key,
+        value,
+    };
+    let mut list: Vec<Ulimit> = decode_annotation(&src, &Shape::Seq(&ULIMIT), &Vec::new(), strict)?;
     for u in &mut list {
         u.r#type = canonical_type(&u.r#type).ok_or_else(|| UlimitError::Type {
             key: key.clone(),
             raw: u.r#type.clone(),
         })?;
-        if u.hard < u.soft {
-            return Err(UlimitError::SoftAboveHard {
-                key: key.clone(),
-                rlimit: u.r#type.clone(),
-                hard: u.hard,
-                soft: u.soft,
-            });
-        }
+    }
+    if let Some(u) = list.iter().find(|u| u.hard < u.soft) {
+        return Err(UlimitError::SoftAboveHard {
+            key: key.clone(),
+            rlimit: u.r#type.clone(),
+            hard: u.hard,
+            soft: u.soft,
+        });
     }
     Ok(Some((key, list)))
 }
 
-/// The adjustment for container `ctr` of a pod with `annotations`:
+/// The adjustment for container `ctr` of pod `pod` with `annotations`:
 /// one rlimit per entry, in order. Empty without an annotation.
 ///
 /// # Errors
@@ -149,10 +170,12 @@ pub fn parse_ulimits(
 /// See [`parse_ulimits`].
 pub fn adjustment(
     annotations: &BTreeMap<String, String>,
+    pod: &str,
     ctr: &str,
+    strict: bool,
 ) -> Result<ContainerAdjustment, UlimitError> {
     let mut adjust = ContainerAdjustment::default();
-    if let Some((key, list)) = parse_ulimits(annotations, ctr)? {
+    if let Some((key, list)) = parse_ulimits(annotations, pod, ctr, strict)? {
         for u in list {
             tracing::debug!(%key, r#type = %u.r#type, hard = u.hard, soft = u.soft, "adjust rlimit");
             adjust.add_rlimit(u.r#type, u.hard, u.soft);
@@ -184,6 +207,31 @@ mod tests {
         assert_eq!(canonical_type("ULIMIT_NOFILE"), None);
         assert_eq!(canonical_type("RLIMIT_RLIMIT_NOFILE"), None);
         assert_eq!(canonical_type(""), None);
+        // Go's ToUpper maps the long s to S.
+        assert_eq!(
+            canonical_type("\u{17f}tack").as_deref(),
+            Some("RLIMIT_STACK")
+        );
+    }
+
+    #[test]
+    fn go_number_rules_and_lenient_keys() {
+        let k = "ulimits.noderesource.dev/container.c";
+        let a = ann(k, "- {type: nofile, hard: 4096.0, soft: 1e3, max: 9}");
+        let adj = adjustment(&a, "p", "c", false).unwrap();
+        assert_eq!((adj.rlimits[0].hard, adj.rlimits[0].soft), (4096, 1000));
+        let e = adjustment(&a, "p", "c", true).unwrap_err();
+        assert!(e.to_string().contains("max"), "{e}");
+        let a = ann(k, "- {type: nofile, hard: 2, hard: 3}");
+        assert_eq!(adjustment(&a, "p", "c", false).unwrap().rlimits[0].hard, 3);
+        assert!(adjustment(&a, "p", "c", true).is_err());
+        for bad in [
+            "- {type: nofile, hard: 1.5}",
+            "- {type: nofile, hard: '1'}",
+            "- {type: 1}",
+        ] {
+            assert!(adjustment(&ann(k, bad), "p", "c", false).is_err(), "{bad}");
+        }
     }
 
     #[test]
@@ -192,7 +240,7 @@ mod tests {
             "ulimits.nri.containerd.io/container.sleep",
             "- type: memlock\n  hard: 987654\n  soft: 645321\n- type: RLIMIT_NOFILE\n  hard: 4096\n  soft: 1024\n- type: nproc\n  hard: 9000\n",
         );
-        let adj = adjustment(&a, "sleep").unwrap();
+        let adj = adjustment(&a, "p", "sleep", false).unwrap();
         let got: Vec<_> = adj
             .rlimits
             .iter()
@@ -206,7 +254,12 @@ mod tests {
                 ("RLIMIT_NPROC", 9000, 0)
             ]
         );
-        assert!(adjustment(&a, "other").unwrap().rlimits.is_empty());
+        assert!(
+            adjustment(&a, "p", "other", false)
+                .unwrap()
+                .rlimits
+                .is_empty()
+        );
     }
 
     #[test]
@@ -219,7 +272,7 @@ mod tests {
             "ulimits.noderesource.dev/container.c".into(),
             "- {type: cpu, hard: 2, soft: 2}".into(),
         );
-        let adj = adjustment(&a, "c").unwrap();
+        let adj = adjustment(&a, "p", "c", false).unwrap();
         assert_eq!(adj.rlimits.len(), 1);
         assert_eq!(adj.rlimits[0].r#type, "RLIMIT_CPU");
     }
@@ -227,15 +280,15 @@ mod tests {
     #[test]
     fn pod_keys_are_not_read() {
         let a = ann("ulimits.noderesource.dev/pod", "- {type: core, hard: 1}");
-        assert!(adjustment(&a, "c").unwrap().rlimits.is_empty());
+        assert!(adjustment(&a, "p", "c", false).unwrap().rlimits.is_empty());
         let a = ann("ulimits.noderesource.dev/container.c", "");
-        assert!(adjustment(&a, "c").unwrap().rlimits.is_empty());
+        assert!(adjustment(&a, "p", "c", false).unwrap().rlimits.is_empty());
     }
 
     #[test]
     fn errors_name_the_key() {
         let k = "ulimits.noderesource.dev/container.c";
-        let e = adjustment(&ann(k, "- type: foo\n  hard: 1"), "c").unwrap_err();
+        let e = adjustment(&ann(k, "- type: foo\n  hard: 1"), "p", "c", false).unwrap_err();
         assert_eq!(
             e,
             UlimitError::Type {
@@ -244,7 +297,13 @@ mod tests {
             }
         );
         assert!(e.to_string().contains(k));
-        let e = adjustment(&ann(k, "- {type: nofile, hard: 1, soft: 2}"), "c").unwrap_err();
+        let e = adjustment(
+            &ann(k, "- {type: nofile, hard: 1, soft: 2}"),
+            "p",
+            "c",
+            false,
+        )
+        .unwrap_err();
         assert!(
             matches!(
                 e,
@@ -262,7 +321,7 @@ mod tests {
             "- [",
             "- {type: nofile, hard: lots}",
         ] {
-            let e = adjustment(&ann(k, bad), "c").unwrap_err();
+            let e = adjustment(&ann(k, bad), "p", "c", false).unwrap_err();
             assert!(matches!(e, UlimitError::Parse { .. }), "{bad}: {e}");
             assert!(e.to_string().contains(k), "{e}");
         }

@@ -46,7 +46,7 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(e) => return usage_exit(&e, &usage()),
     };
-    if let Err(e) = init_logging(args.log_level, None) {
+    if let Err(e) = init_logging(args.log_level, args.log_file.as_deref()) {
         eprintln!("v010-adapter: {e}");
         return ExitCode::FAILURE;
     }

@@ -26,6 +26,9 @@ Examples:
       loads (failure policies, timeouts, validation settings).
   nri sim --print-scenario demo > my.yaml
       Start a scenario of your own from a built-in one.
+  nri sim parity.yaml --plugin-path device-injector=./device-injector --outcome
+      Print what happened (registrations, each step and event ok or not,
+      final specs) without timings, to compare runs of different builds.
 
 Exit status: 0 every expectation held, 1 an expectation failed,
 2 usage error, invalid scenario, or the simulation could not run.";
@@ -60,9 +63,21 @@ pub struct Args {
     /// override it.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// The executable of a scenario plugin by name, replacing its `path`
+    /// (repeatable).
+    #[arg(long = "plugin-path", value_name = "NAME=PATH")]
+    plugin_paths: Vec<String>,
     /// Machine-readable output: one JSON object per line.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["outcome", "golden"])]
     json: bool,
+    /// Print only the outcome (JSON, no timings): plugins and their events,
+    /// each step's and event's success, final specs.
+    #[arg(long, conflicts_with = "golden")]
+    outcome: bool,
+    /// Print the outcome as a golden file recording SOURCE (what the
+    /// plugins were built from) and this command.
+    #[arg(long, value_name = "SOURCE")]
+    golden: Option<String>,
     /// Show every line the plugins write.
     #[arg(long)]
     plugin_output: bool,
@@ -156,6 +171,36 @@ impl<W: Write + Send> Reporter for Json<W> {
     }
 }
 
+/// Prints an outcome, or a golden file with its source and this command.
+fn print_outcome(outcome: nri_sim::Outcome, golden: Option<String>) {
+    let text = match golden {
+        None => serde_json::to_string_pretty(&outcome),
+        Some(source) => {
+            let argv: Vec<String> = std::env::args()
+                .skip(1)
+                .map(|a| {
+                    if a.is_empty()
+                        || a.contains(|c: char| c.is_whitespace() || "'\"$`\\".contains(c))
+                    {
+                        format!("'{}'", a.replace('\'', r"'\''"))
+                    } else {
+                        a
+                    }
+                })
+                .collect();
+            serde_json::to_string_pretty(&nri_sim::Golden {
+                source,
+                command: format!("nri {}", argv.join(" ")),
+                outcome,
+            })
+        }
+    };
+    match text {
+        Ok(t) => println!("{t}"),
+        Err(e) => eprintln!("nri sim: cannot print the outcome: {e}"),
+    }
+}
+
 pub fn run(args: Args) -> ExitCode {
     if args.list_bundled {
         for (name, what) in nri_sim::bundled::Kind::describe() {
@@ -228,6 +273,15 @@ pub fn run(args: Args) -> ExitCode {
         );
         return ExitCode::from(EXIT_OK);
     }
+    let mut plugin_paths = std::collections::BTreeMap::new();
+    for p in &args.plugin_paths {
+        match p.split_once('=') {
+            Some((n, path)) if !n.is_empty() && !path.is_empty() => {
+                plugin_paths.insert(n.to_owned(), PathBuf::from(path));
+            }
+            _ => return usage(format!("--plugin-path {p:?}: expected NAME=PATH")),
+        }
+    }
     let opts = Options {
         self_exe: std::env::current_exe().ok(),
         extra_plugins: extra,
@@ -236,6 +290,7 @@ pub fn run(args: Args) -> ExitCode {
         policies,
         plugin_output: args.plugin_output,
         config_file: args.config.clone(),
+        plugin_paths,
     };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -249,6 +304,13 @@ pub fn run(args: Args) -> ExitCode {
     let result = if args.json {
         let mut rep = Json(std::io::stdout());
         rt.block_on(nri_sim::run(&scenario, &opts, &mut rep))
+    } else if args.outcome || args.golden.is_some() {
+        let mut rep = nri_sim::Collect::default();
+        let r = rt.block_on(nri_sim::run(&scenario, &opts, &mut rep));
+        if r.is_ok() {
+            print_outcome(nri_sim::Outcome::from_records(&rep.0), args.golden.clone());
+        }
+        r
     } else {
         let color =
             stdout.is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());

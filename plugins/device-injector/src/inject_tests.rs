@@ -1,0 +1,285 @@
+#![allow(clippy::unwrap_used)]
+use super::*;
+
+fn ann(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+fn adjust(a: &BTreeMap<String, String>, ctr: &str) -> Result<ContainerAdjustment, InjectError> {
+    adjustment(&Request {
+        annotations: a,
+        pod: "pod",
+        container: ctr,
+        strict: false,
+    })
+}
+
+fn strict(a: &BTreeMap<String, String>, ctr: &str) -> Result<ContainerAdjustment, InjectError> {
+    adjustment(&Request {
+        annotations: a,
+        pod: "pod",
+        container: ctr,
+        strict: true,
+    })
+}
+
+fn devices(a: &ContainerAdjustment) -> Vec<(String, i64, i64)> {
+    a.linux
+        .as_ref()
+        .map(|l| {
+            l.devices
+                .iter()
+                .map(|d| (d.path.clone(), d.major, d.minor))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+const NULL: &str = "- path: /dev/test-null\n  type: c\n  major: 1\n  minor: 3\n";
+const ZERO: &str = "- path: /dev/test-zero\n  type: c\n  major: 1\n  minor: 5\n";
+
+#[test]
+fn device_precedence() {
+    // container beats pod, current prefix beats deprecated one at the same
+    // scope, and a deprecated container key beats a current pod key.
+    let cases: &[(&[(&str, &str)], &str)] = &[
+        (
+            &[
+                ("devices.noderesource.dev/container.ctr0", NULL),
+                ("devices.nri.io/container.ctr0", ZERO),
+            ],
+            "/dev/test-null",
+        ),
+        (
+            &[
+                ("devices.noderesource.dev/pod", ZERO),
+                ("devices.nri.io/container.ctr0", NULL),
+            ],
+            "/dev/test-null",
+        ),
+        (
+            &[
+                ("devices.nri.io/pod", NULL),
+                ("devices.noderesource.dev", ZERO),
+            ],
+            "/dev/test-null",
+        ),
+        (
+            &[("devices.noderesource.dev", ZERO), ("devices.nri.io", NULL)],
+            "/dev/test-zero",
+        ),
+    ];
+    for (a, want) in cases {
+        let adj = adjust(&ann(a), "ctr0").unwrap();
+        assert_eq!(devices(&adj)[0].0, *want, "{a:?}");
+    }
+    let adj = adjust(
+        &ann(&[("devices.noderesource.dev/container.ctr1", NULL)]),
+        "ctr0",
+    )
+    .unwrap();
+    assert!(devices(&adj).is_empty());
+}
+
+#[test]
+fn device_fields_and_go_number_rules() {
+    let a = ann(&[(
+        "devices.noderesource.dev/container.c",
+        "- path: /dev/x\n  type: b\n  major: 8.0\n  minor: 1e1\n  file_mode: 0660\n  uid: 5\n- Path: /dev/y\n  TYPE: c\n  major: 1\n  minor: 3\n",
+    )]);
+    let adj = adjust(&a, "c").unwrap();
+    let devs = &adj.linux.as_ref().unwrap().devices;
+    assert_eq!((devs[0].major, devs[0].minor), (8, 10));
+    assert_eq!(devs[0].file_mode, Some(OptionalFileMode { value: 0o660 }));
+    assert_eq!(devs[0].uid, Some(OptionalUInt32 { value: 5 }));
+    assert_eq!(devs[0].gid, None);
+    assert_eq!(devs[1].path, "/dev/y");
+    assert_eq!(devs[1].file_mode, None);
+}
+
+#[test]
+fn values_are_passed_on_unchecked_as_go_does() {
+    // Go does not check device types, paths, mount destinations or CDI
+    // names: the runtime decides.
+    let a = ann(&[
+        ("devices.noderesource.dev/container.c", "- {type: q}"),
+        ("cdi-devices.noderesource.dev/container.c", "['', 123]"),
+        (
+            "mounts.noderesource.dev/container.c",
+            "- {source: /a, options: [size=1m, 755, yes]}",
+        ),
+        (
+            "network-devices.noderesource.dev/container.c",
+            "- {name: eth1}",
+        ),
+    ]);
+    let adj = adjust(&a, "c").unwrap();
+    let l = adj.linux.as_ref().unwrap();
+    assert_eq!(l.devices[0].r#type, "q");
+    assert_eq!(l.devices[0].path, "");
+    let cdi: Vec<&str> = adj.cdi_devices.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(cdi, ["", "123"]);
+    assert_eq!(adj.mounts[0].destination, "");
+    assert_eq!(adj.mounts[0].options, ["size=1m", "755", "true"]);
+    assert_eq!(l.net_devices[""].name, "eth1");
+}
+
+#[test]
+fn other_settings() {
+    let a = ann(&[
+        (
+            "io-priority.noderesource.dev/container.c",
+            "class: IOPRIO_CLASS_RT\npriority: 4\n",
+        ),
+        (
+            "scheduling-policy.nri.io/pod",
+            "policy: SCHED_FIFO\npriority: 10\nflags: [SCHED_FLAG_RESET_ON_FORK]\n",
+        ),
+        (
+            "network-devices.noderesource.dev/container.c",
+            "- hostIf: ens2.100\n  Name: netdev0\n",
+        ),
+        (
+            "sysctl.noderesource.dev/container.c",
+            "net.core.somaxconn: 256\nnet.ipv4.ip_forward: on\n",
+        ),
+        (
+            "memory-policy.noderesource.dev",
+            "mode: MPOL_INTERLEAVE\nnodes: 2\nflags: [MPOL_F_STATIC_NODES]\n",
+        ),
+    ]);
+    let adj = adjust(&a, "c").unwrap();
+    let l = adj.linux.unwrap();
+    assert_eq!(
+        l.io_priority,
+        Some(LinuxIoPriority {
+            class: IoPrioClass::IoprioClassRt as i32,
+            priority: 4
+        })
+    );
+    let s = l.scheduler.unwrap();
+    assert_eq!(s.policy, LinuxSchedulerPolicy::SchedFifo as i32);
+    assert_eq!(s.priority, 10);
+    assert_eq!(s.flags, [LinuxSchedulerFlag::SchedFlagResetOnFork as i32]);
+    assert_eq!(l.net_devices["ens2.100"].name, "netdev0");
+    assert_eq!(l.sysctl["net.core.somaxconn"], "256");
+    assert_eq!(l.sysctl["net.ipv4.ip_forward"], "true");
+    let m = l.memory_policy.unwrap();
+    assert_eq!(m.mode, MpolMode::MpolInterleave as i32);
+    assert_eq!(m.nodes, "2");
+    assert_eq!(m.flags, [MpolFlag::MpolFStaticNodes as i32]);
+}
+
+#[test]
+fn empty_values_as_go() {
+    // Devices, CDI devices, mounts: an empty value is nothing. Sysctls and
+    // net devices: an empty document is an empty list or map.
+    let a = ann(&[
+        ("devices.noderesource.dev/container.c", ""),
+        ("cdi-devices.noderesource.dev/container.c", ""),
+        ("mounts.noderesource.dev", ""),
+        ("sysctl.noderesource.dev", ""),
+        ("network-devices.noderesource.dev", ""),
+    ]);
+    assert_eq!(adjust(&a, "c").unwrap(), ContainerAdjustment::default());
+    // I/O priority: an empty class is dropped (Go warns and sets none).
+    let a = ann(&[("io-priority.noderesource.dev", "")]);
+    assert_eq!(adjust(&a, "c").unwrap().linux, None);
+    assert!(strict(&a, "c").is_err());
+    // Scheduling: an empty block is policy SCHED_NONE.
+    let a = ann(&[("scheduling-policy.noderesource.dev", "")]);
+    let s = adjust(&a, "c").unwrap().linux.unwrap().scheduler.unwrap();
+    assert_eq!(s.policy, LinuxSchedulerPolicy::SchedNone as i32);
+    assert!(strict(&a, "c").is_err());
+    // Memory policy: an empty value has no mode, which Go refuses.
+    let a = ann(&[("memory-policy.noderesource.dev", "")]);
+    assert!(matches!(
+        adjust(&a, "c"),
+        Err(InjectError::MemoryPolicy { .. })
+    ));
+}
+
+#[test]
+fn lenient_names_as_go() {
+    // Unknown class: no I/O priority. Unknown policy: SCHED_NONE. Unknown
+    // flag: flag 0 (SCHED_FLAG_RESET_ON_FORK). Strict refuses all three.
+    let a = ann(&[("io-priority.noderesource.dev", "class: FAST")]);
+    assert_eq!(adjust(&a, "c").unwrap().linux, None);
+    assert!(strict(&a, "c").is_err());
+    let a = ann(&[(
+        "scheduling-policy.noderesource.dev",
+        "policy: SCHED_RR\nflags: [SCHED_FLAG_FAST, SCHED_FLAG_RECLAIM]",
+    )]);
+    let s = adjust(&a, "c").unwrap().linux.unwrap().scheduler.unwrap();
+    assert_eq!(s.policy, LinuxSchedulerPolicy::SchedRr as i32);
+    assert_eq!(
+        s.flags,
+        [
+            LinuxSchedulerFlag::SchedFlagResetOnFork as i32,
+            LinuxSchedulerFlag::SchedFlagReclaim as i32
+        ]
+    );
+    let e = strict(&a, "c").unwrap_err();
+    assert!(e.to_string().contains("SCHED_FLAG_FAST"), "{e}");
+    // Unknown keys: ignored, refused when strict.
+    let a = ann(&[(
+        "devices.noderesource.dev",
+        "- {path: /dev/x, type: c, majr: 1}",
+    )]);
+    assert_eq!(devices(&adjust(&a, "c").unwrap()).len(), 1);
+    let e = strict(&a, "c").unwrap_err();
+    assert!(e.to_string().contains("majr"), "{e}");
+}
+
+#[test]
+fn errors_as_go() {
+    let cases = [
+        ("devices.noderesource.dev/container.c", "path: /dev/x"),
+        (
+            "devices.noderesource.dev/container.c",
+            "- {path: /dev/x, major: one}",
+        ),
+        (
+            "devices.noderesource.dev/container.c",
+            "- {path: /dev/x, major: 1.5}",
+        ),
+        (
+            "devices.noderesource.dev/container.c",
+            "- {path: /dev/x, major: '1'}",
+        ),
+        ("devices.nri.io/pod", "- ["),
+        (
+            "cdi-devices.noderesource.dev/container.c",
+            "vendor.com/device=x",
+        ),
+        ("cdi-devices.noderesource.dev/container.c", "[{a: b}]"),
+        (
+            "io-priority.noderesource.dev/container.c",
+            "class: IOPRIO_CLASS_RT\npriority: x",
+        ),
+        (
+            "scheduling-policy.noderesource.dev/container.c",
+            "runtime: -1",
+        ),
+        (
+            "sysctl.noderesource.dev/container.c",
+            "net.core.somaxconn: [1]",
+        ),
+        ("sysctl.noderesource.dev/container.c", "[a]"),
+        (
+            "memory-policy.noderesource.dev/container.c",
+            "mode: MPOL_FOO",
+        ),
+        (
+            "memory-policy.noderesource.dev/container.c",
+            "mode: MPOL_BIND\nflags: [F]",
+        ),
+    ];
+    for (k, v) in cases {
+        let e = adjust(&ann(&[(k, v)]), "c").unwrap_err();
+        assert!(e.to_string().contains(k), "{k}={v:?}: {e}");
+    }
+}
