@@ -43,6 +43,11 @@ impl NriVersion {
     /// First version with a dedicated RPC per event and `NRI_version` fields.
     pub const V0_12_0: NriVersion = NriVersion::new(0, 12, 0);
 
+    /// First version whose runtimes honour the failure policy a plugin
+    /// declares in `ConfigureResponse.failure_policy` (older ones ignore
+    /// the field).
+    pub const V0_12_4: NriVersion = NriVersion::new(0, 12, 4);
+
     /// The version assumed when a runtime's NRI version is neither reported
     /// nor inferable (see [`runtime_nri_version`]).
     ///
@@ -104,6 +109,12 @@ impl NriVersion {
     /// answer through `StateChange`.
     pub const fn has_dedicated_event_rpcs(self) -> bool {
         self.at_least(NriVersion::V0_12_0)
+    }
+
+    /// True if a runtime on this version honours a plugin-declared failure
+    /// policy (v0.12.4 and later).
+    pub const fn honours_plugin_failure_policy(self) -> bool {
+        self.at_least(NriVersion::V0_12_4)
     }
 
     const fn at_least(self, other: NriVersion) -> bool {

@@ -85,6 +85,16 @@ fn dedicated_rpcs_from_v0_12() {
 }
 
 #[test]
+fn plugin_failure_policy_from_v0_12_4() {
+    assert!(!v(0, 8, 0).honours_plugin_failure_policy());
+    assert!(!v(0, 12, 3).honours_plugin_failure_policy());
+    assert!(v(0, 12, 4).honours_plugin_failure_policy());
+    assert!(v(0, 12, 5).honours_plugin_failure_policy());
+    assert!(v(0, 13, 0).honours_plugin_failure_policy());
+    assert!(v(1, 0, 0).honours_plugin_failure_policy());
+}
+
+#[test]
 fn inference_table() {
     let cases: &[(&str, &str, Option<NriVersion>)] = &[
         ("containerd", "v1.6.30", None),

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use nri_api::api::FailurePolicy;
 use nri_api::{
     DEFAULT_REGISTRATION_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SOCKET_PATH, ENV_PLUGIN_IDX,
     ENV_PLUGIN_NAME, ENV_PLUGIN_SOCKET, EventMask,
@@ -115,6 +116,7 @@ pub struct Builder<P> {
     events: Option<EventMask>,
     strict_events: bool,
     send_teardown_errors: bool,
+    failure_policy: Option<FailurePolicy>,
     registration_timeout: Duration,
     request_timeout: Duration,
     reconnect: Option<ReconnectPolicy>,
@@ -137,8 +139,8 @@ impl<P: Plugin> Builder<P> {
     /// `/var/run/nri/nri.sock`, subscription [`Plugin::EVENTS`] (the events
     /// of the implemented methods unless the plugin sets it), unsupported
     /// events dropped with a warning, teardown errors answered with success,
-    /// registration timeout 5 s, request timeout 2 s, no reconnect, spin
-    /// budget [`DEFAULT_SPIN_BUDGET`].
+    /// no failure policy declared, registration timeout 5 s, request
+    /// timeout 2 s, no reconnect, spin budget [`DEFAULT_SPIN_BUDGET`].
     pub fn new(plugin: P) -> Self {
         Builder {
             plugin,
@@ -149,6 +151,7 @@ impl<P: Plugin> Builder<P> {
             events: None,
             strict_events: false,
             send_teardown_errors: false,
+            failure_policy: None,
             registration_timeout: DEFAULT_REGISTRATION_TIMEOUT,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             reconnect: None,
@@ -209,6 +212,48 @@ impl<P: Plugin> Builder<P> {
     /// after this one.
     pub fn send_teardown_errors(mut self, send: bool) -> Self {
         self.send_teardown_errors = send;
+        self
+    }
+
+    /// Declares how the runtime should treat this plugin's failures to
+    /// answer: a request timeout, a lost connection or a protocol error
+    /// (never an error the plugin returns on purpose). Sent in the answer
+    /// to `Configure` (`ConfigureResponse.failure_policy`); the Go stub's
+    /// `WithFailurePolicy`. Each field defaults to the behaviour of NRI
+    /// before failure policies existed:
+    ///
+    /// - `fail_request`: the request fails (default: it goes on without
+    ///   this plugin).
+    /// - `keep_connected`: a plugin that missed the request timeout stays
+    ///   registered (default: the runtime disconnects it). A lost
+    ///   connection always disconnects.
+    ///
+    /// Runtimes before NRI v0.12.4 ignore it (the SDK says so in its log);
+    /// an operator's configuration for the plugin may take precedence. Not
+    /// calling this sends no policy at all, which is not the same as a
+    /// policy with both fields false: with none, the runtime applies its
+    /// own rules.
+    ///
+    /// ```
+    /// use nri_plugin::api::FailurePolicy;
+    /// # use nri_plugin::{Builder, Plugin};
+    /// # struct Guard;
+    /// # #[nri_plugin::plugin]
+    /// # impl Plugin for Guard {
+    /// #     async fn create_container(&self, _p: nri_plugin::api::PodSandbox, _c: nri_plugin::api::Container)
+    /// #         -> nri_plugin::HandlerResult<nri_plugin::api::CreateContainerResponse> { Ok(Default::default()) }
+    /// # }
+    /// // A security plugin: no container is created without it, and a slow
+    /// // answer does not cost its registration.
+    /// let stub = Builder::new(Guard)
+    ///     .name("guard")
+    ///     .index("05")
+    ///     .failure_policy(FailurePolicy { fail_request: true, keep_connected: true })
+    ///     .build()?;
+    /// # Ok::<(), nri_plugin::Error>(())
+    /// ```
+    pub fn failure_policy(mut self, policy: FailurePolicy) -> Self {
+        self.failure_policy = Some(policy);
         self
     }
 
@@ -311,6 +356,7 @@ impl<P: Plugin> Builder<P> {
                 handled,
                 strict_events: self.strict_events,
                 send_teardown_errors: self.send_teardown_errors,
+                failure_policy: self.failure_policy,
                 registration_timeout: self.registration_timeout,
                 reconnect,
                 sync_mode: self.sync_mode,
@@ -333,6 +379,7 @@ pub(crate) struct Config {
     pub(crate) handled: EventMask,
     pub(crate) strict_events: bool,
     pub(crate) send_teardown_errors: bool,
+    pub(crate) failure_policy: Option<FailurePolicy>,
     pub(crate) registration_timeout: Duration,
     pub(crate) reconnect: Option<ReconnectPolicy>,
     pub(crate) sync_mode: SyncMode,

@@ -197,6 +197,19 @@
 //! CreateContainer, StartContainer, UpdateContainer, UpdatePodSandbox,
 //! ValidateContainerAdjustment) are always sent: they fail the request.
 //!
+//! # Failure policy
+//!
+//! A plugin may tell the runtime how to treat its failures to answer (a
+//! request timeout, a lost connection, a protocol error) with
+//! [`Builder::failure_policy`]: `fail_request` fails the request instead of
+//! going on without the plugin, `keep_connected` keeps a plugin that missed
+//! the request timeout registered. It is sent in the answer to `Configure`
+//! (`ConfigureResponse.failure_policy`, the Go stub's `WithFailurePolicy`);
+//! runtimes before NRI v0.12.4 ignore it, and an operator's configuration
+//! of the plugin may override it (with `nri-runtime`, an explicit per-plugin
+//! entry wins). Without the call no policy is sent and the runtime applies
+//! its own rules.
+//!
 //! # Footprint
 //!
 //! The SDK works on a `current_thread` tokio runtime (it needs only tokio's

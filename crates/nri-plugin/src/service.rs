@@ -243,9 +243,24 @@ impl<P: Plugin> PluginService<P> {
         }
         self.conn.set_phase(Phase::Synchronizing);
         self.conn.configured.notify_one();
+        if let Some(policy) = self.config.failure_policy {
+            if !nri_version.version.honours_plugin_failure_policy() {
+                tracing::info!(
+                    runtime_nri_version = %nri_version.version,
+                    "nri-plugin: the runtime's NRI version predates plugin-declared failure \
+                     policies (v0.12.4); it ignores the plugin's policy"
+                );
+            } else {
+                tracing::debug!(
+                    fail_request = policy.fail_request,
+                    keep_connected = policy.keep_connected,
+                    "nri-plugin: declaring a failure policy"
+                );
+            }
+        }
         Ok(encode(&ConfigureResponse {
             events: sent.as_i32(),
-            failure_policy: None,
+            failure_policy: self.config.failure_policy,
         }))
     }
 
