@@ -235,7 +235,7 @@ impl Adaptation {
             .registry
             .snapshot()
             .iter()
-            .filter(|p| p.is_ready())
+            .filter(|p| p.is_ready() && !p.is_closed())
             .map(|p| p.info())
             .collect()
     }
