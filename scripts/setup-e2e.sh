@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepare everything the end-to-end harness (tests/e2e/) needs:
 #   - host packages (runc, busybox-static, ...) via apt, only if missing;
-#   - two containerd versions (containerd, ctr, containerd-shim-runc-v2),
+#   - three containerd versions (containerd, ctr, containerd-shim-runc-v2),
 #     each built from its module source into its own cached bin dir;
 #   - crictl;
 #   - two OCI image layout tarballs (pause sandbox, busybox workload).
@@ -13,6 +13,7 @@
 #   NRI_E2E_CACHE                 cache dir (default ${XDG_CACHE_HOME:-$HOME/.cache}/nri-rs/e2e)
 #   NRI_E2E_CONTAINERD_2_1_VERSION  default v2.1.9  (vendors NRI v0.8.0)
 #   NRI_E2E_CONTAINERD_2_3_VERSION  default v2.3.7  (vendors NRI v0.12.0)
+#   NRI_E2E_CONTAINERD_2_4_VERSION  default v2.4.2  (vendors NRI v0.12.3)
 #   NRI_E2E_CRICTL_VERSION        default v1.36.0
 #   NRI_E2E_SKIP_APT=1            never call apt-get (fail if a tool is missing)
 #   NRI_E2E_REBUILD_IMAGES=1      rebuild the image tarballs
@@ -20,6 +21,7 @@ set -euo pipefail
 
 CD21_VERSION=${NRI_E2E_CONTAINERD_2_1_VERSION:-v2.1.9}
 CD23_VERSION=${NRI_E2E_CONTAINERD_2_3_VERSION:-v2.3.7}
+CD24_VERSION=${NRI_E2E_CONTAINERD_2_4_VERSION:-v2.4.2}
 CRICTL_VERSION=${NRI_E2E_CRICTL_VERSION:-v1.36.0}
 CACHE=${NRI_E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nri-rs/e2e}
 
@@ -104,6 +106,7 @@ containerd_set() {
 }
 containerd_set "$CD21_VERSION"
 containerd_set "$CD23_VERSION"
+containerd_set "$CD24_VERSION"
 src_build "$CACHE/crictl-$CRICTL_VERSION" sigs.k8s.io/cri-tools "$CRICTL_VERSION" \
     "-X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" ./cmd/crictl
 
@@ -248,6 +251,8 @@ export NRI_E2E_CONTAINERD_2_1='$CACHE/containerd-$CD21_VERSION/bin'
 export NRI_E2E_CONTAINERD_2_1_VERSION='$CD21_VERSION'
 export NRI_E2E_CONTAINERD_2_3='$CACHE/containerd-$CD23_VERSION/bin'
 export NRI_E2E_CONTAINERD_2_3_VERSION='$CD23_VERSION'
+export NRI_E2E_CONTAINERD_2_4='$CACHE/containerd-$CD24_VERSION/bin'
+export NRI_E2E_CONTAINERD_2_4_VERSION='$CD24_VERSION'
 export NRI_E2E_CRICTL='$CACHE/crictl-$CRICTL_VERSION/bin/crictl'
 export NRI_E2E_RUNC='$(command -v runc)'
 export NRI_E2E_PAUSE_TAR='$PAUSE_TAR'

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end harness: a private, real containerd (2.1.x or 2.3.x) with NRI,
+# End-to-end harness: a private, real containerd (2.1.x, 2.3.x or 2.4.x) with NRI,
 # runc and crictl, all state under one WORK directory.
 #
 # Two ways to use it (see tests/e2e/README.md for the full API):
@@ -83,8 +83,10 @@ e2e_available() {
     [ "$(id -u)" = 0 ] || { _e2e_err "not root"; return 1; }
     _e2e_load_env || return 1
     local p
+    [ -n "${NRI_E2E_CONTAINERD_2_4:-}" ] \
+        || { _e2e_err "no containerd 2.4 in the env file; run scripts/setup-e2e.sh"; return 1; }
     for p in "$NRI_E2E_CONTAINERD_2_1/containerd" "$NRI_E2E_CONTAINERD_2_3/containerd" \
-             "$NRI_E2E_CRICTL" "$NRI_E2E_PAUSE_TAR" "$NRI_E2E_BUSYBOX_TAR"; do
+             "$NRI_E2E_CONTAINERD_2_4/containerd" "$NRI_E2E_CRICTL" "$NRI_E2E_PAUSE_TAR" "$NRI_E2E_BUSYBOX_TAR"; do
         [ -e "$p" ] || { _e2e_err "missing $p; run scripts/setup-e2e.sh"; return 1; }
     done
     for p in runc jq findmnt setsid; do
@@ -92,20 +94,24 @@ e2e_available() {
     done
 }
 
-# bindir VERSION: print the bin dir for 2.1 / 2.3 / an explicit dir.
+# bindir VERSION: print the bin dir for 2.1 / 2.3 / 2.4 / an explicit dir.
 e2e_bindir() {
     local v=${1:?usage: bindir VERSION}
     _e2e_load_env || return 1
     case "$v" in
         2.1|v2.1|v2.1.*) printf '%s\n' "$NRI_E2E_CONTAINERD_2_1" ;;
         2.3|v2.3|v2.3.*) printf '%s\n' "$NRI_E2E_CONTAINERD_2_3" ;;
+        2.4|v2.4|v2.4.*)
+            [ -n "${NRI_E2E_CONTAINERD_2_4:-}" ] \
+                || { _e2e_err "no containerd 2.4 in the env file; run scripts/setup-e2e.sh"; return 1; }
+            printf '%s\n' "$NRI_E2E_CONTAINERD_2_4" ;;
         /*) printf '%s\n' "$v" ;;
-        *) _e2e_err "unknown containerd version '$v' (use 2.1, 2.3 or a bin dir)"; return 1 ;;
+        *) _e2e_err "unknown containerd version '$v' (use 2.1, 2.3, 2.4 or a bin dir)"; return 1 ;;
     esac
 }
 
 # versions: the containerd versions the harness knows (one per line).
-e2e_versions() { printf '2.1\n2.3\n'; }
+e2e_versions() { printf '2.1\n2.3\n2.4\n'; }
 
 # ------------------------------------------------------------------ start
 
@@ -185,7 +191,7 @@ pull-image-on-create: false
 EOF
 }
 
-# start VERSION WORK: start containerd VERSION (2.1 | 2.3 | bin dir) with
+# start VERSION WORK: start containerd VERSION (2.1 | 2.3 | 2.4 | bin dir) with
 # everything under WORK, wait until both sockets and the NRI socket exist
 # and CRI answers, import both images.
 # A previous instance on WORK is stopped first; WORK/nri (plugins, conf.d)
@@ -651,9 +657,9 @@ _e2e_usage() {
     cat >&2 <<'EOF'
 usage: tests/e2e/harness.sh SUBCOMMAND ARGS...
   available                         exit 0 if the harness can run here
-  versions                          known containerd versions (2.1, 2.3)
+  versions                          known containerd versions (2.1, 2.3, 2.4)
   bindir VERSION                    bin dir of containerd VERSION
-  start VERSION WORK                start containerd (2.1|2.3|bindir) under WORK
+  start VERSION WORK                start containerd (2.1|2.3|2.4|bindir) under WORK
   stop WORK                         tear everything down (idempotent)
   status WORK                       exit 0 if containerd is running
   env WORK                          print KEY=VALUE paths of a started WORK

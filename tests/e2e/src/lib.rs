@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, anyhow, bail};
 
 /// The containerd versions the harness provides, as `harness.sh start` takes them.
-pub const VERSIONS: [&str; 2] = ["2.1", "2.3"];
+pub const VERSIONS: [&str; 3] = ["2.1", "2.3", "2.4"];
 
 /// Base deadline for one containerd-facing step (a crictl call, a plugin
 /// registering, a log line appearing). Generous on purpose: the suite must
@@ -419,7 +419,7 @@ pub struct Containerd {
 
 impl Containerd {
     /// Creates a fresh WORK dir (`/tmp/nri-e2e.XXXXXX`) for containerd
-    /// `version` ("2.1" or "2.3"); install pre-launched plugins with
+    /// `version` ("2.1", "2.3" or "2.4"); install pre-launched plugins with
     /// [`Self::install_plugin`], then call [`Self::start`].
     pub fn new(version: &str, label: &str) -> Result<Self> {
         let out = Command::new("mktemp")
@@ -449,7 +449,7 @@ impl Containerd {
         &self.work
     }
 
-    /// The containerd version asked for ("2.1", "2.3").
+    /// The containerd version asked for ("2.1", "2.3", "2.4").
     pub fn version(&self) -> &str {
         &self.version
     }
@@ -833,4 +833,27 @@ impl Drop for PluginProcess {
 /// Prints one timing line the suite's report greps for.
 pub fn report_timing(test: &str, t: Duration) {
     eprintln!("[e2e timing] {test}: {:.1} s", t.as_secs_f64());
+}
+
+/// `budget` scaled like every e2e deadline (`NRI_E2E_TIMEOUT_SCALE`).
+pub fn scaled(budget: Duration) -> Duration {
+    budget.mul_f64(timeout().as_secs_f64() / E2E_TIMEOUT.as_secs_f64())
+}
+
+/// Reports `test`'s wall time and fails the test when it is over its
+/// `budget` (scaled, see [`scaled`]): the suite's cost is part of what it
+/// checks.
+///
+/// # Panics
+///
+/// When `took` is over the scaled budget.
+pub fn check_budget(test: &str, took: Duration, budget: Duration) {
+    report_timing(test, took);
+    let budget = scaled(budget);
+    assert!(
+        took <= budget,
+        "{test} took {:.1} s, over its budget of {:.0} s",
+        took.as_secs_f64(),
+        budget.as_secs_f64()
+    );
 }

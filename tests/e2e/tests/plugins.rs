@@ -1,7 +1,7 @@
-//! The sample plugins under `plugins/` against a real containerd (2.1 and
-//! 2.3), each registered externally on `WORK/nri.sock` with the common flags
+//! The sample plugins under `plugins/` against a real containerd (2.1, 2.3
+//! and 2.4), each registered externally on `WORK/nri.sock` with the common flags
 //! (`-idx`, `-name`, `-socket-path`) and driven by its real annotation
-//! format (issue 5 item 3):
+//! format:
 //!
 //! - device-injector: `devices.noderesource.dev/container.c1` adds
 //!   `/dev/nri-e2e-null` (char 1:3, mode 0666): `ls -l` in the container
@@ -19,9 +19,13 @@
 
 use anyhow::{Context as _, Result, ensure};
 use nri_e2e_tests::{
-    ContainerOpts, Containerd, PluginProcess, Target, e2e_enabled, plugin_binary, poll,
-    report_timing, timeout,
+    ContainerOpts, Containerd, PluginProcess, Target, check_budget, e2e_enabled, plugin_binary,
+    poll, timeout,
 };
+
+/// Wall-time budget of one test (one plugin on one containerd version),
+/// scaled like every e2e deadline; measured 10-30 s on a 2-core machine.
+const BUDGET: std::time::Duration = std::time::Duration::from_secs(90);
 
 /// Starts sample plugin `bin` of `package` externally as `idx-name`, with
 /// `extra` flags, and waits until containerd has it synchronized.
@@ -334,7 +338,7 @@ fn run(name: &str, version: &str, f: fn(&str) -> Result<()>) {
     if let Err(e) = f(version) {
         panic!("{test}: {e:#}");
     }
-    report_timing(&test, t0.elapsed());
+    check_budget(&test, t0.elapsed(), BUDGET);
 }
 
 #[test]
@@ -348,6 +352,11 @@ fn device_injector_containerd_2_3() {
 }
 
 #[test]
+fn device_injector_containerd_2_4() {
+    run("device_injector", "2.4", device_injector);
+}
+
+#[test]
 fn hook_injector_containerd_2_1() {
     run("hook_injector", "2.1", hook_injector);
 }
@@ -355,6 +364,11 @@ fn hook_injector_containerd_2_1() {
 #[test]
 fn hook_injector_containerd_2_3() {
     run("hook_injector", "2.3", hook_injector);
+}
+
+#[test]
+fn hook_injector_containerd_2_4() {
+    run("hook_injector", "2.4", hook_injector);
 }
 
 #[test]
@@ -368,6 +382,11 @@ fn ulimit_adjuster_containerd_2_3() {
 }
 
 #[test]
+fn ulimit_adjuster_containerd_2_4() {
+    run("ulimit_adjuster", "2.4", ulimit_adjuster);
+}
+
+#[test]
 fn logger_containerd_2_1() {
     run("logger", "2.1", logger);
 }
@@ -375,4 +394,9 @@ fn logger_containerd_2_1() {
 #[test]
 fn logger_containerd_2_3() {
     run("logger", "2.3", logger);
+}
+
+#[test]
+fn logger_containerd_2_4() {
+    run("logger", "2.4", logger);
 }

@@ -5,7 +5,10 @@
 //! annotation from the config file reach the running container.
 
 use anyhow::{Result, ensure};
-use nri_e2e_tests::{ContainerOpts, Containerd, Target, e2e_enabled, plugin_binary, report_timing};
+use nri_e2e_tests::{ContainerOpts, Containerd, Target, check_budget, e2e_enabled, plugin_binary};
+
+/// Wall-time budget of one version's run, scaled like every e2e deadline.
+const BUDGET: std::time::Duration = std::time::Duration::from_secs(90);
 
 const ENV_KEY: &str = "NRI_E2E_PRELAUNCHED";
 const ANNOTATION: &str = "e2e.nri.example/prelaunched";
@@ -70,7 +73,7 @@ fn test(version: &str) {
     if let Err(e) = run(version) {
         panic!("{name}: {e:#}");
     }
-    report_timing(&name, t0.elapsed());
+    check_budget(&name, t0.elapsed(), BUDGET);
 }
 
 #[test]
@@ -81,4 +84,9 @@ fn sdk_prelaunched_containerd_2_1() {
 #[test]
 fn sdk_prelaunched_containerd_2_3() {
     test("2.3");
+}
+
+#[test]
+fn sdk_prelaunched_containerd_2_4() {
+    test("2.4");
 }
