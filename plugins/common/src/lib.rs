@@ -20,6 +20,7 @@
 use std::path::PathBuf;
 
 mod args;
+mod dump;
 pub mod goyaml;
 mod lenient;
 mod logging;
@@ -31,6 +32,7 @@ pub mod testing;
 mod yaml;
 
 pub use args::{COMMON_USAGE, CommonArgs, FlagValue, LogLevel, parse_args};
+pub use dump::{dump, erased::Dump, to_yaml};
 pub use lenient::{AnnotationError, Source, Strict, StrictError, decode_annotation};
 pub use logging::{LogOutput, LogWriter, init_logging};
 pub use run::run_plugin;

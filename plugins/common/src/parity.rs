@@ -15,8 +15,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+pub use nri_sim::Outcome;
 use nri_sim::outcome::{Difference, OUTCOME_SCHEMA};
-use nri_sim::{Golden, Outcome, Scenario};
+use nri_sim::{Golden, Scenario};
 
 /// One plugin's parity check.
 pub struct Case<'a> {
@@ -34,13 +35,40 @@ pub struct Case<'a> {
 /// No normalization.
 pub fn as_is(_: &mut Outcome) {}
 
-/// Runs `scenario` with `plugin` at `binary`; returns the outcome.
+/// Replaces the digits after each `prefix` in `outcome` by `N` (for values
+/// that carry a process id, such as the logger's `logger-pid-<pid>`).
+pub fn mask_numbers_after(outcome: &mut Outcome, prefix: &str) {
+    let text = serde_json::to_string(&*outcome).unwrap();
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(i) = rest.find(prefix) {
+        let (head, tail) = rest.split_at(i + prefix.len());
+        out.push_str(head);
+        let digits = tail.len() - tail.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        if digits > 0 {
+            out.push('N');
+        }
+        rest = &tail[digits..];
+    }
+    out.push_str(rest);
+    *outcome = serde_json::from_str(&out).unwrap();
+}
+
+/// Runs `scenario` with `plugin` at `binary` (every scenario plugin named
+/// `plugin` or whose `path` is `plugin`, so one binary can run as several
+/// instances with different configurations); returns the outcome.
 pub fn run(scenario: &Path, plugin: &str, binary: &Path) -> Outcome {
     let text = std::fs::read_to_string(scenario).unwrap();
     let dir = scenario.parent().unwrap_or(Path::new("."));
     let sc = Scenario::parse(&scenario.display().to_string(), dir, &text).unwrap();
+    let mut plugin_paths = BTreeMap::from([(plugin.to_owned(), binary.to_owned())]);
+    for p in sc.plugins.iter().map(|sp| &sp.value) {
+        if p.path.as_deref() == Some(plugin) {
+            plugin_paths.insert(p.name.clone(), binary.to_owned());
+        }
+    }
     let opts = nri_sim::Options {
-        plugin_paths: BTreeMap::from([(plugin.to_owned(), binary.to_owned())]),
+        plugin_paths,
         ..Default::default()
     };
     let rt = tokio::runtime::Builder::new_multi_thread()

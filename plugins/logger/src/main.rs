@@ -3,7 +3,6 @@
 //! variable on created containers. Flags and configuration keys are those
 //! of containerd/nri's Go `logger` (see README.md).
 
-use std::fmt::Debug;
 use std::process::ExitCode;
 use std::sync::{Mutex, PoisonError};
 
@@ -13,76 +12,64 @@ use nri_plugin::api::{
 };
 use nri_plugin::{ConfigureInfo, EventMask, HandlerError, HandlerResult, Plugin, SyncKind};
 use nri_sample_common::{
-    COMMON_USAGE, Error, LogOutput, init_logging, parse_args, run_plugin, usage_exit,
+    COMMON_USAGE, LogOutput, dump, init_logging, parse_args, run_plugin, usage_exit,
 };
 
 mod config;
 
-use config::Settings;
-
-/// Logs `event` and each tagged object, one line per line of its
-/// pretty-printed form, as upstream's `dump` does with YAML.
-fn dump(event: &str, objects: &[(&str, &dyn Debug)]) {
-    if objects.is_empty() {
-        tracing::info!("{event}");
-    }
-    for (tag, obj) in objects {
-        tracing::info!("{event}: {tag}:");
-        for line in format!("{obj:#?}").lines() {
-            tracing::info!("{event}:    {line}");
-        }
-    }
-}
+use config::{Config, ConfigError, parse_event_mask};
 
 struct Logger {
-    /// Settings from the flags.
-    base: Settings,
-    /// Effective settings (flags plus the runtime's configuration).
-    current: Mutex<Settings>,
+    /// The configuration: the flags', then each Configure's decoded over
+    /// it (kept across connections, as Go's global).
+    current: Mutex<Config>,
+    /// The subscription of the `-events` flag (`None`: every event).
+    flag_mask: Option<EventMask>,
+    /// The `-config` file's text (used when the runtime passes none).
+    own_config: String,
+    strict: bool,
     output: LogOutput,
 }
 
 impl Logger {
-    fn settings(&self) -> Settings {
+    fn config(&self) -> Config {
         self.current
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    fn apply(&self, text: &str) -> Result<Option<EventMask>, ConfigError> {
+        let old = self.config();
+        let (cfg, mask) = old.with_config(text, self.flag_mask, self.strict)?;
+        if cfg.log_file != old.log_file {
+            // Go opens the new name, even an empty one (which fails).
+            self.output
+                .set_file(std::path::Path::new(&cfg.log_file))
+                .map_err(|_| ConfigError::LogFile(cfg.log_file.clone()))?;
+        }
+        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = cfg;
+        Ok(mask)
     }
 }
 
 #[nri_plugin::plugin]
 impl Plugin for Logger {
     async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<Option<EventMask>> {
+        let text = if info.config.is_empty() {
+            self.own_config.as_str()
+        } else {
+            info.config.as_str()
+        };
         tracing::info!(
-            "got configuration data: {:?} from runtime {} {}",
-            info.config,
+            "got configuration data: {text:?} from runtime {} {}",
             info.runtime.name,
             info.runtime.version
         );
-        let settings = self.base.with_config(&info.config).map_err(|e| {
-            let e = HandlerError::from(e);
+        self.apply(text).map_err(|e| {
             tracing::error!("{e}");
-            e
-        })?;
-        match &settings.log_file {
-            Some(f) => self.output.set_file(f).map_err(|e| {
-                let e = HandlerError::from(e);
-                tracing::error!("{e}");
-                e
-            })?,
-            None if self.output.file().is_some() => {
-                tracing::warn!("logFile cleared by the configuration; keeping the current log file")
-            }
-            None => {}
-        }
-        let mask = if info.config.trim().is_empty() {
-            None
-        } else {
-            settings.event_mask().map_err(HandlerError::from)?
-        };
-        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = settings;
-        Ok(mask)
+            HandlerError::from(e)
+        })
     }
 
     async fn synchronize(
@@ -91,7 +78,7 @@ impl Plugin for Logger {
         containers: Vec<Container>,
         kind: SyncKind,
     ) -> HandlerResult<Vec<ContainerUpdate>> {
-        tracing::info!("Synchronize: {kind:?}");
+        tracing::debug!("Synchronize: {kind:?}");
         dump(
             "Synchronize",
             &[("pods", &pods), ("containers", &containers)],
@@ -151,7 +138,7 @@ impl Plugin for Logger {
     ) -> HandlerResult<CreateContainerResponse> {
         dump("CreateContainer", &[("pod", &pod), ("container", &ctr)]);
         Ok(CreateContainerResponse {
-            adjust: Some(self.settings().adjustment(std::process::id())),
+            adjust: Some(self.config().adjustment(std::process::id())),
             ..Default::default()
         })
     }
@@ -226,15 +213,15 @@ Logs the NRI events it receives.
 ";
 
 fn main() -> ExitCode {
-    let mut s = Settings::default();
+    let mut events = String::new();
+    let mut cfg = Config::default();
     let parsed = parse_args(std::env::args().skip(1), |name, value| {
-        let non_empty = |v: String| (!v.is_empty()).then_some(v);
         match name {
-            "events" => s.events = vec![value.string()?],
-            "add-annotation" => s.add_annotation = non_empty(value.string()?),
-            "set-annotation" => s.set_annotation = non_empty(value.string()?),
-            "add-env" => s.add_env = non_empty(value.string()?),
-            "set-env" => s.set_env = non_empty(value.string()?),
+            "events" => events = value.string()?,
+            "add-annotation" => cfg.add_annotation = value.string()?,
+            "set-annotation" => cfg.set_annotation = value.string()?,
+            "add-env" => cfg.add_env = value.string()?,
+            "set-env" => cfg.set_env = value.string()?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -244,31 +231,49 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(e) => return usage_exit(&e, &usage),
     };
-    s.log_file = args.log_file.clone();
-    let events = match s.event_mask() {
-        Ok(m) => m,
-        Err(e) => {
-            return usage_exit(
-                &Error::Usage {
-                    message: HandlerError::from(e).to_string(),
-                },
-                &usage,
-            );
+    let cfg = Config {
+        log_file: args
+            .log_file
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        ..Config {
+            events: Config::from_flags(&events).events,
+            ..cfg
         }
     };
-    let output = match init_logging(args.log_level, s.log_file.as_deref()) {
+    let output = match init_logging(args.log_level, cfg.log_file().as_deref()) {
         Ok(o) => o,
         Err(e) => {
+            // Go: fatal, status 1.
             eprintln!("logger: {e}");
             return ExitCode::FAILURE;
         }
     };
+    // Go parses -events only when given; a bad list is fatal (status 1).
+    let flag_mask = if events.is_empty() {
+        None
+    } else {
+        match parse_event_mask(&[events]) {
+            Ok(m) => (!m.is_empty()).then_some(m),
+            Err(e) => {
+                tracing::error!("failed to parse events: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    };
+    let own_config = match args.config_text() {
+        Ok(c) => c,
+        Err(e) => return usage_exit(&e, &usage),
+    };
     let plugin = Logger {
-        base: s.clone(),
-        current: Mutex::new(s),
+        current: Mutex::new(cfg),
+        flag_mask,
+        own_config,
+        strict: args.strict,
         output,
     };
-    run_plugin(plugin, &args, "logger", |b| match events {
+    run_plugin(plugin, &args, "logger", |b| match flag_mask {
         Some(m) => b.events(m),
         None => b,
     })

@@ -55,12 +55,12 @@ fn external_with_flags() {
 }
 
 #[test]
-fn bad_events_flag_is_a_usage_error() {
+fn bad_events_flag_is_fatal_as_in_go() {
     let out = std::process::Command::new(BIN)
         .args(["-events", "createcontainer,bogus"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bogus"), "{err}");
 }
@@ -100,17 +100,32 @@ fn prelaunched_with_config() {
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(text.contains("RunPodSandbox: pod:"), "{text}");
     assert!(text.contains("CreateContainer: container:"), "{text}");
+    // The bodies are YAML, as the Go logger writes them.
+    assert!(text.contains("RunPodSandbox:    id: p1"), "{text}");
+    assert!(
+        text.contains("RunPodSandbox:    namespace: default"),
+        "{text}"
+    );
+    assert!(
+        text.contains("CreateContainer:    pod_sandbox_id: p1"),
+        "{text}"
+    );
+    assert!(!text.contains("PodSandbox {"), "{text}");
+    assert!(!text.contains('\x1b'), "colour codes in a log file: {text}");
 }
 
 #[test]
 fn prelaunched_bad_config_is_refused() {
-    let (_dir, flags) = prelaunch_dirs(BIN, "30-logger", &[], Some("events: [NoSuchEvent]\n"));
-    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let Some(mut rt) = GoRuntime::start(&flags) else {
-        return;
-    };
-    // The plugin fails its Configure: it never counts as registered.
-    let r = rt.cmd(json!({"cmd": "wait_plugins", "count": 1, "timeout_ms": 1500}));
-    assert_eq!(r["ok"], json!(false), "{r}");
-    rt.stop();
+    // An unknown event; and, as in Go, no `events` without `-events`.
+    for config in ["events: [NoSuchEvent]\n", "addEnv: LOGGER_ENV\n"] {
+        let (_dir, flags) = prelaunch_dirs(BIN, "30-logger", &[], Some(config));
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        let Some(mut rt) = GoRuntime::start(&flags) else {
+            return;
+        };
+        // The plugin fails its Configure: it never counts as registered.
+        let r = rt.cmd(json!({"cmd": "wait_plugins", "count": 1, "timeout_ms": 1500}));
+        assert_eq!(r["ok"], json!(false), "{config}: {r}");
+        rt.stop();
+    }
 }

@@ -210,6 +210,16 @@ pub fn decode_v3<T: Serialize + DeserializeOwned>(
     typed(decode_v3_value(text, shape, initial(start)?)?)
 }
 
+/// Whether `s`, written as a plain YAML scalar, reads back as the string
+/// `s` with Go's `yaml.v2` (YAML 1.1) rules, i.e. is not a number, boolean
+/// (`yes`, `on`, ...) or null.
+pub fn plain_str_is_string(s: &str) -> bool {
+    matches!(
+        resolve::resolve_plain(resolve::Schema::V2, s),
+        resolve::Resolved::Str(_)
+    )
+}
+
 /// `path` extended by a key.
 fn join_key(path: &str, key: &str) -> String {
     if path.is_empty() {
