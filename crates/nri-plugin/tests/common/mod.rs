@@ -62,6 +62,12 @@ impl FakeRuntime {
         RuntimeConn::new(stream, register)
     }
 
+    /// Accepts one plugin connection and hands over the raw socket (no
+    /// multiplexer): for tests that write bytes of their own.
+    pub async fn accept_raw(&self) -> UnixStream {
+        self.listener.accept().await.unwrap().0
+    }
+
     /// Accepts, waits for registration and configures (`v0.12.2`).
     pub async fn accept_configured(&self) -> RuntimeConn {
         let conn = self.accept(Register::Accept).await;
