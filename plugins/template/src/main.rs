@@ -23,16 +23,18 @@ use nri_plugin::{ConfigureInfo, EventMask, HandlerError, HandlerResult, Plugin, 
 // Shared helpers of the sample plugins: flags in Go's syntax (`-idx 10`),
 // logging setup, YAML decoding like the Go samples, and the run loop
 // (reconnect, signals, exit status).
+use nri_sample_common::goyaml::{Field, Shape};
 use nri_sample_common::{
-    COMMON_USAGE, decode_yaml, init_logging, parse_args, run_plugin, usage_exit,
+    AnnotationError, COMMON_USAGE, CommonArgs, Source, decode_annotation, init_logging, parse_args,
+    run_plugin, usage_exit,
 };
 // `serde` derives the YAML decoding of the configuration struct.
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// The plugin's configuration, as YAML in the runtime's configuration file
 /// for this plugin (`/etc/nri/conf.d/NN-template.conf`, pre-launched
 /// plugins only; external plugins get none). Add your own fields here.
-#[derive(Debug, Default, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq, Eq)]
 // Missing keys keep their default, as Go's decoder does; Go's key names
 // are camelCase.
 #[serde(default, rename_all = "camelCase")]
@@ -41,13 +43,25 @@ struct Config {
     cfg_param1: String,
 }
 
-/// The field names of [`Config`] as they appear in YAML, so keys match
-/// case-insensitively like in the Go samples (`CfgParam1` works too).
-const CONFIG_FIELDS: &[&str] = &["cfgParam1"];
+/// The shape of [`Config`] as Go sees it (its JSON names and types), so
+/// the YAML is read as the Go template reads it with `sigs.k8s.io/yaml`:
+/// keys match case-insensitively (`CfgParam1` works too), a number or
+/// boolean for a string becomes its text, unknown keys are ignored (with a
+/// warning; refused with `-strict`).
+const CONFIG_SHAPE: Shape = Shape::Struct(&[Field::new("cfgParam1", Shape::Str)]);
 
 /// Parses the configuration text; empty text gives the defaults.
-fn parse_config(text: &str) -> Result<Config, nri_sample_common::DecodeError> {
-    Ok(decode_yaml::<Option<Config>>(text, CONFIG_FIELDS)?.unwrap_or_default())
+fn parse_config(text: &str, strict: bool) -> Result<Config, AnnotationError> {
+    if text.trim().is_empty() {
+        return Ok(Config::default());
+    }
+    let src = Source {
+        pod: "",
+        container: "",
+        annotation: "configuration",
+        value: text,
+    };
+    decode_annotation(&src, &CONFIG_SHAPE, &Config::default(), strict)
 }
 
 /// The plugin's state. The SDK calls handlers concurrently (one task per
@@ -56,6 +70,10 @@ fn parse_config(text: &str) -> Result<Config, nri_sample_common::DecodeError> {
 struct Template {
     /// The configuration of the current connection.
     config: Mutex<Config>,
+    /// `-strict`: refuse configuration keys Go would ignore.
+    strict: bool,
+    /// The `-config` file's text, used when the runtime passes none.
+    own_config: String,
 }
 
 /// `namespace/name` of a pod, for log lines.
@@ -87,7 +105,8 @@ impl Plugin for Template {
             info.runtime.version,
             info.runtime.nri_version.version
         );
-        let config = parse_config(&info.config)
+        let text = CommonArgs::effective_config(&info.config, &self.own_config);
+        let config = parse_config(text, self.strict)
             .map_err(|e| HandlerError::msg(format!("failed to parse configuration: {e}")))?;
         tracing::info!("Got configuration data {config:?}...");
         *self.config.lock().unwrap_or_else(PoisonError::into_inner) = config;
@@ -133,7 +152,9 @@ impl Plugin for Template {
         Ok(())
     }
 
-    // A pod's resources are being changed (NRI v0.10+ runtimes).
+    // A pod's resources are being changed (NRI v0.10+ runtimes). Not in
+    // the default subscription (the Go template has no such handlers):
+    // `-pod-updates` adds these two events.
     async fn update_pod_sandbox(
         &self,
         pod: PodSandbox,
@@ -250,15 +271,18 @@ impl Plugin for Template {
 const USAGE: &str = "usage: template [flags]
 A do-nothing NRI plugin that logs every event.
   -validate              also subscribe to ValidateContainerAdjustment (act as a validator)
+  -pod-updates           also subscribe to UpdatePodSandbox and PostUpdatePodSandbox
 ";
 
 fn main() -> ExitCode {
     // Our one own flag; the common ones (-idx, -name, -socket-path, ...)
     // are parsed by `parse_args`.
     let mut validate = false;
+    let mut pod_updates = false;
     let args = match parse_args(std::env::args().skip(1), |name, value| {
         match name {
             "validate" => validate = value.bool()?,
+            "pod-updates" => pod_updates = value.bool()?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -274,21 +298,38 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
 
-    // Subscribe to everything but validation unless asked: a validator is
-    // consulted for every container, which a no-op plugin should not be
-    // by default.
-    let events = if validate {
-        EventMask::ALL
-    } else {
-        EventMask::ALL.difference(EventMask::from_events(&[
-            nri_plugin::api::Event::ValidateContainerAdjustment,
-        ]))
+    // The Go template's subscription unless asked for more: everything but
+    // validation (a validator is consulted for every container, which a
+    // no-op plugin should not be by default) and the pod updates.
+    let events = subscription(validate, pod_updates);
+    let own_config = match args.config_text() {
+        Ok(c) => c,
+        Err(e) => return usage_exit(&e, &format!("{USAGE}{COMMON_USAGE}")),
+    };
+    let plugin = Template {
+        strict: args.strict,
+        own_config,
+        ..Template::default()
     };
 
     // Connects (external: the socket; pre-launched: the runtime's fd),
     // registers, runs until SIGINT/SIGTERM or the runtime's shutdown, and
     // reconnects when an external plugin loses the runtime.
-    run_plugin(Template::default(), &args, "template", |b| b.events(events))
+    run_plugin(plugin, &args, "template", |b| b.events(events))
+}
+
+/// The events to subscribe to: the Go template's, plus validation and the
+/// pod updates when asked.
+fn subscription(validate: bool, pod_updates: bool) -> EventMask {
+    use nri_plugin::api::Event;
+    let mut off = Vec::new();
+    if !validate {
+        off.push(Event::ValidateContainerAdjustment);
+    }
+    if !pod_updates {
+        off.extend([Event::UpdatePodSandbox, Event::PostUpdatePodSandbox]);
+    }
+    EventMask::ALL.difference(EventMask::from_events(&off))
 }
 
 #[cfg(test)]
@@ -298,12 +339,37 @@ mod tests {
 
     #[test]
     fn config() {
-        assert_eq!(parse_config("").unwrap(), Config::default());
+        assert_eq!(parse_config("", false).unwrap(), Config::default());
         assert_eq!(
-            parse_config("CfgParam1: x\nother: 1\n").unwrap().cfg_param1,
+            parse_config("CfgParam1: x\nother: 1\n", false)
+                .unwrap()
+                .cfg_param1,
             "x"
         );
-        assert!(parse_config("cfgParam1: [1]").is_err());
+        // As Go's sigs.k8s.io/yaml: a number for the string is its text.
+        assert_eq!(parse_config("cfgParam1: 5", false).unwrap().cfg_param1, "5");
+        assert_eq!(
+            parse_config("cfgParam1: on", false).unwrap().cfg_param1,
+            "true"
+        );
+        assert!(parse_config("cfgParam1: [1]", false).is_err());
+        // Unknown keys: ignored, refused when strict.
+        assert!(parse_config("other: 1", true).is_err());
+    }
+
+    #[test]
+    fn subscription_as_go_unless_asked() {
+        use nri_plugin::api::Event;
+        let go = subscription(false, false);
+        assert!(go.contains(Event::CreateContainer) && go.contains(Event::RemovePodSandbox));
+        for e in [
+            Event::ValidateContainerAdjustment,
+            Event::UpdatePodSandbox,
+            Event::PostUpdatePodSandbox,
+        ] {
+            assert!(!go.contains(e), "{e:?}");
+        }
+        assert_eq!(subscription(true, true), EventMask::ALL);
     }
 
     #[tokio::test]

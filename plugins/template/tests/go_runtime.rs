@@ -33,7 +33,7 @@ fn lifecycle(rt: &mut GoRuntime) {
 }
 
 #[test]
-fn external_handles_every_event() {
+fn external_subscribes_as_the_go_template() {
     let Some(mut rt) = GoRuntime::start(&[]) else {
         return;
     };
@@ -41,7 +41,9 @@ fn external_handles_every_event() {
     rt.wait_plugins(1);
     let list = rt.ok(json!({"cmd": "list_plugins"}));
     assert_eq!(list["plugins"][0]["name"], "10-tmpl", "{list}");
-    assert_eq!(list["plugins"][0]["events"], json!(0x1FFF), "{list}");
+    // The Go template's subscription: every pod and container event but the
+    // pod updates and validation.
+    assert_eq!(list["plugins"][0]["events"], json!(0x7FF), "{list}");
     lifecycle(&mut rt);
     assert!(plugin.is_running());
     rt.stop();
@@ -52,7 +54,7 @@ fn prelaunched_with_config_and_validator_flag() {
     let (_dir, flags) = prelaunch_dirs(
         BIN,
         "40-template",
-        &["-validate"],
+        &["-validate", "-pod-updates"],
         Some("cfgParam1: hello\n"),
     );
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();

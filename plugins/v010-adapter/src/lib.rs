@@ -78,8 +78,10 @@ pub struct Invoker {
     /// The configuration list (`conf.json`), read at every invocation so
     /// changes apply without a restart (as upstream, which reads it per event).
     pub conf_path: PathBuf,
-    /// Time limit of one plugin run; the plugin is killed after it.
-    pub timeout: Duration,
+    /// Time limit of one plugin run (the plugin is killed after it); `None`,
+    /// the default: no limit, as upstream's adapter (the runtime's request
+    /// deadline still bounds the event).
+    pub timeout: Option<Duration>,
 }
 
 impl Default for Invoker {
@@ -87,7 +89,7 @@ impl Default for Invoker {
         Invoker {
             bin_dir: DEFAULT_BIN_DIR.into(),
             conf_path: DEFAULT_CONF_PATH.into(),
-            timeout: Duration::from_millis(1500),
+            timeout: None,
         }
     }
 }
@@ -284,10 +286,13 @@ impl Invoker {
             drop(stdin);
             child.wait_with_output().await
         };
-        let out = tokio::time::timeout(self.timeout, run)
-            .await
-            .map_err(|_| format!("timed out after {:?} (killed)", self.timeout))?
-            .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+        let out = match self.timeout {
+            Some(limit) => tokio::time::timeout(limit, run)
+                .await
+                .map_err(|_| format!("timed out after {limit:?} (killed)"))?,
+            None => run.await,
+        }
+        .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
         let mut msg = if out.stdout.is_empty() {
             "output: <empty>".to_owned()
         } else {

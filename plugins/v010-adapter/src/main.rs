@@ -11,7 +11,7 @@ fn usage() -> String {
         "usage: v010-adapter [flags]\n  \
          -bin-dir DIR           v0.1.0 plugin executables (default /opt/nri/bin)\n  \
          -conf FILE             v0.1.0 configuration list (default /etc/nri/conf.json)\n  \
-         -plugin-timeout DUR    time limit of one plugin run, e.g. 1500ms, 2s (default 1500ms)\n{COMMON_USAGE}"
+         -plugin-timeout DUR    time limit of one plugin run, e.g. 1500ms, 2s (default: none, as upstream)\n{COMMON_USAGE}"
     )
 }
 
@@ -23,7 +23,7 @@ fn duration(s: &str) -> Option<Duration> {
         .unwrap_or(s)
         .parse::<f64>()
         .ok()
-        .filter(|v| v.is_finite() && *v > 0.0 && *v < 86_400.0)
+        .filter(|v| v.is_finite() && *v >= 0.0 && *v < 86_400.0)
         .map(Duration::from_secs_f64)
 }
 
@@ -35,9 +35,11 @@ fn main() -> ExitCode {
             "conf" => invoker.conf_path = value.string()?.into(),
             "plugin-timeout" => {
                 let v = value.string()?;
-                invoker.timeout = duration(&v).ok_or_else(|| Error::Usage {
+                let limit = duration(&v).ok_or_else(|| Error::Usage {
                     message: format!("invalid duration {v:?} for -plugin-timeout"),
                 })?;
+                // 0 (or a zero duration): no limit, the default.
+                invoker.timeout = (!limit.is_zero()).then_some(limit);
             }
             _ => return Ok(false),
         }

@@ -100,7 +100,7 @@ fn setup(conf: &str, plugins: &[(&str, &str)]) -> Setup {
     let invoker = Invoker {
         bin_dir: bin,
         conf_path,
-        timeout: Duration::from_secs(5),
+        timeout: Some(Duration::from_secs(5)),
     };
     Setup { dir, invoker }
 }
@@ -185,13 +185,18 @@ async fn failures_name_the_plugin() {
     );
 }
 
+#[test]
+fn no_time_limit_by_default_as_upstream() {
+    assert_eq!(Invoker::default().timeout, None);
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn hung_plugin_is_killed_at_the_timeout() {
     let mut s = setup(
         r#"{"plugins":[{"type":"slow"}]}"#,
         &[("slow", "exec sleep 30")],
     );
-    s.invoker.timeout = Duration::from_millis(200);
+    s.invoker.timeout = Some(Duration::from_millis(200));
     let p = pod();
     let started = std::time::Instant::now();
     let e = s
