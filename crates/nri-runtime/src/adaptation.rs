@@ -22,7 +22,7 @@ use crate::failure::{
 use crate::merge::{CreateResult, PluginId, StopResult, UpdateResult};
 use crate::metrics::{Metrics, audit_owners};
 use crate::plugin::{
-    Notification, Plugin, PluginInfo, PluginList, PluginOrigin, hint_next, in_turn,
+    Budget, Notification, Plugin, PluginInfo, PluginList, PluginOrigin, hint_next, in_turn,
 };
 use crate::registry::{CreationGuard, Registry};
 use crate::validate::{self, DefaultValidator, Validator};
@@ -172,12 +172,15 @@ pub struct EventReport {
 #[derive(Clone)]
 pub struct Adaptation {
     shared: Arc<Shared>,
+    /// Deadline of every event sent through this handle.
+    budget: Budget,
 }
 
 impl std::fmt::Debug for Adaptation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Adaptation")
             .field("config", &self.shared.config)
+            .field("deadline", &self.budget.0)
             .finish_non_exhaustive()
     }
 }
@@ -213,6 +216,7 @@ impl Builder {
                 socket_installed: Mutex::new(false),
                 started_at: Mutex::new(None),
             }),
+            budget: Budget::default(),
         })
     }
 }
@@ -226,6 +230,35 @@ impl Adaptation {
     /// The configuration.
     pub fn config(&self) -> &Config {
         &self.shared.config
+    }
+
+    /// A handle to the same adaptation whose events all end by `deadline`:
+    /// each plugin call gets the smaller of the plugin's request timeout and
+    /// the time left until `deadline`. A plugin that times out on the
+    /// shortened call fails its call as on any timeout (a strike, and the
+    /// failure policy decides); a plugin whose turn comes after the deadline
+    /// is not called ([`PluginFailure::NotCalled`], no strike), which fails
+    /// the request only when the plugin is `required` for the event (a
+    /// validator: unless `fail-open`). For a caller that must answer within
+    /// a deadline of its own, such as a runtime's request timeout; leave
+    /// room for the work after the fan-out. Cheap (a clone of the handle).
+    ///
+    /// ```no_run
+    /// # async fn f(nri: nri_runtime::Adaptation, pod: nri_api::api::PodSandbox) -> Result<(), nri_runtime::Error> {
+    /// let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(1800);
+    /// let run = nri.with_deadline(deadline).run_pod_sandbox(&pod).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn with_deadline(&self, deadline: tokio::time::Instant) -> Adaptation {
+        Adaptation {
+            shared: self.shared.clone(),
+            budget: Budget(Some(deadline)),
+        }
+    }
+
+    /// The deadline set with [`with_deadline`](Self::with_deadline), if any.
+    pub fn deadline(&self) -> Option<tokio::time::Instant> {
+        self.budget.0
     }
 
     /// The active plugins, in call order: synchronized, with the events
@@ -378,7 +411,10 @@ impl Adaptation {
         self.shared.check_required(ev, &plugins, pod)?;
         let mut errors = Vec::new();
         for p in in_turn(&plugins, ev) {
-            if let Err(f) = p.notify_prepared(&*self.shared.metrics, &n).await {
+            if let Err(f) = p
+                .notify_prepared(&*self.shared.metrics, &n, self.budget)
+                .await
+            {
                 self.shared.on_failure(p, ev, f, pod, &mut errors)?;
             }
         }
@@ -409,16 +445,22 @@ impl Adaptation {
         };
         let payload = bytes::Bytes::from(prost::Message::encode_to_vec(&req));
         let mut errors = Vec::new();
+        let metrics = &*self.shared.metrics;
         for p in in_turn(&plugins, ev) {
-            let r: Result<UpdatePodSandboxResponse, _> = p
-                .call_encoded(
-                    &*self.shared.metrics,
-                    ev.pretty_name(),
-                    method::UPDATE_POD_SANDBOX,
-                    payload.clone(),
-                    p.timeout,
-                )
-                .await;
+            let r: Result<UpdatePodSandboxResponse, _> =
+                match self.budget.time_for(p, metrics, ev.pretty_name()) {
+                    Ok(t) => {
+                        p.call_encoded(
+                            metrics,
+                            ev.pretty_name(),
+                            method::UPDATE_POD_SANDBOX,
+                            payload.clone(),
+                            t,
+                        )
+                        .await
+                    }
+                    Err(f) => Err(f),
+                };
             if let Err(f) = r {
                 self.shared.on_failure(p, ev, f, pod, &mut errors)?;
             }
@@ -479,9 +521,14 @@ impl Adaptation {
             // As `in_turn` does, with every plugin noted in call order.
             hint_next(&plugins, i, ev);
             let req = payload.request(result.revision(), result.container(), delta.as_ref());
-            let r: Result<CreateContainerResponse, _> = p
-                .call_encoded(&*sh.metrics, op, method::CREATE_CONTAINER, req, p.timeout)
-                .await;
+            let r: Result<CreateContainerResponse, _> =
+                match self.budget.time_for(p, &*sh.metrics, op) {
+                    Ok(t) => {
+                        p.call_encoded(&*sh.metrics, op, method::CREATE_CONTAINER, req, t)
+                            .await
+                    }
+                    Err(f) => Err(f),
+                };
             let resp = match r {
                 Ok(resp) => resp,
                 Err(f) => {
@@ -523,14 +570,14 @@ impl Adaptation {
                 // A new instance of a plugin whose previous instance has
                 // answered for this container: it learns of the container,
                 // the answer already given stands.
-                if let Ok(resp) = sh.call_late(slot, req).await
+                if let Ok(resp) = sh.call_late(slot, req, self.budget).await
                     && resp.adjust.is_some()
                 {
                     tracing::info!(plugin = %p.id, container = %container.id, "a plugin that re-registered during CreateContainer: its earlier instance's answer stands");
                 }
                 continue;
             }
-            let resp = match sh.call_late(slot, req).await {
+            let resp = match sh.call_late(slot, req, self.budget).await {
                 Ok(resp) => resp,
                 Err(f) => {
                     sh.on_failure(p, ev, f, pod, &mut errors)?;
@@ -546,7 +593,8 @@ impl Adaptation {
                 }
             }
         }
-        sh.validate(&plugins, pod, &mut result, &mut errors).await?;
+        sh.validate(&plugins, pod, &mut result, &mut errors, self.budget)
+            .await?;
         let owners = result.owners().to_wire();
         for (plugin, n) in audit_owners(op, &owners) {
             sh.metrics.plugin_adjustments(&plugin, op, n, 0, 0);
@@ -611,9 +659,14 @@ impl Adaptation {
         let mut errors = Vec::new();
         for p in in_turn(&plugins, ev) {
             let req = bytes::Bytes::from(prost::Message::encode_to_vec(&result.request()));
-            let r: Result<UpdateContainerResponse, _> = p
-                .call_encoded(&*sh.metrics, op, method::UPDATE_CONTAINER, req, p.timeout)
-                .await;
+            let r: Result<UpdateContainerResponse, _> =
+                match self.budget.time_for(p, &*sh.metrics, op) {
+                    Ok(t) => {
+                        p.call_encoded(&*sh.metrics, op, method::UPDATE_CONTAINER, req, t)
+                            .await
+                    }
+                    Err(f) => Err(f),
+                };
             let resp = match r {
                 Ok(resp) => resp,
                 Err(f) => {
@@ -672,14 +725,20 @@ impl Adaptation {
         // every plugin at once, then merge the answers in plugin order.
         let req = crate::encode::pod_container_request(pod, Some(container));
         let targets: Vec<&Arc<Plugin>> = plugins.iter().filter(|p| p.subscribed(ev)).collect();
+        let budget = self.budget;
         let answers = join_all(targets.iter().map(|p| {
-            p.call_encoded::<StopContainerResponse>(
-                &*sh.metrics,
-                op,
-                method::STOP_CONTAINER,
-                req.clone(),
-                p.timeout,
-            )
+            let req = req.clone();
+            async move {
+                let t = budget.time_for(p, &*sh.metrics, op)?;
+                p.call_encoded::<StopContainerResponse>(
+                    &*sh.metrics,
+                    op,
+                    method::STOP_CONTAINER,
+                    req,
+                    t,
+                )
+                .await
+            }
         }))
         .await;
         let mut result = StopResult::new();
@@ -741,8 +800,12 @@ impl Adaptation {
             // nothing orders the calls: deliver to all at once, report the
             // failures in plugin order.
             let targets: Vec<&Arc<Plugin>> = plugins.iter().filter(|p| p.subscribed(ev)).collect();
-            let answers =
-                join_all(targets.iter().map(|p| p.notify_prepared(&*sh.metrics, &n))).await;
+            let answers = join_all(
+                targets
+                    .iter()
+                    .map(|p| p.notify_prepared(&*sh.metrics, &n, self.budget)),
+            )
+            .await;
             for (p, r) in targets.into_iter().zip(answers) {
                 if let Err(f) = r {
                     sh.on_failure(p, ev, f, pod, &mut errors)?;
@@ -750,7 +813,7 @@ impl Adaptation {
             }
         } else {
             for p in in_turn(&plugins, ev) {
-                if let Err(f) = p.notify_prepared(&*sh.metrics, &n).await {
+                if let Err(f) = p.notify_prepared(&*sh.metrics, &n, self.budget).await {
                     sh.on_failure(p, ev, f, pod, &mut errors)?;
                 }
             }
@@ -842,7 +905,7 @@ impl Shared {
         let plugin = p.name.clone();
         let ev = event.pretty_name();
         let class = failure.class();
-        let unavailable = matches!(class, ErrorClass::Timeout | ErrorClass::Disconnected);
+        let unavailable = class.is_unavailable();
         if is_teardown_event(event) {
             tracing::warn!(plugin = %plugin, event = ev, error = %failure, class = %class, "NRI plugin failed a teardown event (reported, not fatal)");
             errors.push(PluginError::new(plugin, event, failure));
@@ -983,6 +1046,7 @@ impl Shared {
         pod: &PodSandbox,
         result: &mut CreateResult<&Container>,
         errors: &mut Vec<PluginError>,
+        budget: Budget,
     ) -> Result<(), Error> {
         let ev = Event::ValidateContainerAdjustment;
         let op = ev.pretty_name();
@@ -1013,15 +1077,20 @@ impl Shared {
             let req = req.clone();
             let metrics = self.metrics.clone();
             set.spawn(async move {
-                let r: Result<ValidateContainerAdjustmentResponse, _> = p
-                    .call(
-                        &*metrics,
-                        op,
-                        method::VALIDATE_CONTAINER_ADJUSTMENT,
-                        &req,
-                        p.timeout,
-                    )
-                    .await;
+                let r: Result<ValidateContainerAdjustmentResponse, _> =
+                    match budget.time_for(&p, &*metrics, op) {
+                        Ok(t) => {
+                            p.call(
+                                &*metrics,
+                                op,
+                                method::VALIDATE_CONTAINER_ADJUSTMENT,
+                                &req,
+                                t,
+                            )
+                            .await
+                        }
+                        Err(f) => Err(f),
+                    };
                 (i, p, r)
             });
         }

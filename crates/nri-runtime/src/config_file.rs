@@ -131,6 +131,133 @@ impl FileValidator {
 #[derive(Debug, Clone, Copy)]
 struct Dur(Duration);
 
+/// A duration in a configuration file, written as the runtime's own keys
+/// are: a number with a unit (`100us`, `250ms`, `2s`, `1.5s`, `1m`, `1h`).
+/// For the keys of an embedder's [`ConfigSection`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct ConfigDuration(pub Duration);
+
+impl<'de> Deserialize<'de> for ConfigDuration {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Dur::deserialize(d).map(|Dur(x)| ConfigDuration(x))
+    }
+}
+
+impl From<ConfigDuration> for Duration {
+    fn from(d: ConfigDuration) -> Duration {
+        d.0
+    }
+}
+
+/// An embedder's own section of the runtime's configuration file: one
+/// top-level key, [`KEY`](Self::KEY), whose value deserializes into `Self`.
+/// Read with [`Config::apply_file_with`]; the file's other keys are the
+/// runtime's, checked as usual (an unknown key is still an error).
+///
+/// ```
+/// use nri_runtime::{Config, ConfigFormat, ConfigSection};
+///
+/// #[derive(serde::Deserialize)]
+/// #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+/// struct Shim { log_level: String }
+///
+/// impl ConfigSection for Shim {
+///     const KEY: &'static str = "shim";
+/// }
+///
+/// let mut config = Config::new("my-shim", "1.0");
+/// let text = "request-timeout: 1s\nshim:\n  log-level: debug\n";
+/// let shim: Option<Shim> = config.apply_str_with("shim.yaml", ConfigFormat::Yaml, text)?;
+/// assert_eq!(shim.map(|s| s.log_level).as_deref(), Some("debug"));
+/// assert_eq!(config.request_timeout, std::time::Duration::from_secs(1));
+/// # Ok::<(), nri_runtime::Error>(())
+/// ```
+pub trait ConfigSection: serde::de::DeserializeOwned {
+    /// The top-level key of the section (kebab-case, like the runtime's
+    /// keys, and not one of them).
+    const KEY: &'static str;
+}
+
+/// The file with an embedder's section: the runtime's keys and the section.
+struct WithSection<S> {
+    runtime: FileConfig,
+    section: Option<S>,
+}
+
+impl<'de, S: ConfigSection> Deserialize<'de> for WithSection<S> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<S>(std::marker::PhantomData<S>);
+        impl<'de, S: ConfigSection> serde::de::Visitor<'de> for V<S> {
+            type Value = WithSection<S>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a map of configuration keys")
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+                Ok(WithSection {
+                    runtime: FileConfig::default(),
+                    section: None,
+                })
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut rest = SkipSection::<A, S> {
+                    inner: map,
+                    section: None,
+                };
+                let runtime = FileConfig::deserialize(
+                    serde::de::value::MapAccessDeserializer::new(&mut rest),
+                )?;
+                Ok(WithSection {
+                    runtime,
+                    section: rest.section,
+                })
+            }
+        }
+        d.deserialize_map(V(std::marker::PhantomData))
+    }
+}
+
+/// The entries of a map but the section's, whose value it keeps.
+struct SkipSection<A, S> {
+    inner: A,
+    section: Option<S>,
+}
+
+impl<'de, A: serde::de::MapAccess<'de>, S: ConfigSection> serde::de::MapAccess<'de>
+    for &mut SkipSection<A, S>
+{
+    type Error = A::Error;
+
+    fn next_key_seed<K: serde::de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, A::Error> {
+        use serde::de::IntoDeserializer as _;
+        loop {
+            let Some(key) = self.inner.next_key::<String>()? else {
+                return Ok(None);
+            };
+            if key == S::KEY {
+                if self.section.is_some() {
+                    return Err(serde::de::Error::duplicate_field(S::KEY));
+                }
+                self.section = Some(self.inner.next_value()?);
+                continue;
+            }
+            return seed.deserialize(key.into_deserializer()).map(Some);
+        }
+    }
+
+    fn next_value_seed<V: serde::de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: V,
+    ) -> Result<V::Value, A::Error> {
+        self.inner.next_value_seed(seed)
+    }
+}
+
 const DURATION_EXPECTED: &str = "a duration with a unit, such as 250ms, 2s, 1.5s or 1m";
 
 /// Parses a duration with a unit (`us`, `ms`, `s`, `m`, `h`).
@@ -275,6 +402,55 @@ impl Config {
         self.apply_parsed(parsed, &at)
     }
 
+    /// Reads a configuration file with an embedder's own section (see
+    /// [`ConfigSection`]): applies the runtime's keys as
+    /// [`Config::apply_file`] does and returns the section, if the file has
+    /// it.
+    ///
+    /// # Errors
+    ///
+    /// As [`Config::apply_file`]; errors in the section name the file and
+    /// the line as well.
+    pub fn apply_file_with<S: ConfigSection>(&mut self, path: &Path) -> Result<Option<S>, Error> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| Error::ConfigFile {
+            file: file.clone(),
+            line: None,
+            column: None,
+            message: format!("cannot read the file: {e}"),
+        })?;
+        self.apply_str_with(&file, ConfigFormat::of_path(path), &text)
+    }
+
+    /// Applies configuration `text` with an embedder's section (see
+    /// [`Config::apply_file_with`]); `file` names it in errors.
+    ///
+    /// # Errors
+    ///
+    /// As [`Config::apply_file`].
+    pub fn apply_str_with<S: ConfigSection>(
+        &mut self,
+        file: &str,
+        format: ConfigFormat,
+        text: &str,
+    ) -> Result<Option<S>, Error> {
+        let parsed: WithSection<S> = match format {
+            ConfigFormat::Yaml => parse_yaml(file, text)?,
+            ConfigFormat::Toml => parse_toml(file, text)?,
+        };
+        let at = |needle: &str, message: String| {
+            let (line, column) = find(text, needle);
+            Error::ConfigFile {
+                file: file.to_owned(),
+                line,
+                column,
+                message,
+            }
+        };
+        self.apply_parsed(parsed.runtime, &at)?;
+        Ok(parsed.section)
+    }
+
     fn apply_parsed(
         &mut self,
         f: FileConfig,
@@ -364,15 +540,40 @@ fn plugin_policy(name: &str, p: FilePlugin) -> Result<PluginPolicy, String> {
     })
 }
 
-fn parse_yaml(file: &str, text: &str) -> Result<FileConfig, Error> {
+/// What a file that is empty (or YAML `null`) means.
+trait Empty {
+    fn empty() -> Self;
+}
+
+impl Empty for FileConfig {
+    fn empty() -> Self {
+        FileConfig::default()
+    }
+}
+
+impl<S> Empty for WithSection<S> {
+    fn empty() -> Self {
+        WithSection {
+            runtime: FileConfig::default(),
+            section: None,
+        }
+    }
+}
+
+fn parse_yaml<T: serde::de::DeserializeOwned + Empty>(file: &str, text: &str) -> Result<T, Error> {
     if text.trim().is_empty() {
-        return Ok(FileConfig::default());
+        return Ok(T::empty());
     }
     let opts = serde_saphyr::options! { with_snippet: false };
-    serde_saphyr::from_str_with_options::<Option<FileConfig>>(text, opts)
-        .map(Option::unwrap_or_default)
+    serde_saphyr::from_str_with_options::<Option<T>>(text, opts)
+        .map(|v| v.unwrap_or_else(T::empty))
         .map_err(|e| {
-            let loc = e.location().map(|l| (l.line(), l.column()));
+            // An unknown top-level key reported through a section's
+            // filter has no position: find the key in the text.
+            let loc = e
+                .location()
+                .map(|l| (l.line(), l.column()))
+                .or_else(|| key_position(text, &e.to_string()));
             let mut message = e.without_snippet().to_string();
             if let Some((line, column)) = loc {
                 let suffix = format!(" at line {line}, column {column}");
@@ -389,14 +590,17 @@ fn parse_yaml(file: &str, text: &str) -> Result<FileConfig, Error> {
         })
 }
 
-fn parse_toml(file: &str, text: &str) -> Result<FileConfig, Error> {
-    toml::from_str::<FileConfig>(text).map_err(|e| {
+fn parse_toml<T: serde::de::DeserializeOwned>(file: &str, text: &str) -> Result<T, Error> {
+    toml::from_str::<T>(text).map_err(|e| {
         let (line, column) = match e.span() {
             Some(span) => {
                 let (l, c) = line_col(text, span.start);
                 (Some(l), Some(c))
             }
-            None => (None, None),
+            None => match key_position(text, e.message()) {
+                Some((l, c)) => (usize::try_from(l).ok(), usize::try_from(c).ok()),
+                None => (None, None),
+            },
         };
         Error::ConfigFile {
             file: file.to_owned(),
@@ -405,6 +609,17 @@ fn parse_toml(file: &str, text: &str) -> Result<FileConfig, Error> {
             message: e.message().trim_end().to_owned(),
         }
     })
+}
+
+/// For an "unknown field `x`" message without a position: where key `x`
+/// is in `text`.
+fn key_position(text: &str, message: &str) -> Option<(u64, u64)> {
+    let rest = message.strip_prefix("unknown field `")?;
+    let key = &rest[..rest.find('`')?];
+    match find(text, key) {
+        (Some(l), Some(c)) => Some((u64::try_from(l).ok()?, u64::try_from(c).ok()?)),
+        _ => None,
+    }
 }
 
 /// 1-based line and column of byte offset `at` of `text`.

@@ -203,6 +203,7 @@ impl Shared {
         &self,
         slot: LateSlot,
         request: bytes::Bytes,
+        budget: crate::plugin::Budget,
     ) -> Result<CreateContainerResponse, PluginFailure> {
         let LateSlot { plugin, offer } = slot;
         let gone = || PluginFailure::Disconnected {
@@ -211,11 +212,11 @@ impl Shared {
         if plugin.is_closed() {
             return Err(gone());
         }
+        let timeout = budget.time_for(&plugin, &*self.metrics, "CreateContainer")?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         offer
             .send(LateOffer { request, reply: tx })
             .map_err(|_| gone())?;
-        let timeout = plugin.timeout;
         match tokio::time::timeout(timeout, rx).await {
             Ok(Ok(answer)) => answer,
             Ok(Err(_)) => Err(gone()),

@@ -60,6 +60,12 @@ pub enum PluginFailure {
         /// The validator's reason.
         reason: String,
     },
+    /// The plugin was not called: the event's deadline (see
+    /// [`Adaptation::with_deadline`](crate::Adaptation::with_deadline))
+    /// passed before its turn came. Not a strike: the plugin did nothing
+    /// wrong; the policy treats it as an unavailable plugin.
+    #[error("not called: the event's deadline passed before the plugin's turn")]
+    NotCalled,
 }
 
 impl PluginFailure {
@@ -74,6 +80,7 @@ impl PluginFailure {
             PluginFailure::InvalidResponse { .. } => ErrorClass::InvalidResponse,
             PluginFailure::Conflict { .. } => ErrorClass::Conflict,
             PluginFailure::Rejected { .. } => ErrorClass::Rejected,
+            PluginFailure::NotCalled => ErrorClass::NotCalled,
         }
     }
 
@@ -143,6 +150,8 @@ pub enum ErrorClass {
     Rejected,
     /// A required plugin was absent.
     RequiredMissing,
+    /// The plugin was not called: the event's deadline had passed.
+    NotCalled,
 }
 
 impl ErrorClass {
@@ -156,7 +165,19 @@ impl ErrorClass {
             ErrorClass::Conflict => "conflict",
             ErrorClass::Rejected => "rejected",
             ErrorClass::RequiredMissing => "required_missing",
+            ErrorClass::NotCalled => "not_called",
         }
+    }
+}
+
+impl ErrorClass {
+    /// Whether the class means the plugin was unavailable (timed out, gone,
+    /// or not called in time) rather than that it answered badly.
+    pub fn is_unavailable(self) -> bool {
+        matches!(
+            self,
+            ErrorClass::Timeout | ErrorClass::Disconnected | ErrorClass::NotCalled
+        )
     }
 }
 

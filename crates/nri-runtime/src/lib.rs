@@ -62,7 +62,7 @@ pub use config::{
     DEFAULT_STOP_GRACE, DEFAULT_STRIKE_LIMIT, DEFAULT_VALIDATOR_NAME, LAUNCHED_PLUGIN_PATH,
     RuntimeCallbacks, Snapshot,
 };
-pub use config_file::ConfigFormat;
+pub use config_file::{ConfigDuration, ConfigFormat, ConfigSection};
 pub use connect::split_sync;
 pub use failure::{
     ErrorClass, FailurePolicy, PluginError, PluginFailure, PluginPolicy, ValidationMode,

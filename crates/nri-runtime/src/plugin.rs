@@ -18,6 +18,35 @@ use crate::failure::{ErrorClass, PluginFailure};
 use crate::merge::PluginId;
 use crate::metrics::Metrics;
 
+/// The deadline of one event (see `Adaptation::with_deadline`): every
+/// plugin call of the event gets the smaller of the plugin's own timeout
+/// and what remains until the deadline.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Budget(pub(crate) Option<Instant>);
+
+impl Budget {
+    /// The time plugin `p` gets for a call of `operation` now, or
+    /// [`PluginFailure::NotCalled`] (counted in the metrics, not a strike)
+    /// when the deadline has passed.
+    pub(crate) fn time_for(
+        self,
+        p: &Plugin,
+        metrics: &dyn Metrics,
+        operation: &str,
+    ) -> Result<Duration, PluginFailure> {
+        let Some(deadline) = self.0 else {
+            return Ok(p.timeout);
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            tracing::warn!(plugin = %p.id, operation, "NRI plugin not called: the event's deadline has passed");
+            metrics.plugin_invocation(&p.name, operation, Err(ErrorClass::NotCalled));
+            return Err(PluginFailure::NotCalled);
+        }
+        Ok(p.timeout.min(left))
+    }
+}
+
 /// How a plugin came to be connected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -398,15 +427,16 @@ impl Plugin {
     }
 
     /// A direct lifecycle notification (the request encoded once per
-    /// event), made once the plugin is ready.
+    /// event), made once the plugin is ready, within `budget`.
     pub(crate) async fn notify_prepared(
         &self,
         metrics: &dyn Metrics,
         n: &Notification<'_>,
+        budget: Budget,
     ) -> Result<(), PluginFailure> {
-        let left = self
-            .wait_ready(metrics, n.event.pretty_name(), self.timeout)
-            .await?;
+        let op = n.event.pretty_name();
+        let timeout = budget.time_for(self, metrics, op)?;
+        let left = self.wait_ready(metrics, op, timeout).await?;
         self.notify_now(metrics, n, left).await
     }
 
