@@ -21,21 +21,24 @@ use nri_plugin::api::{
     Container, ContainerAdjustment, CreateContainerResponse, LinuxNetDevice, PodSandbox,
 };
 use nri_plugin::{ConfigureInfo, EventMask, HandlerResult, NriVersion, Plugin, SyncKind};
-use serde::Deserialize;
+use nri_sample_common::goyaml::{Field, Shape};
+use nri_sample_common::{AnnotationError, Source, Strict, StrictError, decode_annotation};
+use serde::{Deserialize, Serialize};
 
 /// The annotation key upstream's code reads (with `/pod` or bare).
 pub const NETDEVICE_KEY: &str = "netdevice.noderesource.dev";
 /// The deprecated key upstream still reads (with `/pod` or bare).
 pub const OLD_NETDEVICE_KEY: &str = "netdevices.nri.containerd.io";
-/// The key upstream's README and sample pod use (plural); upstream's code
-/// does not read it, this plugin does (after the two above).
+/// The plural key upstream's README and sample pod use; upstream's code
+/// does not read it, so neither does this plugin (it warns, and refuses
+/// the pod in strict mode, when a pod carries only this spelling).
 pub const README_NETDEVICE_KEY: &str = "netdevices.noderesource.dev";
 
 /// Why an annotation was refused.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The value is not a YAML list of devices.
+    /// The value is not a YAML list of devices (upstream refuses it too).
     #[error("invalid network device annotation {key:?}: {reason}")]
     InvalidAnnotation {
         /// The annotation key.
@@ -43,7 +46,7 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
-    /// A device entry is invalid.
+    /// A device's address does not parse (upstream refuses it too).
     #[error("invalid network device annotation {key:?}: device #{index}: {reason}")]
     InvalidDevice {
         /// The annotation key.
@@ -53,6 +56,9 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// Input upstream ignores, refused in strict mode.
+    #[error(transparent)]
+    Strict(#[from] StrictError),
     /// The runtime's NRI version has no net device adjustment: it would
     /// drop the devices silently.
     #[error(
@@ -78,25 +84,33 @@ pub enum Error {
 
 /// One annotated network device (upstream's YAML fields; see
 /// `netdevice(7)`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct NetDevice {
     /// Interface name on the host (mandatory).
     pub name: String,
     /// Interface name inside the pod (default: `name`).
     pub new_name: String,
-    /// Address (validated; applied by neither upstream nor this plugin).
+    /// Address (checked as upstream does; applied by neither).
     pub address: String,
-    /// Prefix length of `address` (default 32 for IPv4, 128 for IPv6).
+    /// Prefix length of `address` (default 32 for IPv4, 128 for IPv6; not
+    /// checked or applied, as upstream).
     pub prefix: i64,
-    /// MTU (validated; applied by neither upstream nor this plugin).
+    /// MTU (not checked or applied, as upstream).
     pub mtu: i64,
 }
 
-impl NetDevice {
-    /// The YAML field names (matched case-insensitively, as Go does).
-    pub const FIELDS: &'static [&'static str] = &["name", "new_name", "address", "prefix", "mtu"];
+/// The Go type of the annotation (`[]netdevice`), for decoding it as
+/// upstream's `sigs.k8s.io/yaml` does.
+const DEVICES: Shape = Shape::Seq(&Shape::Struct(&[
+    Field::new("name", Shape::Str),
+    Field::new("new_name", Shape::Str),
+    Field::new("address", Shape::Str),
+    Field::new("prefix", Shape::Int(64)),
+    Field::new("mtu", Shape::Int(64)),
+]));
 
+impl NetDevice {
     /// The interface name inside the pod.
     pub fn pod_name(&self) -> &str {
         if self.new_name.is_empty() {
@@ -109,14 +123,22 @@ impl NetDevice {
 
 /// The annotation of `annotations` that applies, in upstream's order:
 /// `netdevice.noderesource.dev/pod`, `netdevices.nri.containerd.io/pod`,
-/// `netdevice.noderesource.dev`, `netdevices.nri.containerd.io`, then the
-/// README's `netdevices.noderesource.dev/pod` and `netdevices.noderesource.dev`.
+/// `netdevice.noderesource.dev`, `netdevices.nri.containerd.io`. The plural
+/// [`README_NETDEVICE_KEY`] is not one of them.
 pub fn effective_annotation(annotations: &BTreeMap<String, String>) -> Option<(String, &str)> {
     [
         format!("{NETDEVICE_KEY}/pod"),
         format!("{OLD_NETDEVICE_KEY}/pod"),
         NETDEVICE_KEY.to_owned(),
         OLD_NETDEVICE_KEY.to_owned(),
+    ]
+    .into_iter()
+    .find_map(|k| annotations.get(&k).map(|v| (k, v.as_str())))
+}
+
+/// The plural key of `annotations`, if the pod has one.
+fn readme_annotation(annotations: &BTreeMap<String, String>) -> Option<(String, &str)> {
+    [
         format!("{README_NETDEVICE_KEY}/pod"),
         README_NETDEVICE_KEY.to_owned(),
     ]
@@ -124,70 +146,89 @@ pub fn effective_annotation(annotations: &BTreeMap<String, String>) -> Option<(S
     .find_map(|k| annotations.get(&k).map(|v| (k, v.as_str())))
 }
 
-/// Parses and checks an annotation value (`key` is for messages): a YAML
-/// list of devices, decoded as upstream does (keys case-insensitive,
-/// unknown keys ignored). An empty value or `null` is no device. Defaults
-/// `new_name` and `prefix`; refuses a missing `name`, an invalid address, an
-/// out-of-range prefix or MTU, and two devices with the same host or pod name.
+/// Whether `n` can be a Linux interface name.
+fn valid_ifname(n: &str) -> bool {
+    !n.is_empty() && n.len() <= 15 && !n.contains(['/', ' ', ':']) && n != "." && n != ".."
+}
+
+/// Parses an annotation value (`src` names the pod and key for messages)
+/// as upstream does: a YAML list of devices decoded with
+/// `sigs.k8s.io/yaml` rules (keys case-insensitive, unknown keys ignored,
+/// numbers for strings taken as text). An empty value or `null` is no
+/// device. Defaults `new_name` and `prefix`.
+///
+/// Upstream refuses a value that does not decode and an address that does
+/// not parse; so does this. A device upstream fails to move without a
+/// word (no or an invalid interface name, a host or pod name listed twice)
+/// is dropped with a warning, or refused when `strict`.
 ///
 /// # Errors
 ///
-/// [`Error::InvalidAnnotation`], [`Error::InvalidDevice`].
-pub fn parse_netdevices(key: &str, value: &str) -> Result<Vec<NetDevice>, Error> {
-    let devices: Option<Vec<NetDevice>> = nri_sample_common::decode_yaml(value, NetDevice::FIELDS)
-        .map_err(|e| Error::InvalidAnnotation {
-            key: key.to_owned(),
-            reason: e.to_string(),
+/// [`Error::InvalidAnnotation`], [`Error::InvalidDevice`], and
+/// [`Error::Strict`] when `strict`.
+pub fn parse_netdevices(src: &Source<'_>, strict: bool) -> Result<Vec<NetDevice>, Error> {
+    let key = src.annotation;
+    let devices: Vec<NetDevice> =
+        decode_annotation(src, &DEVICES, &Vec::new(), strict).map_err(|e| match e {
+            AnnotationError::Strict(s) => Error::Strict(s),
+            other => Error::InvalidAnnotation {
+                key: key.to_owned(),
+                reason: match std::error::Error::source(&other) {
+                    Some(inner) => inner.to_string(),
+                    None => other.to_string(),
+                },
+            },
         })?;
-    let mut devices = devices.unwrap_or_default();
     let mut hosts = BTreeSet::new();
     let mut pods = BTreeSet::new();
-    for (index, d) in devices.iter_mut().enumerate() {
-        let bad = |reason: String| Error::InvalidDevice {
-            key: key.to_owned(),
-            index,
-            reason,
-        };
-        if d.name.is_empty() {
-            return Err(bad("missing host interface name (`name`)".into()));
-        }
-        for n in [&d.name, &d.new_name] {
-            if n.len() > 15 || n.contains(['/', ' ', ':']) || n == "." || n == ".." {
-                return Err(bad(format!("invalid interface name {n:?}")));
+    let mut out = Vec::with_capacity(devices.len());
+    for (index, mut d) in devices.into_iter().enumerate() {
+        if !d.address.is_empty() {
+            let ip: IpAddr = d.address.parse().map_err(|_| Error::InvalidDevice {
+                key: key.to_owned(),
+                index,
+                reason: format!("error parsing address {:?}", d.address),
+            })?;
+            if d.prefix == 0 {
+                d.prefix = if ip.is_ipv4() { 32 } else { 128 };
             }
         }
         if d.new_name.is_empty() {
             d.new_name = d.name.clone();
         }
-        if !d.address.is_empty() {
-            let ip: IpAddr = d
-                .address
-                .parse()
-                .map_err(|_| bad(format!("error parsing address {:?}", d.address)))?;
-            let max = if ip.is_ipv4() { 32 } else { 128 };
-            if d.prefix == 0 {
-                d.prefix = max;
-            }
-            if !(0..=max).contains(&d.prefix) {
-                return Err(bad(format!("prefix {} out of range 0..={max}", d.prefix)));
-            }
-        } else if d.prefix != 0 {
-            return Err(bad("prefix given without an address".into()));
-        }
-        if d.mtu < 0 || d.mtu > i64::from(u32::MAX) {
-            return Err(bad(format!("invalid mtu {}", d.mtu)));
-        }
-        if !hosts.insert(d.name.clone()) {
-            return Err(bad(format!("host interface {:?} listed twice", d.name)));
-        }
-        if !pods.insert(d.new_name.clone()) {
-            return Err(bad(format!(
-                "pod interface name {:?} used twice",
+        let problem = if !valid_ifname(&d.name) {
+            Some(format!(
+                "device #{index}: invalid host interface name {:?}",
+                d.name
+            ))
+        } else if !valid_ifname(&d.new_name) {
+            Some(format!(
+                "device #{index}: invalid pod interface name {:?}",
                 d.new_name
-            )));
+            ))
+        } else if hosts.contains(&d.name) {
+            Some(format!(
+                "device #{index}: host interface {:?} listed twice",
+                d.name
+            ))
+        } else if pods.contains(&d.new_name) {
+            Some(format!(
+                "device #{index}: pod interface name {:?} used twice",
+                d.new_name
+            ))
+        } else {
+            None
+        };
+        if let Some(what) = problem {
+            // Upstream's move of such a device fails and is not reported.
+            src.dropped(strict, format!("{what}; not moved"))?;
+            continue;
         }
+        hosts.insert(d.name.clone());
+        pods.insert(d.new_name.clone());
+        out.push(d);
     }
-    Ok(devices)
+    Ok(out)
 }
 
 /// The devices annotated on `pod` (empty without an annotation).
@@ -196,11 +237,29 @@ pub fn parse_netdevices(key: &str, value: &str) -> Result<Vec<NetDevice>, Error>
 ///
 /// A bad annotation ([`parse_netdevices`]), or [`Error::HostNetwork`] when
 /// there are devices but the pod has no network namespace of its own.
-pub fn pod_netdevices(pod: &PodSandbox) -> Result<Vec<NetDevice>, Error> {
+pub fn pod_netdevices(pod: &PodSandbox, strict: bool) -> Result<Vec<NetDevice>, Error> {
     let Some((key, value)) = effective_annotation(&pod.annotations) else {
+        if let Some((key, value)) = readme_annotation(&pod.annotations) {
+            let src = Source {
+                pod: &pod.name,
+                container: "",
+                annotation: &key,
+                value,
+            };
+            src.dropped(
+                strict,
+                format!("annotation key not read by the Go plugin (use {NETDEVICE_KEY}/pod)"),
+            )?;
+        }
         return Ok(Vec::new());
     };
-    let devices = parse_netdevices(&key, value)?;
+    let src = Source {
+        pod: &pod.name,
+        container: "",
+        annotation: &key,
+        value,
+    };
+    let devices = parse_netdevices(&src, strict)?;
     if !devices.is_empty() && pod_netns(pod).is_none() {
         return Err(Error::HostNetwork {
             pod: format!("{}/{}", pod.namespace, pod.name),
@@ -253,14 +312,13 @@ pub struct NetDeviceInjector {
     pods: Mutex<Pods>,
     /// The runtime, when its NRI version lacks net devices.
     unsupported: Mutex<Option<(String, NriVersion)>>,
+    /// Strict mode (`-strict`, or `strict: true` in the configuration).
+    strict: Strict,
 }
 
 impl Default for NetDeviceInjector {
     fn default() -> Self {
-        NetDeviceInjector {
-            pods: Mutex::new(Pods::default()),
-            unsupported: Mutex::new(None),
-        }
+        Self::with_strict(false)
     }
 }
 
@@ -273,13 +331,22 @@ impl NetDeviceInjector {
         Self::default()
     }
 
+    /// A plugin with no state, strict (`-strict`) or not.
+    pub fn with_strict(strict: bool) -> Self {
+        NetDeviceInjector {
+            pods: Mutex::new(Pods::default()),
+            unsupported: Mutex::new(None),
+            strict: Strict::new(strict),
+        }
+    }
+
     fn pods(&self) -> MutexGuard<'_, Pods> {
         self.pods.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The devices of `pod`, refused if the runtime cannot move them.
     fn devices(&self, pod: &PodSandbox) -> Result<Vec<NetDevice>, Error> {
-        let devices = pod_netdevices(pod)?;
+        let devices = pod_netdevices(pod, self.strict.get())?;
         if devices.is_empty() {
             return Ok(devices);
         }
@@ -308,6 +375,8 @@ impl NetDeviceInjector {
 #[nri_plugin::plugin]
 impl Plugin for NetDeviceInjector {
     async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<Option<EventMask>> {
+        // The Go plugin takes no configuration; only `strict` is read.
+        self.strict.configure(&info.config);
         let version = info.runtime.nri_version.version;
         let unsupported = (version < NET_DEVICES_SINCE).then(|| {
             tracing::warn!(

@@ -19,7 +19,7 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     run_plugin(
-        NetDeviceInjector::new(),
+        NetDeviceInjector::with_strict(args.strict),
         &args,
         "network-device-injector",
         |b| b,

@@ -36,49 +36,52 @@ fn ctr(id: &str, pod: &str) -> Container {
     }
 }
 
+fn parse_as(key: &str, value: &str, strict: bool) -> Result<Vec<NetDevice>, Error> {
+    let src = Source {
+        pod: "p",
+        container: "",
+        annotation: key,
+        value,
+    };
+    parse_netdevices(&src, strict)
+}
+
+fn parse(value: &str) -> Result<Vec<NetDevice>, Error> {
+    parse_as("netdevice.noderesource.dev/pod", value, false)
+}
+
 const SAMPLE: &str = "- name: dummy0\n  new_name: eth33\n  address: 192.168.2.2\n  prefix: 24\n  mtu: 1500\n- name: enp2s2f1\n  address: fd00::1\n";
 
 #[test]
 fn parses_upstream_sample_and_defaults() {
-    let d = parse_netdevices("k", SAMPLE).unwrap();
+    let d = parse(SAMPLE).unwrap();
     assert_eq!(d.len(), 2);
     assert_eq!(d[0].name, "dummy0");
     assert_eq!(d[0].pod_name(), "eth33");
     assert_eq!((d[0].prefix, d[0].mtu), (24, 1500));
     assert_eq!(d[1].new_name, "enp2s2f1", "new_name defaults to name");
     assert_eq!(d[1].prefix, 128, "IPv6 prefix default");
-    let d = parse_netdevices("k", "- name: a\n  address: 10.0.0.1\n").unwrap();
+    let d = parse("- name: a\n  address: 10.0.0.1\n").unwrap();
     assert_eq!(d[0].prefix, 32, "IPv4 prefix default");
 }
 
 #[test]
 fn go_decoding_rules() {
     // Case-insensitive keys, unknown keys ignored, flow style and JSON.
-    let d = parse_netdevices("k", "- Name: a\n  NEW_NAME: b\n  colour: red\n").unwrap();
+    let d = parse("- Name: a\n  NEW_NAME: b\n  colour: red\n").unwrap();
     assert_eq!((d[0].name.as_str(), d[0].new_name.as_str()), ("a", "b"));
-    let d = parse_netdevices("k", r#"[{"name":"x"},{"name":"y","new_name":"z"}]"#).unwrap();
+    let d = parse(r#"[{"name":"x"},{"name":"y","new_name":"z"}]"#).unwrap();
     assert_eq!(d.len(), 2);
-    assert!(parse_netdevices("k", "").unwrap().is_empty());
-    assert!(parse_netdevices("k", "null").unwrap().is_empty());
-    assert!(parse_netdevices("k", "[]").unwrap().is_empty());
+    assert!(parse("").unwrap().is_empty());
+    assert!(parse("null").unwrap().is_empty());
+    assert!(parse("[]").unwrap().is_empty());
 }
 
 #[test]
-fn bad_values_are_clear_errors() {
+fn what_go_refuses_is_refused() {
     let cases = [
         ("name: a", "invalid network device annotation"),
         ("- name: a\n  address: 300.1.1.1", "error parsing address"),
-        ("- new_name: b", "missing host interface name"),
-        (
-            "- name: a\n  address: 10.0.0.1\n  prefix: 33",
-            "out of range",
-        ),
-        ("- name: a\n  prefix: 24", "without an address"),
-        ("- name: a\n  mtu: -1", "invalid mtu"),
-        ("- name: a\n- name: a\n  new_name: b", "listed twice"),
-        ("- name: a\n- name: b\n  new_name: a", "used twice"),
-        ("- name: averyveryverylongname", "invalid interface name"),
-        ("- name: a/b", "invalid interface name"),
         ("- name: [", "invalid network device annotation"),
         (
             "- name: a\n  prefix: x",
@@ -86,19 +89,69 @@ fn bad_values_are_clear_errors() {
         ),
     ];
     for (value, want) in cases {
-        let err = parse_netdevices("netdevice.noderesource.dev/pod", value)
+        for strict in [false, true] {
+            let err = parse_as("netdevice.noderesource.dev/pod", value, strict)
+                .expect_err(value)
+                .to_string();
+            assert!(err.contains(want), "{value:?}: {err}");
+            assert!(err.contains("netdevice.noderesource.dev/pod"), "{err}");
+        }
+    }
+}
+
+#[test]
+fn what_go_cannot_move_is_dropped_or_refused_when_strict() {
+    let cases = [
+        ("- new_name: b\n- name: ok", "invalid host interface name"),
+        ("- name: a\n- name: a\n  new_name: b", "listed twice"),
+        ("- name: a\n- name: b\n  new_name: a", "used twice"),
+        (
+            "- name: averyveryverylongname",
+            "invalid host interface name",
+        ),
+        ("- name: a/b", "invalid host interface name"),
+        ("- name: a\n  new_name: x y", "invalid pod interface name"),
+    ];
+    for (value, want) in cases {
+        let kept = parse(value).unwrap();
+        assert!(
+            kept.iter().all(|d| valid_ifname(&d.name)),
+            "{value:?}: {kept:?}"
+        );
+        let err = parse_as("netdevice.noderesource.dev/pod", value, true)
             .expect_err(value)
             .to_string();
-        assert!(err.contains(want), "{value:?}: {err}");
-        assert!(err.contains("netdevice.noderesource.dev/pod"), "{err}");
+        assert!(
+            err.contains(want) && err.contains("strict"),
+            "{value:?}: {err}"
+        );
     }
+    assert_eq!(parse("- new_name: b\n- name: ok").unwrap().len(), 1);
+    assert_eq!(
+        parse("- name: a\n- name: a\n  new_name: b").unwrap().len(),
+        1
+    );
+    // Prefix and MTU are neither checked nor applied, as upstream.
+    let d =
+        parse("- name: a\n  address: 10.0.0.1\n  prefix: 33\n  mtu: -1\n- name: b\n  prefix: 24")
+            .unwrap();
+    assert_eq!((d[0].prefix, d[0].mtu, d[1].prefix), (33, -1, 24));
+}
+
+#[test]
+fn yaml_as_go_reads_it() {
+    // Numbers for names are their text; floats with no fraction fit ints.
+    let d = parse("- {name: 1234, prefix: 24.0}").unwrap();
+    assert_eq!((d[0].name.as_str(), d[0].prefix), ("1234", 24));
+    assert!(parse("- {name: a, prefix: 1.5}").is_err());
+    // Unknown keys: ignored, refused when strict.
+    assert!(parse("- {name: a, colour: red}").is_ok());
+    assert!(parse_as("k", "- {name: a, colour: red}", true).is_err());
 }
 
 #[test]
 fn annotation_lookup_order() {
     let all = [
-        ("netdevices.noderesource.dev", "readme"),
-        ("netdevices.noderesource.dev/pod", "readme-pod"),
         ("netdevices.nri.containerd.io", "old"),
         ("netdevice.noderesource.dev", "bare"),
         ("netdevices.nri.containerd.io/pod", "old-pod"),
@@ -121,14 +174,43 @@ fn annotation_lookup_order() {
 }
 
 #[test]
+fn plural_key_is_ignored_as_go_does() {
+    for key in [
+        "netdevices.noderesource.dev/pod",
+        "netdevices.noderesource.dev",
+    ] {
+        let p = pod("p", &[(key, "- name: dummy0")], true);
+        assert!(effective_annotation(&p.annotations).is_none());
+        assert!(pod_netdevices(&p, false).unwrap().is_empty(), "{key}");
+        let err = pod_netdevices(&p, true).unwrap_err().to_string();
+        assert!(err.contains(key) && err.contains("strict"), "{err}");
+    }
+    // Beside a key Go reads: that one applies, no complaint.
+    let p = pod(
+        "p",
+        &[
+            ("netdevices.noderesource.dev/pod", "- name: eth-x"),
+            (NETDEVICE_KEY, "- name: eth-y"),
+        ],
+        true,
+    );
+    let d = pod_netdevices(&p, true).unwrap();
+    assert_eq!(d[0].name, "eth-y");
+}
+
+#[test]
 fn host_network_pod_is_refused() {
     let p = pod("p", &[(NETDEVICE_KEY, "- name: a")], false);
-    let err = pod_netdevices(&p).unwrap_err().to_string();
+    let err = pod_netdevices(&p, false).unwrap_err().to_string();
     assert!(err.contains("host network"), "{err}");
     // No devices: fine even on the host network.
-    assert!(pod_netdevices(&pod("p", &[], false)).unwrap().is_empty());
     assert!(
-        pod_netdevices(&pod("p", &[(NETDEVICE_KEY, "[]")], false))
+        pod_netdevices(&pod("p", &[], false), false)
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        pod_netdevices(&pod("p", &[(NETDEVICE_KEY, "[]")], false), false)
             .unwrap()
             .is_empty()
     );
@@ -136,7 +218,7 @@ fn host_network_pod_is_refused() {
 
 #[test]
 fn adjustment_maps_host_to_pod_names() {
-    let d = parse_netdevices("k", SAMPLE).unwrap();
+    let d = parse(SAMPLE).unwrap();
     let a = adjustment(&d);
     let nd = &a.linux.unwrap().net_devices;
     assert_eq!(nd.len(), 2);
