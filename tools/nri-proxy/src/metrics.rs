@@ -1,0 +1,75 @@
+//! Prometheus metrics over plain HTTP: `GET /metrics` in the text format,
+//! anything else 404. One short-lived task per connection, all owned by the
+//! server and ended with it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::registry::Registry;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// Largest request head read.
+const MAX_REQUEST: usize = 8 * 1024;
+/// Time a client has to send its request and take the answer.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Serves `registry` on `listener` until `stop`.
+pub(crate) async fn serve(listener: TcpListener, registry: Arc<Registry>, stop: CancellationToken) {
+    let mut conns = JoinSet::new();
+    loop {
+        let accepted = tokio::select! {
+            _ = stop.cancelled() => break,
+            a = listener.accept() => a,
+        };
+        while conns.try_join_next().is_some() {}
+        match accepted {
+            Ok((stream, peer)) => {
+                let registry = registry.clone();
+                conns.spawn(async move {
+                    let r = tokio::time::timeout(CLIENT_TIMEOUT, answer(stream, &registry)).await;
+                    if !matches!(r, Ok(Ok(()))) {
+                        tracing::debug!(%peer, "metrics client failed or timed out");
+                    }
+                });
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "metrics: accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    conns.shutdown().await;
+}
+
+async fn answer(mut stream: TcpStream, registry: &Registry) -> std::io::Result<()> {
+    let mut head = Vec::with_capacity(512);
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_REQUEST {
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            break;
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+    let line = head.split(|b| *b == b'\n').next().unwrap_or_default();
+    let mut parts = line.split(|b| *b == b' ');
+    let (method, path) = (parts.next(), parts.next());
+    let (status, body) = if method == Some(&b"GET"[..]) && path == Some(&b"/metrics"[..]) {
+        let mut text = String::new();
+        match prometheus_client::encoding::text::encode(&mut text, registry) {
+            Ok(()) => ("200 OK", text),
+            Err(e) => ("500 Internal Server Error", format!("{e}\n")),
+        }
+    } else {
+        ("404 Not Found", "not found: GET /metrics\n".to_owned())
+    };
+    let reply = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: application/openmetrics-text; version=1.0.0; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(reply.as_bytes()).await?;
+    stream.shutdown().await
+}

@@ -1,0 +1,115 @@
+//! The proxy's view of the runtime's pods and containers: what its plugins
+//! are synchronized from, and what a resynchronization is compared with.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use nri_api::api::{Container, PodSandbox};
+
+/// Pods and containers by id.
+#[derive(Debug, Default)]
+pub(crate) struct View {
+    pub(crate) pods: BTreeMap<String, PodSandbox>,
+    pub(crate) containers: BTreeMap<String, Container>,
+}
+
+/// What changed between two views.
+#[derive(Debug, Default)]
+pub(crate) struct Changes {
+    /// Containers that went away, with their pods.
+    pub(crate) gone_containers: Vec<(PodSandbox, Container)>,
+    /// Pods that went away.
+    pub(crate) gone_pods: Vec<PodSandbox>,
+    /// Pods that appeared.
+    pub(crate) new_pods: Vec<PodSandbox>,
+    /// Containers that appeared, with their pods.
+    pub(crate) new_containers: Vec<(PodSandbox, Container)>,
+}
+
+impl Changes {
+    /// Whether nothing changed.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.gone_containers.is_empty()
+            && self.gone_pods.is_empty()
+            && self.new_pods.is_empty()
+            && self.new_containers.is_empty()
+    }
+}
+
+impl View {
+    /// The pod of `c`, from this view (or an empty pod with its id).
+    pub(crate) fn pod_of(&self, c: &Container) -> PodSandbox {
+        self.pods
+            .get(&c.pod_sandbox_id)
+            .cloned()
+            .unwrap_or_else(|| PodSandbox {
+                id: c.pod_sandbox_id.clone(),
+                ..Default::default()
+            })
+    }
+
+    /// Replaces the view with the runtime's lists; returns what changed.
+    pub(crate) fn replace(&mut self, pods: Vec<PodSandbox>, containers: Vec<Container>) -> Changes {
+        let new = View {
+            pods: pods.into_iter().map(|p| (p.id.clone(), p)).collect(),
+            containers: containers.into_iter().map(|c| (c.id.clone(), c)).collect(),
+        };
+        let mut ch = Changes::default();
+        for (id, c) in &self.containers {
+            if !new.containers.contains_key(id) {
+                ch.gone_containers.push((self.pod_of(c), c.clone()));
+            }
+        }
+        for (id, p) in &self.pods {
+            if !new.pods.contains_key(id) {
+                ch.gone_pods.push(p.clone());
+            }
+        }
+        for (id, p) in &new.pods {
+            if !self.pods.contains_key(id) {
+                ch.new_pods.push(p.clone());
+            }
+        }
+        for (id, c) in &new.containers {
+            if !self.containers.contains_key(id) {
+                ch.new_containers.push((new.pod_of(c), c.clone()));
+            }
+        }
+        *self = new;
+        ch
+    }
+}
+
+/// The view, and whether the plugin side has started (before it has,
+/// events only update the view).
+#[derive(Debug, Default)]
+pub(crate) struct Gate {
+    pub(crate) view: View,
+    pub(crate) started: bool,
+}
+
+/// Shared [`Gate`].
+#[derive(Debug, Default)]
+pub(crate) struct State(Mutex<Gate>);
+
+impl State {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Gate> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `f` on the view if the plugin side has not started yet (and
+    /// returns false); returns true, without running it, once it has.
+    pub(crate) fn update_unless_started(&self, f: impl FnOnce(&mut View)) -> bool {
+        let mut g = self.lock();
+        if g.started {
+            return true;
+        }
+        f(&mut g.view);
+        false
+    }
+
+    /// Runs `f` on the view.
+    pub(crate) fn update(&self, f: impl FnOnce(&mut View)) {
+        f(&mut self.lock().view);
+    }
+}

@@ -1,0 +1,319 @@
+//! Test harness: our runtime library as the upstream runtime (a fake
+//! container runtime behind it), the proxy, and plugins on our SDK behind
+//! the proxy.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nri_api::api::*;
+use nri_plugin::{Builder, ConnectMode, EventMask, HandlerResult, Plugin, PluginHandle, SyncKind};
+use nri_proxy::{Proxy, ProxyConfig};
+use nri_runtime::{Adaptation, BoxFuture, CallbackError, ConfigFormat, RuntimeCallbacks, Snapshot};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+// ------------------------------------------------------------ upstream
+
+/// The container runtime above the proxy: stores pods and containers,
+/// records unsolicited updates and answers them with `fail_updates`.
+#[derive(Default)]
+pub struct FakeRuntime {
+    pub pods: Mutex<Vec<PodSandbox>>,
+    pub containers: Mutex<Vec<Container>>,
+    pub updates: Mutex<Vec<ContainerUpdate>>,
+    pub evictions: Mutex<Vec<ContainerEviction>>,
+    /// Updates of these container ids are reported as failed.
+    pub fail_updates: Mutex<Vec<String>>,
+}
+
+impl RuntimeCallbacks for FakeRuntime {
+    fn list_pods_and_containers(&self) -> BoxFuture<'_, Result<Snapshot, CallbackError>> {
+        let s = Snapshot::new(
+            self.pods.lock().unwrap().clone(),
+            self.containers.lock().unwrap().clone(),
+        );
+        Box::pin(async move { Ok(s) })
+    }
+    fn update_containers(
+        &self,
+        updates: Vec<ContainerUpdate>,
+    ) -> BoxFuture<'_, Result<Vec<ContainerUpdate>, CallbackError>> {
+        let fail = self.fail_updates.lock().unwrap().clone();
+        let failed = updates
+            .iter()
+            .filter(|u| fail.contains(&u.container_id))
+            .cloned()
+            .collect();
+        self.updates.lock().unwrap().extend(updates);
+        Box::pin(async move { Ok(failed) })
+    }
+    fn evict_containers(
+        &self,
+        evictions: Vec<ContainerEviction>,
+    ) -> BoxFuture<'_, Result<(), CallbackError>> {
+        self.evictions.lock().unwrap().extend(evictions);
+        Box::pin(async { Ok(()) })
+    }
+}
+
+pub fn pod(id: &str) -> PodSandbox {
+    PodSandbox {
+        id: id.into(),
+        name: format!("{id}-name"),
+        uid: format!("{id}-uid"),
+        namespace: "default".into(),
+        ..Default::default()
+    }
+}
+
+pub fn ctr(pod: &str, id: &str) -> Container {
+    Container {
+        id: id.into(),
+        pod_sandbox_id: pod.into(),
+        name: format!("{id}-name"),
+        state: ContainerState::ContainerCreated as i32,
+        ..Default::default()
+    }
+}
+
+/// Polls `cond` (yielding to the runtime between tries) until it holds.
+pub async fn until(what: &str, mut cond: impl FnMut() -> bool) {
+    for _ in 0..4000 {
+        if cond() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+pub struct Env {
+    pub dir: tempfile::TempDir,
+    pub upstream_socket: PathBuf,
+    pub proxy_socket: PathBuf,
+    pub runtime: Arc<FakeRuntime>,
+}
+
+impl Env {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        Env {
+            upstream_socket: dir.path().join("up/nri.sock"),
+            proxy_socket: dir.path().join("proxy/nri.sock"),
+            runtime: Arc::new(FakeRuntime::default()),
+            dir,
+        }
+    }
+
+    /// The runtime above the proxy, started.
+    pub async fn upstream(&self, request_timeout: Duration) -> Adaptation {
+        let a = Adaptation::builder("fake-containerd", "v2.3.0")
+            .socket_path(&self.upstream_socket)
+            .disable_launch(true)
+            .request_timeout(request_timeout)
+            .build(self.runtime.clone())
+            .unwrap();
+        a.start().await.unwrap();
+        a
+    }
+
+    /// The proxy's configuration: `extra` YAML (top-level runtime keys
+    /// and/or more `proxy:` keys under `proxy_extra`).
+    pub fn config(&self, extra: &str, proxy_extra: &str) -> ProxyConfig {
+        let text = format!(
+            "socket-path: {}\ndisable-launch: true\n{extra}\nproxy:\n  name: proxy\n  index: \"50\"\n  upstream-socket: {}\n{proxy_extra}",
+            self.proxy_socket.display(),
+            self.upstream_socket.display()
+        );
+        ProxyConfig::parse("proxy.yaml", ConfigFormat::Yaml, &text).unwrap()
+    }
+}
+
+/// A running proxy.
+pub struct Running {
+    pub proxy: Arc<Proxy>,
+    pub shutdown: CancellationToken,
+    pub task: tokio::task::JoinHandle<Result<(), nri_proxy::Error>>,
+}
+
+impl Running {
+    pub async fn start(config: ProxyConfig) -> Running {
+        let proxy = Arc::new(Proxy::new(config).unwrap());
+        let shutdown = CancellationToken::new();
+        let (p, s) = (proxy.clone(), shutdown.clone());
+        let task = tokio::spawn(async move { p.run(s).await });
+        Running {
+            proxy,
+            shutdown,
+            task,
+        }
+    }
+
+    /// Waits until the proxy serves its plugins.
+    pub async fn wait_serving(&self, socket: &std::path::Path) {
+        until("the proxy's socket", || socket.exists()).await;
+    }
+
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        self.task.await.unwrap().unwrap();
+    }
+}
+
+// ------------------------------------------------------------ plugins
+
+/// Pod and container ids of one Synchronize.
+pub type Synced = (Vec<String>, Vec<String>);
+
+/// A plugin behind the proxy: logs its events, adds env `key=value` on
+/// CreateContainer, may be slow there.
+#[derive(Clone, Default)]
+pub struct TestPlugin {
+    pub env: Option<(String, String)>,
+    pub create_delay: Option<Duration>,
+    pub log: Arc<Mutex<Vec<String>>>,
+    pub synced: Arc<Mutex<Vec<Synced>>>,
+}
+
+impl TestPlugin {
+    pub fn adding(key: &str, value: &str) -> Self {
+        TestPlugin {
+            env: Some((key.into(), value.into())),
+            ..Default::default()
+        }
+    }
+    pub fn slow(mut self, d: Duration) -> Self {
+        self.create_delay = Some(d);
+        self
+    }
+    pub fn events(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
+    }
+    fn note(&self, e: &str, id: &str) {
+        self.log.lock().unwrap().push(format!("{e}:{id}"));
+    }
+}
+
+#[nri_plugin::plugin]
+impl Plugin for TestPlugin {
+    async fn synchronize(
+        &self,
+        pods: Vec<PodSandbox>,
+        containers: Vec<Container>,
+        _kind: SyncKind,
+    ) -> HandlerResult<Vec<ContainerUpdate>> {
+        self.synced.lock().unwrap().push((
+            pods.into_iter().map(|p| p.id).collect(),
+            containers.into_iter().map(|c| c.id).collect(),
+        ));
+        Ok(Vec::new())
+    }
+    async fn run_pod_sandbox(&self, pod: PodSandbox) -> HandlerResult<()> {
+        self.note("RunPodSandbox", &pod.id);
+        Ok(())
+    }
+    async fn stop_pod_sandbox(&self, pod: PodSandbox) -> HandlerResult<()> {
+        self.note("StopPodSandbox", &pod.id);
+        Ok(())
+    }
+    async fn remove_pod_sandbox(&self, pod: PodSandbox) -> HandlerResult<()> {
+        self.note("RemovePodSandbox", &pod.id);
+        Ok(())
+    }
+    async fn create_container(
+        &self,
+        _pod: PodSandbox,
+        c: Container,
+    ) -> HandlerResult<CreateContainerResponse> {
+        self.note("CreateContainer", &c.id);
+        if let Some(d) = self.create_delay {
+            tokio::time::sleep(d).await;
+        }
+        let mut adjust = ContainerAdjustment::default();
+        if let Some((k, v)) = &self.env {
+            adjust.env.push(KeyValue {
+                key: k.clone(),
+                value: v.clone(),
+            });
+        }
+        Ok(CreateContainerResponse {
+            adjust: Some(adjust),
+            ..Default::default()
+        })
+    }
+    async fn start_container(&self, _pod: PodSandbox, c: Container) -> HandlerResult<()> {
+        self.note("StartContainer", &c.id);
+        Ok(())
+    }
+    async fn stop_container(
+        &self,
+        _pod: PodSandbox,
+        c: Container,
+    ) -> HandlerResult<StopContainerResponse> {
+        self.note("StopContainer", &c.id);
+        Ok(StopContainerResponse::default())
+    }
+    async fn remove_container(&self, _pod: PodSandbox, c: Container) -> HandlerResult<()> {
+        self.note("RemoveContainer", &c.id);
+        Ok(())
+    }
+}
+
+/// Plugins behind the proxy, each running its stub in an owned task.
+#[derive(Default)]
+pub struct Behind {
+    tasks: JoinSet<Result<(), nri_plugin::Error>>,
+    pub handles: Vec<PluginHandle>,
+}
+
+impl Behind {
+    pub fn connect(
+        &mut self,
+        socket: &std::path::Path,
+        idx: &str,
+        name: &str,
+        p: TestPlugin,
+    ) -> PluginHandle {
+        self.connect_with(socket, idx, name, p, None)
+    }
+
+    pub fn connect_with(
+        &mut self,
+        socket: &std::path::Path,
+        idx: &str,
+        name: &str,
+        p: TestPlugin,
+        events: Option<EventMask>,
+    ) -> PluginHandle {
+        let mut b = Builder::new(p)
+            .name(name)
+            .index(idx)
+            .socket_path(socket)
+            .mode(ConnectMode::External);
+        if let Some(e) = events {
+            b = b.events(e);
+        }
+        let stub = b.build().unwrap();
+        let h = stub.handle();
+        self.tasks.spawn(async move { stub.run().await });
+        self.handles.push(h.clone());
+        h
+    }
+
+    pub async fn stop(mut self) {
+        for h in &self.handles {
+            h.stop();
+        }
+        while self.tasks.join_next().await.is_some() {}
+    }
+}
+
+/// Env values of an adjustment, in order.
+pub fn env_of(a: &ContainerAdjustment) -> Vec<String> {
+    a.env
+        .iter()
+        .map(|kv| format!("{}={}", kv.key, kv.value))
+        .collect()
+}
