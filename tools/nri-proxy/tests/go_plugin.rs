@@ -107,7 +107,10 @@ async fn a_go_plugin_behind_the_proxy_adjusts_and_updates_through_it() {
         .create_container(&pod("p"), &ctr("p", "c"))
         .await
         .unwrap();
-    assert_eq!(env_of(&out.adjustment), ["RUST=10", "BENCH_PLUGIN_30=gop"]);
+    assert_eq!(
+        env_of(&out.adjustment),
+        ["RUST=10", "BENCH_PLUGIN_30=30-gop"]
+    );
 
     behind.stop().await;
     proxy.stop().await;
