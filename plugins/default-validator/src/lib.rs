@@ -3,10 +3,11 @@
 //! Upstream ships its default validator only as a runtime built-in
 //! (`00-default-validator`, configured in the runtime's own configuration).
 //! This plugin runs the same rules out of process, for runtimes whose
-//! built-in validator is off or missing: it subscribes to
+//! built-in validator is off or missing. As upstream's, it is off unless
+//! its configuration says `enable: true`: then it subscribes to
 //! `ValidateContainerAdjustment` (NRI v0.10+) and rejects merged container
-//! adjustments according to a YAML configuration with upstream's keys (see
-//! the README).
+//! adjustments according to the YAML configuration with upstream's keys
+//! (see the README); off, it is never asked to validate anything.
 //!
 //! The rules are those of [`nri_runtime::validate::DefaultValidator`]
 //! (shared with our runtime library's built-in): OCI hook injection,
@@ -20,23 +21,33 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use nri_plugin::api::{Event, ValidateContainerAdjustmentRequest};
 use nri_plugin::{ConfigureInfo, EventMask, HandlerError, HandlerResult, Plugin};
 use nri_runtime::validate::{DefaultValidator, DefaultValidatorConfig};
-use serde::Deserialize;
+use nri_sample_common::goyaml::{self, Field, Shape};
+use nri_sample_common::{Source, StrictError};
 
-/// The YAML keys of the configuration (upstream's), matched
-/// case-insensitively as Go's YAML decoding does. The TOML spellings
-/// (`reject_oci_hook_adjustment`, ...) are accepted too.
-pub const CONFIG_KEYS: &[&str] = &[
-    "enable",
-    "rejectOCIHookAdjustment",
-    "rejectRuntimeDefaultSeccompAdjustment",
-    "rejectUnconfinedSeccompAdjustment",
-    "rejectCustomSeccompAdjustment",
-    "rejectNamespaceAdjustment",
-    "rejectSysctlAdjustment",
-    "requiredPlugins",
-    "tolerateMissingPluginsAnnotation",
-    "rejectFields",
-];
+/// The configuration as upstream's `DefaultValidatorConfig` reads YAML:
+/// its `yaml` names, matched exactly (yaml.v3), plus our `rejectFields`.
+/// Other spellings (the TOML names, another case) are unknown keys:
+/// ignored with a warning, refused in strict mode.
+const CONFIG: Shape = Shape::Struct(&[
+    Field::new("enable", Shape::Bool),
+    Field::new("rejectOCIHookAdjustment", Shape::Bool),
+    Field::new("rejectRuntimeDefaultSeccompAdjustment", Shape::Bool),
+    Field::new("rejectUnconfinedSeccompAdjustment", Shape::Bool),
+    Field::new("rejectCustomSeccompAdjustment", Shape::Bool),
+    Field::new("rejectNamespaceAdjustment", Shape::Bool),
+    Field::new("rejectSysctlAdjustment", Shape::Bool),
+    Field::new("requiredPlugins", Shape::Seq(&Shape::Str)),
+    Field::new("tolerateMissingPluginsAnnotation", Shape::Str),
+    Field::new("rejectFields", Shape::Seq(&Shape::Str)),
+]);
+
+/// The subscription of an enabled validator.
+const VALIDATING: EventMask = EventMask::from_events(&[Event::ValidateContainerAdjustment]);
+
+/// The subscription of a disabled one: an event answered with success and
+/// that cannot fail anything (a registration needs one event), so the
+/// plugin stays connected without ever being asked to validate.
+const IDLE: EventMask = EventMask::from_events(&[Event::RemovePodSandbox]);
 
 /// Why a configuration was refused.
 #[derive(Debug, thiserror::Error)]
@@ -47,7 +58,14 @@ pub enum Error {
     Decode {
         /// The decoding error.
         #[source]
-        source: nri_sample_common::DecodeError,
+        source: goyaml::DecodeError,
+    },
+    /// A key upstream ignores, refused in strict mode.
+    #[error("invalid default validator configuration")]
+    Strict {
+        /// What was refused.
+        #[source]
+        source: StrictError,
     },
     /// Decoded, but refused by the validator (unknown `rejectFields` name).
     #[error("invalid default validator configuration")]
@@ -67,30 +85,26 @@ pub enum Error {
     },
 }
 
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct EnableProbe {
-    enable: Option<bool>,
-}
-
-/// Parses a configuration (YAML or JSON, upstream's keys). An empty text is
-/// the default configuration: enabled, nothing rejected.
-///
-/// Unlike the runtime built-in, installing this plugin is the opt-in, so
-/// `enable` defaults to `true`; `enable: false` makes the plugin accept
-/// everything.
+/// Parses a configuration (YAML or JSON) as upstream's validator reads
+/// it: its keys exactly, everything off by default. An empty text is the
+/// default configuration: disabled. Unknown keys are ignored with a
+/// warning, or refused when `strict`.
 ///
 /// # Errors
 ///
-/// [`Error::Decode`], [`Error::Invalid`].
-pub fn parse_config(text: &str) -> Result<DefaultValidator, Error> {
-    let probe: Option<EnableProbe> = nri_sample_common::decode_yaml(text, CONFIG_KEYS)
+/// [`Error::Decode`], [`Error::Strict`], [`Error::Invalid`].
+pub fn parse_config(text: &str, strict: bool) -> Result<DefaultValidator, Error> {
+    let decoded = goyaml::decode_v3(text, &CONFIG, &DefaultValidatorConfig::default())
         .map_err(|source| Error::Decode { source })?;
-    let config: Option<DefaultValidatorConfig> = nri_sample_common::decode_yaml(text, CONFIG_KEYS)
-        .map_err(|source| Error::Decode { source })?;
-    let mut config = config.unwrap_or_default();
-    config.enable = probe.and_then(|p| p.enable).unwrap_or(true);
-    DefaultValidator::new(config).map_err(|source| Error::Invalid { source })
+    let src = Source {
+        pod: "",
+        container: "",
+        annotation: "configuration",
+        value: text,
+    };
+    src.notices(strict, &decoded.notices)
+        .map_err(|source| Error::Strict { source })?;
+    DefaultValidator::new(decoded.value).map_err(|source| Error::Invalid { source })
 }
 
 /// The validator plugin.
@@ -99,20 +113,23 @@ pub struct DefaultValidatorPlugin {
     /// From the `-config` file (external plugins), used when the runtime
     /// hands over no configuration text.
     base: Option<String>,
+    strict: bool,
     current: Mutex<DefaultValidator>,
 }
 
 impl DefaultValidatorPlugin {
     /// A plugin whose configuration is `base` (e.g. a `-config` file's
-    /// text) unless the runtime hands one over in Configure.
+    /// text) unless the runtime hands one over in Configure; `strict`
+    /// refuses keys upstream ignores.
     ///
     /// # Errors
     ///
     /// A bad `base` ([`parse_config`]).
-    pub fn new(base: Option<String>) -> Result<Self, Error> {
-        let current = parse_config(base.as_deref().unwrap_or(""))?;
+    pub fn new(base: Option<String>, strict: bool) -> Result<Self, Error> {
+        let current = parse_config(base.as_deref().unwrap_or(""), strict)?;
         Ok(Self {
             base,
+            strict,
             current: Mutex::new(current),
         })
     }
@@ -134,7 +151,22 @@ impl DefaultValidatorPlugin {
 
 #[nri_plugin::plugin]
 impl Plugin for DefaultValidatorPlugin {
+    const EVENTS: EventMask = VALIDATING.union(IDLE);
+
     async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<Option<EventMask>> {
+        let text = if info.config.trim().is_empty() {
+            self.base.as_deref().unwrap_or("")
+        } else {
+            info.config.as_str()
+        };
+        let validator = parse_config(text, self.strict)?;
+        if !validator.is_enabled() {
+            tracing::info!(
+                "default validator is disabled (no `enable: true` in its configuration): not validating"
+            );
+            *self.current() = validator;
+            return Ok(Some(IDLE));
+        }
         if !info
             .runtime
             .valid_events()
@@ -145,12 +177,6 @@ impl Plugin for DefaultValidatorPlugin {
                 info.runtime.name, info.runtime.version, info.runtime.nri_version.version
             )));
         }
-        let text = if info.config.trim().is_empty() {
-            self.base.as_deref().unwrap_or("")
-        } else {
-            info.config.as_str()
-        };
-        let validator = parse_config(text)?;
         let c = validator.config();
         tracing::info!(
             enable = c.enable,
@@ -165,11 +191,8 @@ impl Plugin for DefaultValidatorPlugin {
             reject_fields = ?c.reject_fields,
             "configured"
         );
-        if !c.enable {
-            tracing::warn!("enable: false: every adjustment is accepted");
-        }
         *self.current() = validator;
-        Ok(None)
+        Ok(Some(VALIDATING))
     }
 
     async fn validate_container_adjustment(

@@ -56,7 +56,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let plugin = match DefaultValidatorPlugin::new(base) {
+    let plugin = match DefaultValidatorPlugin::new(base, args.strict) {
         Ok(p) => p,
         Err(e) => {
             let mut msg = e.to_string();

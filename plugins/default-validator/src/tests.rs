@@ -75,16 +75,26 @@ fn with_owner(
 use nri_plugin::api::Field;
 
 #[test]
-fn empty_config_is_enabled_and_accepts_everything() {
-    for text in ["", "  \n", "{}", "null"] {
-        let v = parse_config(text).unwrap();
-        assert!(v.is_enabled(), "{text:?}");
+fn off_unless_enabled_as_upstream() {
+    for text in [
+        "",
+        "  \n",
+        "{}",
+        "null",
+        "rejectOCIHookAdjustment: true",
+        "enable: false",
+    ] {
+        let v = parse_config(text, false).unwrap();
+        assert!(!v.is_enabled(), "{text:?}");
         assert!(v.validate(&request(hook_adjustment(), &[])).is_ok());
     }
+    let v = parse_config("enable: true\nrejectOCIHookAdjustment: true", false).unwrap();
+    assert!(v.is_enabled());
+    assert!(v.validate(&request(hook_adjustment(), &[])).is_err());
 }
 
 #[test]
-fn upstream_keys_toml_keys_and_case() {
+fn upstream_keys_exactly() {
     let yaml = "\
 rejectOCIHookAdjustment: true
 rejectRuntimeDefaultSeccompAdjustment: true
@@ -95,7 +105,10 @@ rejectSysctlAdjustment: true
 requiredPlugins: [logger, 20-hooks]
 tolerateMissingPluginsAnnotation: tolerate.example.com
 ";
-    let c = parse_config(yaml).unwrap().config().clone();
+    let c = parse_config(&format!("enable: true\n{yaml}"), false)
+        .unwrap()
+        .config()
+        .clone();
     assert!(c.enable);
     assert!(c.reject_oci_hook_adjustment && c.reject_runtime_default_seccomp_adjustment);
     assert!(c.reject_unconfined_seccomp_adjustment && c.reject_custom_seccomp_adjustment);
@@ -106,29 +119,35 @@ tolerateMissingPluginsAnnotation: tolerate.example.com
         "tolerate.example.com"
     );
 
-    let c = parse_config("reject_oci_hook_adjustment: true\nrequired_plugins: [x]\n")
-        .unwrap()
-        .config()
-        .clone();
-    assert!(c.reject_oci_hook_adjustment);
-    assert_eq!(c.required_plugins, ["x"]);
-    // Go's YAML decoding matches keys case-insensitively.
-    let c = parse_config("RejectOciHookAdjustment: true\nENABLE: true\n")
-        .unwrap()
-        .config()
-        .clone();
-    assert!(c.reject_oci_hook_adjustment && c.enable);
+    // Upstream's YAML names are matched exactly: the TOML spellings and
+    // other cases are unknown keys, ignored (refused when strict).
+    for other in [
+        "enable: true\nreject_oci_hook_adjustment: true\nrequired_plugins: [x]\n",
+        "ENABLE: true\nRejectOciHookAdjustment: true\n",
+    ] {
+        let c = parse_config(other, false).unwrap().config().clone();
+        assert!(
+            !c.reject_oci_hook_adjustment && c.required_plugins.is_empty(),
+            "{other}"
+        );
+        let e = parse_config(other, true).unwrap_err();
+        assert!(matches!(e, Error::Strict { .. }), "{other}: {e}");
+    }
+    assert!(!parse_config("ENABLE: true", false).unwrap().is_enabled());
     // JSON works too, and unknown keys are ignored.
-    let c = parse_config(r#"{"rejectSysctlAdjustment": true, "colour": "red"}"#)
-        .unwrap()
-        .config()
-        .clone();
-    assert!(c.reject_sysctl_adjustment);
+    let c = parse_config(
+        r#"{"enable": true, "rejectSysctlAdjustment": true, "colour": "red"}"#,
+        false,
+    )
+    .unwrap()
+    .config()
+    .clone();
+    assert!(c.reject_sysctl_adjustment && c.enable);
 }
 
 #[test]
 fn enable_false_accepts_everything() {
-    let v = parse_config("enable: false\nrejectOCIHookAdjustment: true\n").unwrap();
+    let v = parse_config("enable: false\nrejectOCIHookAdjustment: true\n", false).unwrap();
     assert!(!v.is_enabled());
     assert!(v.validate(&request(hook_adjustment(), &[])).is_ok());
 }
@@ -151,7 +170,7 @@ fn bad_configs_are_clear_errors() {
         ("- a list", "invalid default validator configuration"),
         ("rejectFields: [NoSuchField]", "NoSuchField"),
     ] {
-        let e = parse_config(text).unwrap_err();
+        let e = parse_config(text, false).unwrap_err();
         let mut msg = e.to_string();
         let mut src = std::error::Error::source(&e);
         while let Some(s) = src {
@@ -160,12 +179,16 @@ fn bad_configs_are_clear_errors() {
         }
         assert!(msg.contains(want), "{text:?}: {msg}");
     }
-    assert!(DefaultValidatorPlugin::new(Some("enable: [".into())).is_err());
+    assert!(DefaultValidatorPlugin::new(Some("enable: true\nenable: [".into()), false).is_err());
 }
 
 #[test]
 fn rejects_hooks_and_names_the_plugin() {
-    let p = DefaultValidatorPlugin::new(Some("rejectOCIHookAdjustment: true".into())).unwrap();
+    let p = DefaultValidatorPlugin::new(
+        Some("enable: true\nrejectOCIHookAdjustment: true".into()),
+        false,
+    )
+    .unwrap();
     let req = with_owner(request(hook_adjustment(), &[]), Field::OciHooks, "20-hooks");
     let reason = p.check(&req).unwrap_err();
     assert!(
@@ -196,8 +219,11 @@ fn seccomp_by_profile_kind() {
         });
         r
     };
-    let p = DefaultValidatorPlugin::new(Some("rejectRuntimeDefaultSeccompAdjustment: true".into()))
-        .unwrap();
+    let p = DefaultValidatorPlugin::new(
+        Some("enable: true\nrejectRuntimeDefaultSeccompAdjustment: true".into()),
+        false,
+    )
+    .unwrap();
     assert!(
         p.check(&with_profile(ProfileType::RuntimeDefault))
             .unwrap_err()
@@ -205,15 +231,21 @@ fn seccomp_by_profile_kind() {
     );
     assert!(p.check(&with_profile(ProfileType::Localhost)).is_ok());
     assert!(p.check(&with_profile(ProfileType::Unconfined)).is_ok());
-    let p =
-        DefaultValidatorPlugin::new(Some("rejectCustomSeccompAdjustment: true".into())).unwrap();
+    let p = DefaultValidatorPlugin::new(
+        Some("enable: true\nrejectCustomSeccompAdjustment: true".into()),
+        false,
+    )
+    .unwrap();
     assert!(
         p.check(&with_profile(ProfileType::Localhost))
             .unwrap_err()
             .contains("custom")
     );
-    let p = DefaultValidatorPlugin::new(Some("rejectUnconfinedSeccompAdjustment: true".into()))
-        .unwrap();
+    let p = DefaultValidatorPlugin::new(
+        Some("enable: true\nrejectUnconfinedSeccompAdjustment: true".into()),
+        false,
+    )
+    .unwrap();
     assert!(p.check(&with_profile(ProfileType::Unconfined)).is_err());
     assert!(
         p.check(&request(a.clone(), &[])).is_err(),
@@ -228,26 +260,34 @@ fn namespaces_and_sysctl() {
         r#type: "network".into(),
         path: "/proc/1/ns/net".into(),
     });
-    let p = DefaultValidatorPlugin::new(Some("rejectNamespaceAdjustment: true".into())).unwrap();
+    let p = DefaultValidatorPlugin::new(
+        Some("enable: true\nrejectNamespaceAdjustment: true".into()),
+        false,
+    )
+    .unwrap();
     assert!(p.check(&request(a, &[])).unwrap_err().contains("namespace"));
     let mut a = ContainerAdjustment::default();
     a.set_linux_sysctl("net.ipv4.ip_forward", "1");
-    let p = DefaultValidatorPlugin::new(Some("rejectSysctlAdjustment: true".into())).unwrap();
+    let p = DefaultValidatorPlugin::new(
+        Some("enable: true\nrejectSysctlAdjustment: true".into()),
+        false,
+    )
+    .unwrap();
     assert!(
         p.check(&request(a.clone(), &[]))
             .unwrap_err()
             .contains("sysctl")
     );
-    let p = DefaultValidatorPlugin::new(None).unwrap();
+    let p = DefaultValidatorPlugin::new(None, false).unwrap();
     assert!(p.check(&request(a, &[])).is_ok());
 }
 
 #[test]
 fn required_plugins_annotation_and_toleration() {
     let p = DefaultValidatorPlugin::new(Some(
-        "requiredPlugins: [logger]\ntolerateMissingPluginsAnnotation: tolerate.example.com\n"
+        "enable: true\nrequiredPlugins: [logger]\ntolerateMissingPluginsAnnotation: tolerate.example.com\n"
             .into(),
-    ))
+    ), false)
     .unwrap();
     let ok = ContainerAdjustment::default();
     assert!(
@@ -289,7 +329,11 @@ fn required_plugins_annotation_and_toleration() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn handler_rejects_with_reason() {
-    let p = DefaultValidatorPlugin::new(Some("rejectOCIHookAdjustment: true".into())).unwrap();
+    let p = DefaultValidatorPlugin::new(
+        Some("enable: true\nrejectOCIHookAdjustment: true".into()),
+        false,
+    )
+    .unwrap();
     let e = p
         .validate_container_adjustment(request(hook_adjustment(), &[]))
         .await

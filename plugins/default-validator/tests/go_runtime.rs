@@ -116,6 +116,7 @@ fn go_plugin(bin: &Path, socket: &Path, adjust: &str) -> Killed {
 }
 
 const CONFIG: &str = "\
+enable: true
 rejectOCIHookAdjustment: true
 rejectNamespaceAdjustment: true
 rejectSysctlAdjustment: true
@@ -218,6 +219,30 @@ fn prelaunched_validator_takes_its_config_from_the_runtime() {
     let _go = go_plugin(&go, &rt.socket, "env");
     rt.wait_plugins(2);
     let r = rt.create_container("p1", "c2", "plain", json!({}));
+    assert_eq!(r["ok"], json!(true), "{r}");
+    rt.stop();
+}
+
+#[test]
+fn without_enable_it_does_not_validate() {
+    if go_peer("nri-go-runtime").is_none() {
+        return;
+    }
+    // Upstream's keys but no `enable: true`: off, as upstream's validator.
+    let config = CONFIG.replace("enable: true\n", "");
+    let (_dir, flags) = prelaunch_dirs(BIN, "00-default-validator", &[], Some(&config));
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let mut rt = GoRuntime::start(&flags).unwrap();
+    rt.wait_plugins(1);
+    let list = rt.ok(json!({"cmd": "list_plugins"}));
+    // Registered, but not for validation.
+    assert_eq!(
+        list["plugins"][0]["events_pretty"], "RemovePodSandbox",
+        "{list}"
+    );
+    rt.run_pod("p1", "pod1", json!({}));
+    // The required plugin is missing, yet the creation passes.
+    let r = rt.create_container("p1", "c1", "plain", json!({}));
     assert_eq!(r["ok"], json!(true), "{r}");
     rt.stop();
 }
