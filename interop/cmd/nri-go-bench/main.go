@@ -1,8 +1,7 @@
-// Command nri-go-bench is the Go side of the side-by-side NRI benchmark. It
-// re-creates the harness described in GO-PERF-ANCHOR.md: a runtime built on
-// the reference adaptation (v0.12.5) with a temp socket, K external plugin
-// processes (nri-go-plugin --bench), and timed CreateContainer or
-// StartContainer calls. It prints one JSON object on stdout.
+// Command nri-go-bench is the Go side of the side-by-side NRI benchmark: a
+// runtime built on the reference adaptation (v0.12.5) with a temp socket, K
+// external plugin processes (nri-go-plugin --bench), and timed
+// CreateContainer or StartContainer calls. It prints one JSON object on stdout.
 package main
 
 import (

@@ -414,7 +414,7 @@ func (v *validatorPlugin) ValidateContainerAdjustment(_ context.Context, req *ap
 	return v.hook("ValidateContainerAdjustment", l)
 }
 
-// benchPlugin is the GO-PERF-ANCHOR benchmark plugin: it implements only
+// benchPlugin is the benchmark plugin: it implements only
 // Synchronize, CreateContainer and StartContainer and prints nothing.
 type benchPlugin struct {
 	idx     string

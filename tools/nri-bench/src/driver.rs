@@ -755,7 +755,7 @@ fn ratio_check(
 fn targets(report: &BenchReport) -> Vec<TargetCheck> {
     let mut t = Vec::new();
     let (gg, gr, rr, rg) = (Stack::GoGo, Stack::GoRust, Stack::RustRust, Stack::RustGo);
-    // Plugin SDK (issue 3 item 10), under the same Go runtime.
+    // Plugin SDK, under the same Go runtime.
     if report.cell("plugin-n").is_some() {
         t.push(ratio_check(
             report,
@@ -816,7 +816,7 @@ fn targets(report: &BenchReport) -> Vec<TargetCheck> {
             },
         });
     }
-    // Runtime library (issue 4 item 12).
+    // Runtime library.
     if report.cell("create-noop-k1").is_some() {
         for f in ["noop", "adjusting"] {
             for k in [1, 4, 8] {

@@ -2,8 +2,8 @@
 //! (containerd/nri v0.12.5), in one run, interleaved.
 //!
 //! Four stacks, each a fresh runtime process with K fresh plugin processes
-//! on a temp socket, all driven with the request shape of
-//! `GO-PERF-ANCHOR.md` (see [`shape`]):
+//! on a temp socket, all driven with the same realistic request shape (see
+//! [`shape`]):
 //!
 //! | stack | runtime process | plugin processes |
 //! |---|---|---|

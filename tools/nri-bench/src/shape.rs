@@ -1,5 +1,4 @@
-//! The request shape of the Go harness (GO-PERF-ANCHOR "Request shape",
-//! `interop/internal/peer/gen.go`), ported field for field so both sides
+//! The request shape of the Go harness (`interop/internal/peer/gen.go`), ported field for field so both sides
 //! send the same bytes: a pod of about 1.4 KB and a container of about
 //! 3.0 KB serialized.
 

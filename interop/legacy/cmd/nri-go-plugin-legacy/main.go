@@ -349,7 +349,7 @@ func (p *plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, c *api.
 	return p.hook("RemoveContainer", p.ctrLine(pod, c))
 }
 
-// benchPlugin is the GO-PERF-ANCHOR benchmark plugin: it implements only
+// benchPlugin is the benchmark plugin: it implements only
 // Synchronize, CreateContainer and StartContainer and prints nothing.
 type benchPlugin struct {
 	idx     string
