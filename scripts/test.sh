@@ -31,6 +31,9 @@ fi
 step "codegen is up to date"
 cargo xtask codegen --check
 
+step "no source file over 800 lines unless listed in scripts/large-files.txt"
+bash scripts/check-file-sizes.sh
+
 step "Go interop peers"
 bash scripts/build-go-peers.sh
 
