@@ -59,6 +59,19 @@ pub const KNOWN_DISCREPANCIES: &[KnownDiscrepancy] = &[
     KnownDiscrepancy {
         runtime: "containerd",
         versions: CONTAINERD_ALL,
+        clause: Clause::RunPodError,
+        code: "retry-blocked-by-failed-pod",
+        // Follows from failed-pod-listed, so just as intermittent (seen on
+        // 2.3.7).
+        intermittent: true,
+        explanation: "the sandbox containerd keeps after a failed RunPodSandbox (see \
+                      failed-pod-listed) still reserves the pod's name, so running the same \
+                      pod again fails ('failed to reserve sandbox name ... is reserved for' \
+                      the kept sandbox) until that sandbox is removed",
+    },
+    KnownDiscrepancy {
+        runtime: "containerd",
+        versions: CONTAINERD_ALL,
         clause: Clause::ContainerOrder,
         code: "PostStartContainer-after-StopContainer",
         // Only when the container exits before StartContainer returns (the

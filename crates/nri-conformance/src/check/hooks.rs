@@ -135,7 +135,9 @@ pub struct RunErrorOutcome {
 /// StopPodSandbox and RemovePodSandbox for it, and a retry works. Codes:
 /// `refused-run-succeeded`, `failed-pod-listed`,
 /// `failed-run-without-StopPodSandbox`, `failed-run-without-RemovePodSandbox`,
-/// `retry-failed`, `retry-not-ready`.
+/// `retry-failed`, `retry-blocked-by-failed-pod` (the retry failed because
+/// the failed pod left behind still holds the name: a consequence of
+/// `failed-pod-listed`), `retry-not-ready`.
 pub fn check_run_error(records: &[Record], instance: &str, o: &RunErrorOutcome) -> Vec<Violation> {
     let mut out = Vec::new();
     if o.failed_error.is_none() {
@@ -179,10 +181,22 @@ pub fn check_run_error(records: &[Record], instance: &str, o: &RunErrorOutcome) 
         }
     }
     if let Some(e) = &o.retry_error {
-        out.push(Violation::new(
-            "retry-failed",
-            format!("running pod {} again failed: {e}", o.name),
-        ));
+        let blocked_by = o.left_behind.iter().find(|id| e.contains(id.as_str()));
+        out.push(match blocked_by {
+            Some(id) => Violation::new(
+                "retry-blocked-by-failed-pod",
+                format!(
+                    "running pod {} again failed because the failed pod left behind ({}) \
+                     still holds its name: {e}",
+                    o.name,
+                    short(id)
+                ),
+            ),
+            None => Violation::new(
+                "retry-failed",
+                format!("running pod {} again failed: {e}", o.name),
+            ),
+        });
     } else if !matches!(o.retry_state, Some(Ok(PodState::Ready))) {
         out.push(Violation::new(
             "retry-not-ready",
