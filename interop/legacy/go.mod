@@ -4,7 +4,7 @@ go 1.24.0
 
 require (
 	github.com/containerd/nri v0.8.0
-	github.com/sirupsen/logrus v1.9.3
+	github.com/nri-rs/interop/peer v0.0.0
 	google.golang.org/protobuf v1.34.1
 )
 
@@ -14,6 +14,7 @@ require (
 	github.com/gogo/protobuf v1.3.2 // indirect
 	github.com/golang/protobuf v1.5.3 // indirect
 	github.com/opencontainers/runtime-spec v1.0.3-0.20220825212826-86290f6a00fb // indirect
+	github.com/sirupsen/logrus v1.9.3 // indirect
 	golang.org/x/net v0.25.0 // indirect
 	golang.org/x/sys v0.21.0 // indirect
 	golang.org/x/text v0.15.0 // indirect
@@ -21,3 +22,5 @@ require (
 	google.golang.org/grpc v1.57.1 // indirect
 	k8s.io/cri-api v0.25.3 // indirect
 )
+
+replace github.com/nri-rs/interop/peer => ../peer

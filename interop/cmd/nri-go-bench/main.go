@@ -24,7 +24,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/nri-rs/interop/internal/peer"
+	"github.com/nri-rs/interop/peer"
 )
 
 const nriVersion = "v0.12.5"
@@ -237,7 +237,7 @@ func run(o options, res *Result) error {
 
 	b := &bench{o: o, cntChng: make(chan struct{})}
 	if o.mode == "sync" {
-		b.pods, b.ctrs = peer.State(o.syncPods, o.syncPerPod)
+		b.pods, b.ctrs = peer.State[api.PodSandbox, api.Container](o.syncPods, o.syncPerPod)
 		size := 0
 		for _, p := range b.pods {
 			size += proto.Size(p)
@@ -315,8 +315,8 @@ func run(o options, res *Result) error {
 
 func (b *bench) latency(res *Result, cmds []*exec.Cmd) error {
 	o := b.o
-	pod := peer.Pod(0)
-	tmpl := peer.Container(pod, 0, 0)
+	pod := peer.Pod[api.PodSandbox](0)
+	tmpl := peer.Container[api.Container](0, 0, 0)
 	var seq atomic.Uint64
 	ctx := context.Background()
 

@@ -22,7 +22,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
 
-	"github.com/nri-rs/interop/internal/peer"
+	"github.com/nri-rs/interop/peer"
 )
 
 const nriVersion = "v0.12.5"
@@ -314,7 +314,7 @@ func (p *plugin) sendUnsolicited(target *api.Container) {
 		p.out.Emit(line)
 		return
 	}
-	u := peer.UnsolicitedUpdate(target.Id)
+	u := peer.UnsolicitedUpdate[api.ContainerUpdate](target.Id)
 	failed, err := p.stub.UpdateContainers([]*api.ContainerUpdate{u})
 	line["request"] = peer.PJList([]*api.ContainerUpdate{u})
 	line["failed"] = peer.PJList(failed)
@@ -354,7 +354,7 @@ func (p *plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error 
 }
 
 func (p *plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, c *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
-	adj := p.flavour.Adjustment()
+	adj := adjustment(p.flavour)
 	l := p.ctrLine(pod, c)
 	if p.o.dump {
 		l["adjust"] = peer.PJ(adj)
@@ -426,7 +426,7 @@ func (b *benchPlugin) Synchronize(context.Context, []*api.PodSandbox, []*api.Con
 }
 
 func (b *benchPlugin) CreateContainer(context.Context, *api.PodSandbox, *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
-	return b.flavour.Adjustment(), nil, nil
+	return adjustment(b.flavour), nil, nil
 }
 
 func (b *benchPlugin) StartContainer(context.Context, *api.PodSandbox, *api.Container) error {

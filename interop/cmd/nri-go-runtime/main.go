@@ -27,7 +27,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/nri-rs/interop/internal/peer"
+	"github.com/nri-rs/interop/peer"
 )
 
 const nriVersion = "v0.12.5"
@@ -616,7 +616,7 @@ func (rt *runtime) control(c string, raw map[string]json.RawMessage) (map[string
 			if err := dec.Decode(&gen); err != nil {
 				return nil, false, errf("invalid generate: %v", err)
 			}
-			pods, ctrs = peer.State(gen.Pods, gen.ContainersPerPod)
+			pods, ctrs = peer.State[api.PodSandbox, api.Container](gen.Pods, gen.ContainersPerPod)
 		}
 		if v, ok := raw["pods"]; ok {
 			delete(raw, "pods")

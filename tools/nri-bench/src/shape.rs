@@ -1,6 +1,6 @@
-//! The request shape of the Go harness (`interop/internal/peer/gen.go`), ported field for field so both sides
-//! send the same bytes: a pod of about 1.4 KB and a container of about
-//! 3.0 KB serialized.
+//! The request shape of the Go harness (`interop/peer/gen.go`), ported
+//! field for field so both sides send the same bytes: a pod of about 1.4 KB
+//! and a container of about 2.7 KB serialized.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

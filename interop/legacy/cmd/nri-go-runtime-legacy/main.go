@@ -30,7 +30,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/nri-rs/interop/legacy/internal/peer"
+	"github.com/nri-rs/interop/peer"
 )
 
 const nriVersion = "v0.8.0"
@@ -572,7 +572,7 @@ func (rt *runtime) control(c string, raw map[string]json.RawMessage) (map[string
 			if err := dec.Decode(&gen); err != nil {
 				return nil, false, errf("invalid generate: %v", err)
 			}
-			pods, ctrs = peer.State(gen.Pods, gen.ContainersPerPod)
+			pods, ctrs = peer.State[api.PodSandbox, api.Container](gen.Pods, gen.ContainersPerPod)
 		}
 		if v, ok := raw["pods"]; ok {
 			delete(raw, "pods")

@@ -1,7 +1,11 @@
-// Package peer holds small helpers shared by the Go interop peers: JSON-line
-// output, protojson conversion, logging setup, event names, the generated
-// request shape and /proc readers. It uses only API types present in both
-// NRI v0.8.0 and v0.12.x, so interop/legacy keeps a verbatim copy.
+// Package peer holds the helpers shared by the Go interop peers of both
+// modules (interop, on the current containerd/nri, and interop/legacy, on
+// v0.8.0): JSON-line output, protojson conversion, logging setup, event
+// names, the plugins' adjustment flavours, the generated request shape and
+// /proc readers. It imports no NRI package, so one copy serves both NRI
+// versions; each module pulls it in with a replace directive. Where an NRI
+// type is needed, the caller names its own (see Pod, Container, State) or
+// implements a small interface (see Adjuster).
 package peer
 
 import (

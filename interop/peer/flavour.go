@@ -3,8 +3,6 @@ package peer
 import (
 	"fmt"
 	"strings"
-
-	"github.com/containerd/nri/pkg/api"
 )
 
 // Flavour describes the adjustment a test/bench plugin returns from
@@ -58,7 +56,25 @@ func (f *Flavour) Empty() bool {
 	return !f.Env && !f.Annotation && !f.Mount && !f.Device && !f.Rlimit && !f.Resources && len(f.RemoveEnv) == 0
 }
 
-// Adjustment builds a fresh adjustment, or nil for the no-op flavour.
+// Adjuster is the part of an NRI ContainerAdjustment that the flavours use.
+// The first six methods are those of api.ContainerAdjustment in every NRI
+// version; a peer module wraps its version's type and adds the two whose
+// arguments are NRI types there (see adjust.go in the module).
+type Adjuster interface {
+	RemoveEnv(key string)
+	AddEnv(key, value string)
+	AddAnnotation(key, value string)
+	AddRlimit(typ string, hard, soft uint64)
+	SetLinuxMemoryLimit(value int64)
+	SetLinuxCPUShares(value uint64)
+	// AddMountOf adds a mount (api.Mount with these fields).
+	AddMountOf(destination, source, typ string, options []string)
+	// AddDeviceOf adds a device (api.LinuxDevice with these fields).
+	AddDeviceOf(path, typ string, major, minor int64)
+}
+
+// Apply makes the flavour's changes through a (nothing for the no-op
+// flavour; callers check Empty to send no adjustment at all):
 //
 //   - env:        BENCH_PLUGIN_<idx>=<name>
 //   - annotation: bench.example.com/plugin-<idx>=<name>
@@ -67,11 +83,7 @@ func (f *Flavour) Empty() bool {
 //   - rlimit:     RLIMIT_NOFILE hard 4096 soft 1024
 //   - resources:  memory limit 512 MiB, CPU shares 1024
 //   - remove-env: "-KEY" removal marker
-func (f *Flavour) Adjustment() *api.ContainerAdjustment {
-	if f.Empty() {
-		return nil
-	}
-	a := &api.ContainerAdjustment{}
+func (f *Flavour) Apply(a Adjuster) {
 	for _, k := range f.RemoveEnv {
 		a.RemoveEnv(k)
 	}
@@ -82,15 +94,10 @@ func (f *Flavour) Adjustment() *api.ContainerAdjustment {
 		a.AddAnnotation("bench.example.com/plugin-"+f.Idx, f.Name)
 	}
 	if f.Mount {
-		a.AddMount(&api.Mount{
-			Destination: "/mnt/nri-plugin-" + f.Idx,
-			Source:      "/tmp/nri-plugin-" + f.Idx,
-			Type:        "bind",
-			Options:     []string{"rbind", "ro"},
-		})
+		a.AddMountOf("/mnt/nri-plugin-"+f.Idx, "/tmp/nri-plugin-"+f.Idx, "bind", []string{"rbind", "ro"})
 	}
 	if f.Device {
-		a.AddDevice(&api.LinuxDevice{Path: "/dev/nri-plugin-" + f.Idx, Type: "c", Major: 1, Minor: 3})
+		a.AddDeviceOf("/dev/nri-plugin-"+f.Idx, "c", 1, 3)
 	}
 	if f.Rlimit {
 		a.AddRlimit("RLIMIT_NOFILE", 4096, 1024)
@@ -99,19 +106,19 @@ func (f *Flavour) Adjustment() *api.ContainerAdjustment {
 		a.SetLinuxMemoryLimit(512 << 20)
 		a.SetLinuxCPUShares(1024)
 	}
-	return a
 }
 
-// UnsolicitedUpdate is the update a plugin sends with --unsolicited-update:
-// CPU shares 512 and memory limit 1 GiB for the given container.
-func UnsolicitedUpdate(id string) *api.ContainerUpdate {
-	return &api.ContainerUpdate{
-		ContainerId: id,
-		Linux: &api.LinuxContainerUpdate{
-			Resources: &api.LinuxResources{
-				Cpu:    &api.LinuxCPU{Shares: api.UInt64(uint64(512))},
-				Memory: &api.LinuxMemory{Limit: api.Int64(int64(1 << 30))},
+// UnsolicitedUpdate returns the update a plugin sends with
+// --unsolicited-update, as the caller's api.ContainerUpdate (T): CPU shares
+// 512 and memory limit 1 GiB for container id.
+func UnsolicitedUpdate[T any, P message[T]](id string) P {
+	return decode[T, P](map[string]any{
+		"container_id": id,
+		"linux": map[string]any{
+			"resources": map[string]any{
+				"cpu":    map[string]any{"shares": map[string]any{"value": 512}},
+				"memory": map[string]any{"limit": map[string]any{"value": 1 << 30}},
 			},
 		},
-	}
+	})
 }
