@@ -242,3 +242,47 @@ async fn metrics_of_the_plugins_behind_are_served() {
     proxy.stop().await;
     up.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_sending_garbage_is_disconnected_and_nothing_else_notices() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let env = Env::new();
+    let up = env.upstream(Duration::from_secs(2)).await;
+    let proxy = Running::start(env.config("", "")).await;
+    proxy.wait_serving(&env.proxy_socket).await;
+    let mut behind = Behind::default();
+    let good = TestPlugin::adding("GOOD", "1");
+    let h = behind.connect(&env.proxy_socket, "10", "good", good.clone());
+    until("the plugin", || {
+        proxy.proxy.adaptation().plugins().len() == 1
+    })
+    .await;
+    until("the proxy upstream", || up.plugins().len() == 1).await;
+
+    // Frames of no protocol: a header claiming an oversize payload, then
+    // bytes of nothing.
+    for garbage in [[0xffu8; 64], [0x00u8; 64]] {
+        let mut s = tokio::net::UnixStream::connect(&env.proxy_socket)
+            .await
+            .unwrap();
+        s.write_all(&garbage).await.unwrap();
+        let mut buf = Vec::new();
+        // The proxy closes the connection (EOF or reset), nothing more.
+        let _ = s.read_to_end(&mut buf).await;
+    }
+
+    assert!(h.is_connected());
+    let out = up
+        .create_container(&pod("p"), &ctr("p", "c"))
+        .await
+        .unwrap();
+    assert_eq!(env_of(&out.adjustment), ["GOOD=1"]);
+    assert!(out.errors.is_empty(), "{:?}", out.errors);
+    let names: Vec<String> = up.plugins().iter().map(|p| p.id.to_string()).collect();
+    assert_eq!(names, ["50-proxy"]);
+    assert_eq!(up.plugins()[0].strikes, 0);
+
+    behind.stop().await;
+    proxy.stop().await;
+    up.stop().await;
+}
