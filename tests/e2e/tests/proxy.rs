@@ -7,6 +7,8 @@
 //! Checks: both adjustments are inside the running container; the hanging
 //! plugin fails only its own call (its timeout behind the proxy is 500 ms,
 //! containerd's is 2 s) and stays connected; containerd keeps the proxy.
+//! With a required plugin that never registered, `crictl runp` fails with
+//! a message naming it.
 
 use std::path::PathBuf;
 
@@ -157,6 +159,72 @@ fn test(version: &str) {
         panic!("{name}: {e:#}");
     }
     check_budget(&name, t0.elapsed(), BUDGET);
+}
+
+/// A plugin marked required behind the proxy that never registered:
+/// `crictl runp` fails with a message naming it.
+fn run_required_missing(version: &str) -> Result<()> {
+    let label = format!("proxy required {version}");
+    let proxy_bin = plugin_binary("nri-proxy", Target::Bin, "nri-proxy")?;
+    let mut cd = Containerd::new(version, &label)?;
+    cd.start()?;
+    let config = cd.work().join("proxy.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "socket-path: {}\ndisable-launch: true\n\
+             plugins:\n  e2e-guard: {{ policy: required }}\n\
+             proxy:\n  name: proxy\n  index: \"50\"\n  upstream-socket: {}\n",
+            cd.work().join("proxy/nri.sock").display(),
+            cd.nri_socket().display()
+        ),
+    )?;
+    let mut proxy = cd.spawn_plugin(
+        "proxy",
+        &proxy_bin,
+        &["--config", config.to_str().unwrap_or_default()],
+        &[("NRI_PROXY_LOG", "info")],
+    )?;
+    proxy.wait_for(&["plugin side started"])?;
+    cd.wait_plugin_synchronized("proxy")?;
+    let err = match cd.pod("guarded", &[]) {
+        Ok(id) => anyhow::bail!("pod {id} was created without the required plugin"),
+        Err(e) => format!("{e:#}"),
+    };
+    ensure!(
+        err.contains("e2e-guard"),
+        "the error does not name the plugin: {err}"
+    );
+    ensure!(proxy.is_running(), "the proxy exited");
+    cd.passed();
+    Ok(())
+}
+
+fn test_required_missing(version: &str) {
+    let name = format!("proxy_required_missing_{version}");
+    if !e2e_enabled(&name) {
+        return;
+    }
+    let t0 = std::time::Instant::now();
+    if let Err(e) = run_required_missing(version) {
+        panic!("{name}: {e:#}");
+    }
+    check_budget(&name, t0.elapsed(), BUDGET);
+}
+
+#[test]
+fn proxy_required_missing_containerd_2_1() {
+    test_required_missing("2.1");
+}
+
+#[test]
+fn proxy_required_missing_containerd_2_3() {
+    test_required_missing("2.3");
+}
+
+#[test]
+fn proxy_required_missing_containerd_2_4() {
+    test_required_missing("2.4");
 }
 
 #[test]
