@@ -1,7 +1,8 @@
 //! Project automation.
 //!
 //! `cargo xtask codegen` regenerates the Rust types of the NRI protocol from
-//! `crates/nri-api/proto` into `crates/nri-api/src/generated/` (committed).
+//! `crates/nri-api/proto` into `crates/nri-api/src/generated/` (committed),
+//! with the table of message shapes that `nri_api::scan` walks.
 //! `cargo xtask codegen --check` regenerates into a temporary directory and
 //! fails if the committed files differ, so CI catches a schema change whose
 //! generated code was not committed.
@@ -16,6 +17,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use prost::Message;
+
+mod scan_schema;
 
 /// Proto include root, relative to the repository root.
 const PROTO_ROOT: &str = "crates/nri-api/proto";
@@ -96,6 +99,11 @@ fn generate_into(root: &Path, out_dir: &Path) -> Result<()> {
     config
         .compile_fds(fds.clone())
         .context("generating Rust code with prost-build")?;
+    fs::write(
+        out_dir.join(scan_schema::FILE),
+        scan_schema::generate(&fds).context("generating the scan schema")?,
+    )
+    .context("writing the scan schema")?;
 
     // The embedded descriptor carries no comments or source positions: it
     // only describes the schema, and stays small and stable.

@@ -39,4 +39,22 @@ pub enum Error {
         /// The offending version string.
         version: String,
     },
+    /// An encoded message is malformed: decoding it would fail (found by
+    /// [`scan`](crate::scan::scan) before decoding).
+    #[error("malformed {message} message at byte {offset}: {reason}")]
+    MalformedMessage {
+        /// Protobuf name of the message scanned.
+        message: &'static str,
+        /// Where in the encoded message the problem was found.
+        offset: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// [`scan`](crate::scan::scan) was asked about a type that is not a
+    /// message of the NRI schema.
+    #[error("{message} is not a message of the NRI schema")]
+    NotInSchema {
+        /// The type's protobuf name.
+        message: &'static str,
+    },
 }

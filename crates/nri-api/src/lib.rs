@@ -29,6 +29,9 @@
 //!   [`api::ContainerUpdate`] and [`api::ContainerEviction`], and the `-key`
 //!   removal markers.
 //! * [`for_each_message!`]: the list of all message types.
+//! * [`scan`]: counts the entries of an encoded message's repeated fields
+//!   and estimates its decoded size without decoding it, for receivers
+//!   that bound what a peer's message may cost.
 //!
 //! This crate has no I/O and no async runtime dependency.
 //!
@@ -81,6 +84,7 @@ mod event;
 mod messages;
 mod optional;
 mod plugin_name;
+pub mod scan;
 mod version;
 
 pub use adjust::{clear_removal_marker, is_marked_for_removal, mark_for_removal};
