@@ -17,7 +17,13 @@ use tokio_util::sync::CancellationToken;
 use crate::codec::{self, Frame, MessageType};
 use crate::error::Error;
 use crate::io::{Frames, ReadEvent, Reader};
+use crate::limits::{DEFAULT_MAX_METADATA, count_entries};
 use crate::proto::{KeyValue, Response};
+
+/// Field number of `ttrpc.Response.status` (see [`Response`]).
+const RESPONSE_STATUS_FIELD: u32 = 1;
+/// Field number of `google.rpc.Status.details` (see [`Status`](crate::Status)).
+const STATUS_DETAILS_FIELD: u32 = 3;
 
 /// Options of one call: its timeout (every call has one) and metadata.
 ///
@@ -157,11 +163,33 @@ impl Shared {
     fn dispatch(&self, frame: Frame) {
         match frame.message_type {
             MessageType::Response => {
-                let reply = codec::decode_message::<Response>("response envelope", frame.payload)
-                    .and_then(|resp| match resp.status {
-                        Some(st) if !st.is_ok() => Err(Error::from(st)),
-                        _ => Ok(resp.payload),
-                    });
+                if !self.state().pending.contains_key(&frame.stream_id) {
+                    // Nobody waits for it: not even decoded.
+                    tracing::debug!(
+                        stream_id = frame.stream_id,
+                        "ttrpc: dropping response for unknown or abandoned stream"
+                    );
+                    return;
+                }
+                let max = DEFAULT_MAX_METADATA;
+                let details = count_entries(
+                    &frame.payload,
+                    Some(RESPONSE_STATUS_FIELD),
+                    STATUS_DETAILS_FIELD,
+                    max,
+                );
+                let reply = if details.is_some_and(|n| n > max) {
+                    Err(Error::ResponseRefused {
+                        reason: format!("more than {max} status details"),
+                    })
+                } else {
+                    codec::decode_message::<Response>("response envelope", frame.payload).and_then(
+                        |resp| match resp.status {
+                            Some(st) if !st.is_ok() => Err(Error::from(st)),
+                            _ => Ok(resp.payload),
+                        },
+                    )
+                };
                 self.complete(frame.stream_id, reply);
             }
             MessageType::Request => {

@@ -174,6 +174,12 @@ impl Decoder {
         self.max_len
     }
 
+    /// Changes the payload cap; it applies to the headers decoded from now
+    /// on (a payload being read or skipped is not affected).
+    pub fn set_max_message_len(&mut self, max_len: usize) {
+        self.max_len = max_len;
+    }
+
     /// Whether the decoder sits between messages (nothing half read). At end
     /// of input, a decoder that is not at a boundary, or leftover bytes in
     /// the buffer, mean the stream was truncated.

@@ -124,6 +124,24 @@ pub enum Error {
     #[error("ttrpc: stream ids exhausted on this connection")]
     StreamIdsExhausted,
 
+    /// A peer kept sending requests while twice the connection's limit of
+    /// requests in flight were unanswered (it does not read its answers);
+    /// the server closed the connection.
+    #[error("ttrpc: more than twice {max} requests in flight; closing the connection")]
+    TooManyInFlight {
+        /// The connection's limit ([`ServerLimits::max_in_flight`](crate::ServerLimits::max_in_flight)).
+        max: usize,
+    },
+
+    /// A response was refused before it was decoded: it would have cost
+    /// more memory than the client allows (e.g. thousands of status
+    /// details).
+    #[error("ttrpc: response refused: {reason}")]
+    ResponseRefused {
+        /// Why.
+        reason: String,
+    },
+
     /// A service name was registered twice on a [`Server`](crate::Server).
     #[error("ttrpc: service {name} registered twice")]
     DuplicateService {
@@ -143,6 +161,8 @@ impl Error {
             Error::Status { code, .. } => *code,
             Error::MessageTooLarge { .. }
             | Error::FrameTooLarge { .. }
+            | Error::TooManyInFlight { .. }
+            | Error::ResponseRefused { .. }
             | Error::StreamIdsExhausted => Code::ResourceExhausted,
             Error::UnsupportedMessageType { .. } => Code::Unimplemented,
             Error::InvalidMessageType { .. }

@@ -5,6 +5,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::codec::{Decoder, Frame};
 use crate::error::Error;
+use crate::limits::RequestLenLimit;
 
 /// Bytes asked for per read when no large payload is expected.
 pub(crate) const READ_CHUNK: usize = 8 * 1024;
@@ -31,6 +32,11 @@ impl<R: AsyncRead + Unpin> Reader<R> {
             io,
             frames: Frames::with_capacity(READ_CHUNK),
         }
+    }
+
+    /// Has every header from now on checked against `limit` as it is then.
+    pub(crate) fn follow_limit(&mut self, limit: RequestLenLimit) {
+        self.frames.follow_limit(limit);
     }
 
     /// The next event. Fatal errors (I/O, truncation, corrupt header) are
@@ -60,6 +66,8 @@ impl<R: AsyncRead + Unpin> Reader<R> {
 pub(crate) struct Frames {
     decoder: Decoder,
     buf: BytesMut,
+    /// A payload cap that may change while the stream is read.
+    limit: Option<RequestLenLimit>,
 }
 
 impl Frames {
@@ -67,12 +75,18 @@ impl Frames {
         Frames {
             decoder: Decoder::new(),
             buf: BytesMut::with_capacity(capacity),
+            limit: None,
         }
     }
 
     /// Appends received bytes.
     pub(crate) fn push(&mut self, bytes: &[u8]) {
         self.buf.extend_from_slice(bytes);
+    }
+
+    /// Has every header from now on checked against `limit` as it is then.
+    pub(crate) fn follow_limit(&mut self, limit: RequestLenLimit) {
+        self.limit = Some(limit);
     }
 
     /// Bytes buffered.
@@ -93,6 +107,10 @@ impl Frames {
     /// Decodes the next buffered frame, if it is complete. A frame the
     /// decoder skips is [`ReadEvent::Rejected`]; fatal errors are `Err`.
     pub(crate) fn next_event(&mut self) -> Result<Option<ReadEvent>, Error> {
+        if let Some(limit) = &self.limit {
+            // Applies to the next header; a payload under way is not cut.
+            self.decoder.set_max_message_len(limit.get());
+        }
         match self.decoder.decode(&mut self.buf) {
             Ok(Some(frame)) => {
                 if frame.payload.len() > READ_CHUNK {

@@ -7,7 +7,8 @@
 //!   [`Code`].
 //! * [`Client`]: concurrent calls with a mandatory timeout per call.
 //! * [`Server`]: a registry of [`Service`]s serving any
-//!   `AsyncRead + AsyncWrite` connection.
+//!   `AsyncRead + AsyncWrite` connection, within [`ServerLimits`] per
+//!   connection (request size, requests in flight, metadata entries).
 //!
 //! Streaming (message type 3) is not supported: a data message is answered
 //! with `UNIMPLEMENTED` and the connection continues.
@@ -67,12 +68,17 @@ pub mod proto;
 mod client;
 mod error;
 mod io;
+mod limits;
 #[cfg(feature = "mux")]
 mod mux;
 mod server;
 
 pub use client::{CallOptions, Client, ClientFeed, InputDriver};
 pub use error::Error;
+pub use limits::{
+    DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_METADATA, Refusal, RefusalObserver, RequestLenLimit,
+    ServerLimits,
+};
 pub use proto::{Any, Code, KeyValue, Request, Response, Status};
 pub use server::{
     BoxFuture, HandlerResult, HandlerSlot, Methods, RequestContext, Server, ServerFeed, Service,

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -19,6 +20,7 @@ use crate::client::write_message;
 use crate::codec::{self, Frame, MESSAGE_TYPE_REQUEST, MessageType};
 use crate::error::Error;
 use crate::io::{Frames, ReadEvent, Reader};
+use crate::limits::{Refusal, RefusalObserver, ServerLimits, count_entries};
 use crate::proto::{Code, KeyValue, Request, Response, Status};
 
 /// A boxed, sendable future (this crate's own alias; no `futures` crate).
@@ -333,7 +335,9 @@ where
 /// | input | answer on that stream | connection |
 /// |---|---|---|
 /// | unknown service or method | `UNIMPLEMENTED` (12), `service X` / `method Y` | kept |
-/// | request over 4 MiB | `RESOURCE_EXHAUSTED`, payload discarded | kept |
+/// | request over 4 MiB (or [`ServerLimits::max_request_len`]) | `RESOURCE_EXHAUSTED`, payload discarded unread | kept |
+/// | more than [`ServerLimits::max_in_flight`] requests unanswered | `RESOURCE_EXHAUSTED` | kept (twice as many: `serve` returns [`Error::TooManyInFlight`]) |
+/// | more than [`ServerLimits::max_metadata`] metadata entries | `RESOURCE_EXHAUSTED`, envelope not decoded | kept |
 /// | undecodable request envelope | `INVALID_ARGUMENT` | kept |
 /// | even or non-increasing stream id | `INVALID_ARGUMENT` | kept |
 /// | data message (type 3, streaming) | `UNIMPLEMENTED` | kept |
@@ -347,12 +351,16 @@ where
 #[derive(Clone, Default)]
 pub struct Server {
     services: Arc<HashMap<String, Arc<dyn Service>>>,
+    limits: ServerLimits,
+    observer: Option<Arc<dyn RefusalObserver>>,
 }
 
 impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Server")
             .field("services", &self.services.keys().collect::<Vec<_>>())
+            .field("limits", &self.limits)
+            .field("observer", &self.observer.is_some())
             .finish()
     }
 }
@@ -383,6 +391,24 @@ impl Server {
         self.services.contains_key(name)
     }
 
+    /// Sets the limits applied to each connection served from now on (see
+    /// [`ServerLimits`]; the default is [`ServerLimits::default`]).
+    pub fn set_limits(&mut self, limits: ServerLimits) {
+        self.limits = limits;
+    }
+
+    /// The limits applied to each connection.
+    pub fn limits(&self) -> &ServerLimits {
+        &self.limits
+    }
+
+    /// Has `observer` told about every request the server refuses by
+    /// itself (over a limit, or malformed), on every connection served
+    /// from now on.
+    pub fn set_refusal_observer(&mut self, observer: impl RefusalObserver) {
+        self.observer = Some(Arc::new(observer));
+    }
+
     /// Serves one connection until the peer closes it (`Ok`), `shutdown` is
     /// cancelled (`Ok`), or the connection fails (`Err`).
     ///
@@ -396,6 +422,7 @@ impl Server {
         let (rd, wr) = tokio::io::split(io);
         let (mut feed, mut serving) = self.serve_fed(wr, shutdown);
         let mut reader = Reader::new(rd);
+        reader.follow_limit(self.limits.max_request_len.clone());
         // This task reads the connection and feeds the frames as they are
         // (no copy into the feed's buffer); the feed's future does the rest.
         let reading = async move {
@@ -447,13 +474,18 @@ impl Server {
         });
         let (spawn_tx, mut spawn_rx) = mpsc::unbounded_channel::<BoxFuture<'static, ()>>();
         let (end_tx, mut end_rx) = oneshot::channel::<Result<(), Error>>();
+        let mut frames = Frames::with_capacity(0);
+        frames.follow_limit(self.limits.max_request_len.clone());
         let feed = ServerFeed {
             server: self.clone(),
-            frames: Frames::with_capacity(0),
+            frames,
             last_stream_id: 0,
-            conn: Arc::clone(&conn),
-            spawn: spawn_tx,
-            slots: Arc::default(),
+            cx: ConnCx {
+                conn: Arc::clone(&conn),
+                spawn: spawn_tx,
+                slots: Arc::default(),
+                in_flight: Arc::default(),
+            },
             end: Some(end_tx),
         };
         let serving = async move {
@@ -484,51 +516,103 @@ impl Server {
         (feed, Box::pin(serving))
     }
 
-    fn on_frame(
-        &self,
-        frame: Frame,
-        last_stream_id: &mut u32,
-        conn: &Arc<ConnWriter>,
-        tasks: &Spawn,
-        slots: &Arc<SlotPool>,
-    ) {
+    /// Tells the observer about a refusal.
+    fn report(&self, refusal: &Refusal) {
+        tracing::debug!(stream_id = refusal.stream_id(), refusal = %refusal, "ttrpc server: refused request");
+        if let Some(o) = &self.observer {
+            o.refused(refusal);
+        }
+    }
+
+    /// Answers `st` on stream `id` (a request refused by the server).
+    fn refuse(&self, cx: &ConnCx, refusal: Refusal, st: Status) {
+        self.report(&refusal);
+        let conn = cx.conn.clone();
+        let guard = InFlight::enter(&cx.in_flight);
+        let id = refusal.stream_id();
+        spawn_polled(&cx.spawn, async move {
+            conn.respond(id, st, Bytes::new()).await;
+            drop(guard);
+        });
+    }
+
+    /// One frame of the connection; `Err` ends the connection.
+    fn on_frame(&self, frame: Frame, last_stream_id: &mut u32, cx: &ConnCx) -> Result<(), Error> {
         let id = frame.stream_id;
         if frame.message_type == MessageType::Response {
             tracing::debug!(stream_id = id, "ttrpc server: ignoring response message");
-            return;
+            return Ok(());
         }
-        let reject = |st: Status, tasks: &Spawn| {
-            let conn = conn.clone();
-            spawn_polled(
-                tasks,
-                async move { conn.respond(id, st, Bytes::new()).await },
+        let max = self.limits.max_in_flight.max(1);
+        let in_flight = cx.in_flight.load(Ordering::Relaxed);
+        if in_flight >= max.saturating_mul(2) {
+            // Not even refusals get read: the peer floods without reading.
+            return Err(Error::TooManyInFlight { max });
+        }
+        if in_flight >= max {
+            let st = Status::new(
+                Code::ResourceExhausted,
+                format!("too many requests in flight on this connection (limit {max})"),
             );
-        };
-        if id % 2 != 1 {
-            let err = Error::InvalidStreamId {
-                stream_id: id,
-                reason: "stream id must be odd for client-initiated streams",
-            };
-            return reject(Status::from(err), tasks);
+            self.refuse(cx, Refusal::TooManyInFlight { stream_id: id, max }, st);
+            return Ok(());
         }
-        if id <= *last_stream_id {
+        let bad_id = if id % 2 != 1 {
+            Some("stream id must be odd for client-initiated streams")
+        } else if id <= *last_stream_id {
+            Some("stream id must increase")
+        } else {
+            None
+        };
+        if let Some(reason) = bad_id {
             let err = Error::InvalidStreamId {
                 stream_id: id,
-                reason: "stream id must increase",
+                reason,
             };
-            return reject(Status::from(err), tasks);
+            let refusal = Refusal::Malformed {
+                stream_id: id,
+                reason: err.to_string(),
+            };
+            self.refuse(cx, refusal, Status::from(err));
+            return Ok(());
         }
         *last_stream_id = id;
+        let max_metadata = self.limits.max_metadata;
+        match count_entries(&frame.payload, None, REQUEST_METADATA_FIELD, max_metadata) {
+            Some(count) if count > max_metadata => {
+                let refusal = Refusal::TooMuchMetadata {
+                    stream_id: id,
+                    count,
+                    max: max_metadata,
+                };
+                let st = Status::new(Code::ResourceExhausted, refusal.to_string());
+                self.refuse(cx, refusal, st);
+                return Ok(());
+            }
+            // A malformed envelope is reported by its decoding below.
+            Some(_) | None => {}
+        }
         let req: Request = match codec::decode_message("request envelope", frame.payload) {
             Ok(r) => r,
             Err(err) => {
-                tracing::debug!(stream_id = id, error = %err, "ttrpc server: bad request envelope");
-                return reject(Status::from(err), tasks);
+                let refusal = Refusal::Malformed {
+                    stream_id: id,
+                    reason: err.to_string(),
+                };
+                self.refuse(cx, refusal, Status::from(err));
+                return Ok(());
             }
         };
         let Some(service) = self.services.get(&req.service).cloned() else {
             tracing::debug!(stream_id = id, service = %req.service, "ttrpc server: unknown service");
-            return reject(Status::unknown_service(&req.service), tasks);
+            let conn = cx.conn.clone();
+            let guard = InFlight::enter(&cx.in_flight);
+            let st = Status::unknown_service(&req.service);
+            spawn_polled(&cx.spawn, async move {
+                conn.respond(id, st, Bytes::new()).await;
+                drop(guard);
+            });
+            return Ok(());
         };
         let deadline = match req.timeout_nano {
             0 => None,
@@ -543,12 +627,13 @@ impl Server {
             metadata: req.metadata,
         };
         let payload = req.payload;
-        let conn = conn.clone();
-        let slots = Arc::clone(slots);
+        let conn = cx.conn.clone();
+        let slots = Arc::clone(&cx.slots);
+        let guard = InFlight::enter(&cx.in_flight);
         let mut slot = slots.take();
         let method = ctx.method.clone();
         let started = start_handler(&*service, ctx, &method, payload, &mut slot);
-        spawn_polled(tasks, async move {
+        spawn_polled(&cx.spawn, async move {
             let result = match started {
                 Ok(()) => run_handler(&mut slot, deadline, &method).await,
                 Err(Panicked) => Err(panicked(&method)),
@@ -563,7 +648,38 @@ impl Server {
                 Err(st) => (st, Bytes::new()),
             };
             conn.respond(id, status, payload).await;
+            drop(guard);
         });
+        Ok(())
+    }
+}
+
+/// Field number of `ttrpc.Request.metadata` (see [`Request`]).
+const REQUEST_METADATA_FIELD: u32 = 5;
+
+/// What a connection's frames are handled with.
+struct ConnCx {
+    conn: Arc<ConnWriter>,
+    spawn: Spawn,
+    slots: Arc<SlotPool>,
+    /// Requests whose answer has not been written yet.
+    in_flight: Arc<AtomicUsize>,
+}
+
+/// One request counted in flight until dropped (with its answer written,
+/// or its task aborted).
+struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    fn enter(counter: &Arc<AtomicUsize>) -> Self {
+        counter.fetch_add(1, Ordering::Relaxed);
+        InFlight(Arc::clone(counter))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -602,9 +718,7 @@ pub struct ServerFeed {
     server: Server,
     frames: Frames,
     last_stream_id: u32,
-    conn: Arc<ConnWriter>,
-    spawn: Spawn,
-    slots: Arc<SlotPool>,
+    cx: ConnCx,
     /// `None` once the end was reported.
     end: Option<oneshot::Sender<Result<(), Error>>>,
 }
@@ -649,15 +763,15 @@ impl ServerFeed {
         }
         match ev {
             ReadEvent::Frame(frame) => {
-                self.server.on_frame(
-                    frame,
-                    &mut self.last_stream_id,
-                    &self.conn,
-                    &self.spawn,
-                    &self.slots,
-                );
+                if let Err(e) = self
+                    .server
+                    .on_frame(frame, &mut self.last_stream_id, &self.cx)
+                {
+                    tracing::debug!(error = %e, "ttrpc server: closing the connection");
+                    self.finish(Err(e));
+                }
             }
-            ReadEvent::Rejected(err) => on_rejected(err, &self.conn, &self.spawn),
+            ReadEvent::Rejected(err) => self.server.on_rejected(err, &self.cx),
             ReadEvent::Eof => self.finish(Ok(())),
         }
     }
@@ -764,24 +878,39 @@ impl Future for CatchUnwind<'_> {
     }
 }
 
-fn on_rejected(err: Error, conn: &Arc<ConnWriter>, tasks: &Spawn) {
-    let (id, answer) = match &err {
-        Error::FrameTooLarge {
-            stream_id,
-            message_type,
-            ..
-        } => (*stream_id, *message_type == MESSAGE_TYPE_REQUEST),
-        Error::UnsupportedMessageType { stream_id, .. } => (*stream_id, true),
-        _ => (0, false),
-    };
-    tracing::debug!(stream_id = id, error = %err, "ttrpc server: rejected message");
-    if answer {
-        let conn = conn.clone();
-        let st = Status::from(err);
-        spawn_polled(
-            tasks,
-            async move { conn.respond(id, st, Bytes::new()).await },
-        );
+impl Server {
+    /// A frame the decoder skipped: answered when it was a request.
+    fn on_rejected(&self, err: Error, cx: &ConnCx) {
+        let (id, answer) = match &err {
+            Error::FrameTooLarge {
+                stream_id,
+                message_type,
+                ..
+            } => (*stream_id, *message_type == MESSAGE_TYPE_REQUEST),
+            Error::UnsupportedMessageType { stream_id, .. } => (*stream_id, true),
+            _ => (0, false),
+        };
+        tracing::debug!(stream_id = id, error = %err, "ttrpc server: rejected message");
+        if !answer {
+            return;
+        }
+        let refusal = match &err {
+            Error::FrameTooLarge {
+                stream_id,
+                len,
+                max,
+                ..
+            } => Refusal::TooLarge {
+                stream_id: *stream_id,
+                len: *len,
+                max: *max,
+            },
+            other => Refusal::Malformed {
+                stream_id: id,
+                reason: other.to_string(),
+            },
+        };
+        self.refuse(cx, refusal, Status::from(err));
     }
 }
 
