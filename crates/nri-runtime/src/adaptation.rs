@@ -39,6 +39,8 @@ pub(crate) struct Shared {
     pub(crate) callbacks: Arc<dyn RuntimeCallbacks>,
     pub(crate) metrics: Arc<dyn Metrics>,
     pub(crate) registry: Arc<Registry>,
+    /// Limits on peers, the containers known, refusal reports.
+    pub(crate) peers: Arc<crate::peer::PeerGuard>,
     validators: Vec<(PluginId, Arc<dyn Validator>)>,
     tasks: Mutex<JoinSet<()>>,
     pub(crate) stopping: CancellationToken,
@@ -203,12 +205,17 @@ impl Builder {
             });
         }
         let registry = Arc::new(Registry::new(self.metrics.clone()));
+        let peers = Arc::new(crate::peer::PeerGuard::new(
+            self.config.peer_limits.clone(),
+            self.metrics.clone(),
+        ));
         Ok(Adaptation {
             shared: Arc::new(Shared {
                 config: self.config,
                 callbacks,
                 metrics: self.metrics,
                 registry,
+                peers,
                 validators,
                 tasks: Mutex::new(JoinSet::new()),
                 stopping: CancellationToken::new(),
@@ -319,6 +326,7 @@ impl Adaptation {
                     config: d.config.clone(),
                     child: Some(child),
                     peer: format!("launched:{name}"),
+                    pending_slot: None,
                 };
                 let shared = self.shared.clone();
                 starting.spawn(async move { (name, shared.establish(stream, pending).await) });
@@ -601,6 +609,7 @@ impl Adaptation {
         }
         let resp = result.into_response();
         guard.set_outcome(true);
+        sh.peers.known.created(&container.id);
         Ok(CreateContainerOutcome {
             adjustment: resp.adjust.unwrap_or_default(),
             updates: resp.update,
@@ -771,6 +780,7 @@ impl Adaptation {
         pod: &PodSandbox,
         container: &Container,
     ) -> Result<EventReport, Error> {
+        self.shared.peers.known.removed(&container.id);
         self.notify_event(Event::RemoveContainer, pod, Some(container))
             .await
     }
@@ -1180,16 +1190,28 @@ impl Shared {
                 tracing::warn!(uid = creds.uid, gid = creds.gid, pid = ?creds.pid, "rejecting NRI connection from uid {} (gid {}): not in the allowed peer list", creds.uid, creds.gid);
                 continue;
             }
+            let origin = PluginOrigin::External {
+                uid: creds.uid,
+                gid: creds.gid,
+                pid: creds.pid,
+            };
+            let peer = format!("uid={} pid={:?}", creds.uid, creds.pid);
+            let Some(slot) = self.peers.pending_slot() else {
+                // Dropping the stream closes it.
+                self.peers.refuse_connection(
+                    &peer,
+                    origin,
+                    self.config.peer_limits.max_pending_connections,
+                );
+                continue;
+            };
             let pending = Pending {
-                origin: PluginOrigin::External {
-                    uid: creds.uid,
-                    gid: creds.gid,
-                    pid: creds.pid,
-                },
+                origin,
                 launched_id: None,
                 config: String::new(),
                 child: None,
-                peer: format!("uid={} pid={:?}", creds.uid, creds.pid),
+                peer,
+                pending_slot: Some(slot),
             };
             let shared = self.clone();
             self.spawn(async move { shared.run_connection(stream, pending).await });

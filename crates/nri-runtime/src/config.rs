@@ -12,6 +12,7 @@ use nri_api::api::{Container, ContainerEviction, ContainerUpdate, Event, PodSand
 use crate::failure::{FailurePolicy, PluginPolicy};
 use crate::merge::PluginId;
 use crate::metrics::{Metrics, NoopMetrics};
+use crate::peer::PeerLimits;
 use crate::validate::{DefaultValidatorConfig, Validator};
 
 /// A boxed, sendable future (used by [`RuntimeCallbacks`]).
@@ -179,6 +180,10 @@ pub struct Config {
     /// calls is called, so that they are running when their turn comes;
     /// zero sends none.
     pub spin_budget: Duration,
+    /// What one peer may make the runtime hold: requests before
+    /// registration, updates per message, decoded size, requests in
+    /// flight, connections waiting to register (see [`PeerLimits`]).
+    pub peer_limits: PeerLimits,
 }
 
 impl std::fmt::Debug for Config {
@@ -203,6 +208,7 @@ impl std::fmt::Debug for Config {
             .field("stop_grace", &self.stop_grace)
             .field("default_validator", &self.default_validator.is_some())
             .field("spin_budget", &self.spin_budget)
+            .field("peer_limits", &self.peer_limits)
             .finish()
     }
 }
@@ -233,6 +239,7 @@ impl Config {
             stop_grace: DEFAULT_STOP_GRACE,
             default_validator: None,
             spin_budget: DEFAULT_SPIN_BUDGET,
+            peer_limits: PeerLimits::default(),
         }
     }
 
@@ -360,6 +367,22 @@ impl Builder {
     #[must_use]
     pub fn spin_budget(mut self, budget: Duration) -> Self {
         self.config.spin_budget = budget;
+        self
+    }
+
+    /// What one peer may make the runtime hold ([`Config::peer_limits`]).
+    ///
+    /// ```
+    /// use nri_runtime::{Adaptation, PeerLimits};
+    ///
+    /// let mut limits = PeerLimits::default();
+    /// limits.extra_updates = 64;
+    /// let builder = Adaptation::builder("my-runtime", "1.0").peer_limits(limits);
+    /// assert_eq!(builder.current_config().peer_limits.extra_updates, 64);
+    /// ```
+    #[must_use]
+    pub fn peer_limits(mut self, limits: PeerLimits) -> Self {
+        self.config.peer_limits = limits;
         self
     }
 

@@ -3,13 +3,14 @@
 
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
+use bytes::Bytes;
 use nri_api::api::{
     ConfigureRequest, ConfigureResponse, Container, Empty, PodSandbox, RegisterPluginRequest,
     SynchronizeRequest, SynchronizeResponse, UpdateContainersRequest, UpdateContainersResponse,
 };
 use nri_api::{EventMask, RUNTIME_SERVICE, method};
 use nri_mux::{PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN};
-use nri_ttrpc::{Client, Code, Methods, Server, Status};
+use nri_ttrpc::{Client, Code, Methods, RequestLenLimit, Server, ServerLimits, Status};
 use prost::Message as _;
 use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot};
@@ -19,6 +20,7 @@ use crate::adaptation::Shared;
 use crate::encode::{Packer, SyncEncoder, SyncLimits, SyncObjects, SyncParts};
 use crate::error::Error;
 use crate::merge::PluginId;
+use crate::peer::{Peer, Refused};
 use crate::plugin::{Plugin, PluginInput, PluginOrigin, PluginParts};
 
 /// How long a refused plugin gets to read the refusal before the runtime
@@ -39,6 +41,12 @@ const SYNC_LIMITS: SyncLimits = SyncLimits {
 
 type RegisterReply = oneshot::Sender<Result<(), Status>>;
 
+/// Who is on the other end of a runtime service, before it registers.
+struct RuntimeServicePeer {
+    origin: PluginOrigin,
+    description: String,
+}
+
 /// How the connection was made, and for launched plugins who it is.
 pub(crate) struct Pending {
     pub(crate) origin: PluginOrigin,
@@ -49,6 +57,9 @@ pub(crate) struct Pending {
     pub(crate) child: Option<tokio::process::Child>,
     /// Description for logs before the plugin named itself.
     pub(crate) peer: String,
+    /// For a connection accepted on the socket: its place among those
+    /// waiting to register, freed once it has registered.
+    pub(crate) pending_slot: Option<crate::peer::PendingSlot>,
 }
 
 impl Shared {
@@ -105,7 +116,14 @@ impl Shared {
         let closed = CancellationToken::new();
         let identity: Arc<Mutex<Option<PluginId>>> = Arc::new(Mutex::new(None));
         let (reg_tx, mut reg_rx) = mpsc::channel::<(RegisterPluginRequest, RegisterReply)>(1);
-        let server = self.runtime_service(reg_tx, identity.clone())?;
+        let (server, request_len) = self.runtime_service(
+            reg_tx,
+            identity.clone(),
+            RuntimeServicePeer {
+                origin: pending.origin,
+                description: peer.clone(),
+            },
+        )?;
         {
             let (requests, answers) = conn2.into_split();
             let (feed, serving) = server.serve_fed(answers, closed.clone());
@@ -156,6 +174,7 @@ impl Shared {
             }
         };
         let _ = reply.send(Ok(()));
+        drop(pending.pending_slot.take());
         tracing::info!(plugin = %id, peer = %peer, nri_version = %req.nri_version, "NRI plugin registered");
         let full = id.to_string();
         let fail = |reason: String| Error::Registration {
@@ -216,8 +235,12 @@ impl Shared {
             wake_hints: !self.config.spin_budget.is_zero(),
             closed,
             child: pending.child.take(),
+            peers: self.peers.clone(),
         }));
         *identity.lock().unwrap_or_else(PoisonError::into_inner) = Some(id.clone());
+        // Registered and configured: its requests may be as large as the
+        // protocol allows (and are checked before decoding).
+        request_len.set(nri_ttrpc::codec::MAX_MESSAGE_LEN);
         tracing::info!(plugin = %id, events = %mask, "NRI plugin configured");
         if let Some(d) = &declared {
             let overridden = self
@@ -258,51 +281,115 @@ impl Shared {
         Ok(id)
     }
 
-    /// The `Runtime` service served to one plugin on mux connection 2.
+    /// The `Runtime` service served to one plugin on mux connection 2, and
+    /// the handle of its request size limit (raised once the plugin is
+    /// configured). Until the plugin has registered, only a small
+    /// `RegisterPlugin` is accepted; every other request is refused before
+    /// it is decoded (see [`crate::peer`]).
     fn runtime_service(
         self: &Arc<Self>,
         reg_tx: mpsc::Sender<(RegisterPluginRequest, RegisterReply)>,
         identity: Arc<Mutex<Option<PluginId>>>,
-    ) -> Result<Server, Error> {
+        who: RuntimeServicePeer,
+    ) -> Result<(Server, RequestLenLimit), Error> {
         let weak: Weak<Shared> = Arc::downgrade(self);
-        let methods = Methods::new()
-            .add_message(
-                method::REGISTER_PLUGIN,
-                move |_ctx, req: RegisterPluginRequest| {
-                    let reg_tx = reg_tx.clone();
-                    async move {
-                        let (tx, rx) = oneshot::channel();
-                        reg_tx.try_send((req, tx)).map_err(|_| {
-                            Status::new(Code::FailedPrecondition, "plugin already registered")
-                        })?;
-                        match rx.await {
-                            Ok(Ok(())) => Ok(Empty {}),
-                            Ok(Err(st)) => Err(st),
-                            Err(_) => Err(Status::new(Code::Unavailable, "registration aborted")),
-                        }
+        let limits = &self.config.peer_limits;
+        let request_len = RequestLenLimit::new(limits.unregistered_request_len());
+        let peer_of = {
+            let identity = identity.clone();
+            move || -> Peer {
+                let id = identity
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone();
+                Peer {
+                    registered: id.is_some(),
+                    name: id.map_or_else(|| who.description.clone(), |id| id.to_string()),
+                    origin: who.origin,
+                }
+            }
+        };
+        let peer_of = Arc::new(peer_of);
+        let register = {
+            let guard = self.peers.clone();
+            let peer_of = peer_of.clone();
+            let max = limits.max_register_len;
+            move |_ctx, payload: Bytes| {
+                let reg_tx = reg_tx.clone();
+                let refused = (payload.len() > max).then(|| Refused {
+                    kind: "too_large",
+                    reason: format!(
+                        "RegisterPlugin of {} bytes, over the limit of {max}",
+                        payload.len()
+                    ),
+                });
+                if let Some(r) = &refused {
+                    guard.report(&peer_of(), method::REGISTER_PLUGIN, r);
+                }
+                async move {
+                    if let Some(r) = refused {
+                        return Err(Status::new(Code::ResourceExhausted, r.reason));
                     }
-                },
-            )
-            .add_message(
-                method::UPDATE_CONTAINERS,
-                move |_ctx, req: UpdateContainersRequest| {
-                    let weak = weak.clone();
-                    let identity = identity.clone();
-                    async move {
-                        let id = identity
-                            .lock()
-                            .unwrap_or_else(PoisonError::into_inner)
-                            .clone();
-                        let (Some(shared), Some(id)) = (weak.upgrade(), id) else {
-                            return Err(Status::new(
-                                Code::FailedPrecondition,
-                                "plugin is not registered",
-                            ));
+                    let req = RegisterPluginRequest::decode(payload).map_err(|e| {
+                        Status::new(
+                            Code::InvalidArgument,
+                            format!("cannot decode RegisterPlugin: {e}"),
+                        )
+                    })?;
+                    let (tx, rx) = oneshot::channel();
+                    reg_tx.try_send((req, tx)).map_err(|_| {
+                        Status::new(Code::FailedPrecondition, "plugin already registered")
+                    })?;
+                    match rx.await {
+                        Ok(Ok(())) => Ok(Bytes::from(Empty {}.encode_to_vec())),
+                        Ok(Err(st)) => Err(st),
+                        Err(_) => Err(Status::new(Code::Unavailable, "registration aborted")),
+                    }
+                }
+            }
+        };
+        let update = {
+            let guard = self.peers.clone();
+            let peer_of = peer_of.clone();
+            move |_ctx, payload: Bytes| {
+                let id = identity
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .clone();
+                // Refused before the payload is decoded.
+                let checked = match (&id, weak.upgrade()) {
+                    (Some(_), Some(_)) => {
+                        crate::peer::decode_checked::<UpdateContainersRequest>(&guard, payload)
+                    }
+                    _ => Err(Refused {
+                        kind: "unregistered",
+                        reason: "UpdateContainers from a plugin that has not registered".into(),
+                    }),
+                };
+                if let Err(r) = &checked {
+                    guard.report(&peer_of(), method::UPDATE_CONTAINERS, r);
+                }
+                let weak = weak.clone();
+                async move {
+                    let req = checked.map_err(|r| {
+                        let code = match r.kind {
+                            "unregistered" => Code::FailedPrecondition,
+                            "malformed" => Code::InvalidArgument,
+                            _ => Code::ResourceExhausted,
                         };
-                        shared.unsolicited_update(&id, req).await
-                    }
-                },
-            );
+                        Status::new(code, r.reason)
+                    })?;
+                    let (Some(shared), Some(id)) = (weak.upgrade(), id) else {
+                        return Err(Status::new(Code::Unavailable, "runtime stopping"));
+                    };
+                    let resp = shared.unsolicited_update(&id, req).await?;
+                    Ok(Bytes::from(resp.encode_to_vec()))
+                }
+            }
+        };
+        let methods = Methods::new()
+            .add(method::REGISTER_PLUGIN, register)
+            .add(method::UPDATE_CONTAINERS, update);
         let mut server = Server::new();
         server
             .register(RUNTIME_SERVICE, methods)
@@ -310,7 +397,20 @@ impl Shared {
                 plugin: "?".into(),
                 reason: e.to_string(),
             })?;
-        Ok(server)
+        server.set_limits(
+            ServerLimits::default()
+                .with_max_request_len(request_len.clone())
+                .with_max_in_flight(limits.max_in_flight),
+        );
+        let guard = self.peers.clone();
+        server.set_refusal_observer(move |r: &nri_ttrpc::Refusal| {
+            let refused = Refused {
+                kind: r.kind(),
+                reason: r.to_string(),
+            };
+            guard.report(&peer_of(), "request", &refused);
+        });
+        Ok((server, request_len))
     }
 
     pub(crate) async fn unsolicited_update(
@@ -365,6 +465,7 @@ impl Shared {
             .list_pods_and_containers()
             .await
             .map_err(|e| format!("listing pods and containers failed: {e}"))?;
+        self.peers.known.listed(&snapshot.containers);
         let objects = {
             let (queued_pods, queued_containers) = self.registry.queued_ids(plugin);
             SyncObjects::new(
@@ -447,7 +548,7 @@ impl Shared {
                 plugin.timeout,
             )
             .await
-            .and_then(|b| crate::plugin::decode_response(method::SYNCHRONIZE, b))
+            .and_then(|b| plugin.decode_answer(method::SYNCHRONIZE, b))
             .map_err(|e| format!("Synchronize failed: {e}"))
     }
 }

@@ -12,7 +12,7 @@ use nri_api::method;
 
 use crate::adaptation::Shared;
 use crate::failure::PluginFailure;
-use crate::plugin::{Plugin, decode_response};
+use crate::plugin::Plugin;
 use crate::registry::{Deferred, DeferredEvent, Inflight, LateOffer, LateSlot};
 
 impl Shared {
@@ -75,7 +75,7 @@ impl Shared {
                 plugin.timeout,
             )
             .await
-            .and_then(|b| decode_response::<CreateContainerResponse>(method::CREATE_CONTAINER, b));
+            .and_then(|b| plugin.decode_answer::<CreateContainerResponse>(method::CREATE_CONTAINER, b));
         if let Err(Ok(resp)) = reply.send(answer)
             && has_changes(&resp)
         {
@@ -104,7 +104,7 @@ impl Shared {
                     plugin.timeout,
                 )
                 .await?;
-            let resp = decode_response::<CreateContainerResponse>(method::CREATE_CONTAINER, b)?;
+            let resp = plugin.decode_answer::<CreateContainerResponse>(method::CREATE_CONTAINER, b)?;
             if has_changes(&resp) {
                 tracing::warn!(plugin = %plugin.id, container = i.id(), "ignoring changes to a container created before the plugin synchronized");
             }

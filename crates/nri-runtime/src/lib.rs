@@ -50,6 +50,7 @@ pub mod failure;
 pub mod launch;
 mod listener;
 pub mod metrics;
+mod peer;
 mod plugin;
 mod registry;
 
@@ -70,5 +71,9 @@ pub use failure::{
 #[cfg(feature = "prometheus")]
 pub use metrics::PrometheusMetrics;
 pub use metrics::{AUDIT_TARGET, Metrics, NoopMetrics};
+pub use peer::{
+    DECODED_SIZE_FLOOR, DEFAULT_DECODED_RATIO, DEFAULT_EXTRA_UPDATES, DEFAULT_MAX_IN_FLIGHT,
+    DEFAULT_MAX_PENDING_CONNECTIONS, DEFAULT_MAX_REGISTER_LEN, PeerLimits,
+};
 pub use plugin::{PluginInfo, PluginOrigin};
 pub use registry::CreationGuard;

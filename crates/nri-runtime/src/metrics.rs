@@ -55,6 +55,16 @@ pub trait Metrics: Send + Sync + 'static {
     fn active_plugins(&self, count: usize) {
         let _ = count;
     }
+
+    /// A message from a peer refused before it was decoded (over a limit,
+    /// malformed, or sent before registration). `peer` is the plugin
+    /// (`NN-name`) or `unregistered`; `reason` one of `unregistered`,
+    /// `too_large`, `too_many_updates`, `decoded_size`, `malformed`,
+    /// `in_flight`, `metadata`, `pending_connections`, `invalid_update`,
+    /// `rejected_update`.
+    fn peer_refused(&self, peer: &str, reason: &str) {
+        let _ = (peer, reason);
+    }
 }
 
 /// A [`Metrics`] sink that drops everything (the default).
@@ -160,6 +170,12 @@ mod prom {
     }
 
     #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+    struct RefusalLabels {
+        peer: String,
+        reason: String,
+    }
+
+    #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
     struct AdjLabels {
         plugin: String,
         operation: String,
@@ -171,14 +187,15 @@ mod prom {
     /// `nri_plugin_invocations_total{plugin,operation,status,error}`,
     /// `nri_plugin_latency_seconds{plugin,operation}` (histogram),
     /// `nri_plugin_adjustments_total{plugin,operation,type}` (`type` =
-    /// `adjust`, `update`, `evict`), `nri_plugin_conflicts_total{plugin,operation}`
-    /// and `nri_active_plugins`.
+    /// `adjust`, `update`, `evict`), `nri_plugin_conflicts_total{plugin,operation}`,
+    /// `nri_peer_refusals_total{peer,reason}` and `nri_active_plugins`.
     #[derive(Debug, Clone)]
     pub struct PrometheusMetrics {
         invocations: Family<InvocationLabels, Counter>,
         latency: Family<OpLabels, Histogram>,
         adjustments: Family<AdjLabels, Counter>,
         conflicts: Family<OpLabels, Counter>,
+        refusals: Family<RefusalLabels, Counter>,
         active: Gauge,
     }
 
@@ -192,6 +209,7 @@ mod prom {
                 }),
                 adjustments: Family::default(),
                 conflicts: Family::default(),
+                refusals: Family::default(),
                 active: Gauge::default(),
             };
             let r = registry.sub_registry_with_prefix("nri");
@@ -214,6 +232,11 @@ mod prom {
                 "plugin_conflicts",
                 "Merge conflicts caused by plugins",
                 m.conflicts.clone(),
+            );
+            r.register(
+                "peer_refusals",
+                "Messages from peers refused before decoding, by reason",
+                m.refusals.clone(),
             );
             r.register("active_plugins", "Active NRI plugins", m.active.clone());
             m
@@ -281,6 +304,15 @@ mod prom {
 
         fn active_plugins(&self, count: usize) {
             self.active.set(i64::try_from(count).unwrap_or(i64::MAX));
+        }
+
+        fn peer_refused(&self, peer: &str, reason: &str) {
+            self.refusals
+                .get_or_create(&RefusalLabels {
+                    peer: peer.to_owned(),
+                    reason: reason.to_owned(),
+                })
+                .inc();
         }
     }
 }

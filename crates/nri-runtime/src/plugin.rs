@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::failure::{ErrorClass, PluginFailure};
 use crate::merge::PluginId;
 use crate::metrics::Metrics;
+use crate::peer::{Peer, PeerGuard};
 
 /// The deadline of one event (see `Adaptation::with_deadline`): every
 /// plugin call of the event gets the smaller of the plugin's own timeout
@@ -111,6 +112,7 @@ pub(crate) struct Plugin {
     /// Cancelled when the runtime closes the plugin.
     pub(crate) closed: CancellationToken,
     pub(crate) child: Mutex<Option<tokio::process::Child>>,
+    peers: Arc<PeerGuard>,
     /// `true` once the events deferred by the plugin's synchronization have
     /// been delivered; until then direct lifecycle calls wait (see
     /// [`Plugin::call_encoded`] and `registry.rs`).
@@ -198,6 +200,8 @@ pub(crate) struct PluginParts {
     pub(crate) wake_hints: bool,
     pub(crate) closed: CancellationToken,
     pub(crate) child: Option<tokio::process::Child>,
+    /// Checks the plugin's answers before they are decoded.
+    pub(crate) peers: Arc<PeerGuard>,
 }
 
 impl Plugin {
@@ -219,6 +223,7 @@ impl Plugin {
             wake_hints: p.wake_hints,
             closed: p.closed,
             child: Mutex::new(p.child),
+            peers: p.peers,
             ready: watch::channel(false).0,
         }
     }
@@ -370,7 +375,7 @@ impl Plugin {
 
     /// Calls a method with a typed request and response, without waiting
     /// for the ready gate (synchronization and its deferred deliveries).
-    pub(crate) async fn call<Req: Message, Resp: Message + Default>(
+    pub(crate) async fn call<Req: Message, Resp: Message + prost::Name + Default>(
         &self,
         metrics: &dyn Metrics,
         operation: &str,
@@ -387,13 +392,34 @@ impl Plugin {
                 timeout,
             )
             .await?;
-        decode_response(method, bytes)
+        self.decode_answer(method, bytes)
+    }
+
+    /// Decodes the plugin's answer to `method`, once it is known to be
+    /// within the limits on what a peer may cost (see `peer.rs`); a
+    /// refused answer is reported with the plugin's pid and uid.
+    pub(crate) fn decode_answer<Resp: Message + prost::Name + Default>(
+        &self,
+        method: &str,
+        bytes: Bytes,
+    ) -> Result<Resp, PluginFailure> {
+        crate::peer::decode_checked::<Resp>(&self.peers, bytes).map_err(|r| {
+            let peer = Peer {
+                name: self.name.clone(),
+                registered: true,
+                origin: self.origin,
+            };
+            self.peers.report(&peer, method, &r);
+            PluginFailure::InvalidResponse {
+                message: format!("{method} answer refused: {r}"),
+            }
+        })
     }
 
     /// Calls a method with an already encoded request and a typed response:
     /// a direct lifecycle call, made once the plugin is ready (the wait
     /// counts toward `timeout`).
-    pub(crate) async fn call_encoded<Resp: Message + Default>(
+    pub(crate) async fn call_encoded<Resp: Message + prost::Name + Default>(
         &self,
         metrics: &dyn Metrics,
         operation: &str,
@@ -405,7 +431,7 @@ impl Plugin {
         let bytes = self
             .call_raw(metrics, operation, method, payload, left)
             .await?;
-        decode_response(method, bytes)
+        self.decode_answer(method, bytes)
     }
 
     /// Delivers one of the nine events that older plugins receive through
@@ -507,16 +533,6 @@ impl Plugin {
         }
         res
     }
-}
-
-/// Decodes a plugin's answer to `method`.
-pub(crate) fn decode_response<Resp: Message + Default>(
-    method: &str,
-    bytes: Bytes,
-) -> Result<Resp, PluginFailure> {
-    Resp::decode(bytes).map_err(|e| PluginFailure::InvalidResponse {
-        message: format!("cannot decode {method} response: {e}"),
-    })
 }
 
 /// One notification event, its dedicated request encoded once for all

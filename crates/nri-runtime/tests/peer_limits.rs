@@ -1,0 +1,232 @@
+//! What a peer may cost the runtime (`PeerLimits`): requests before
+//! registration, updates and evictions per message, decoded size, waiting
+//! connections. Each refusal is answered (or, for an answer, fails that
+//! plugin's event), logged and counted; the runtime and the other plugins
+//! go on.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::*;
+use nri_api::api::*;
+use nri_api::{RUNTIME_SERVICE, method};
+use nri_runtime::{Error, Metrics, PeerLimits};
+use nri_ttrpc::{CallOptions, Code};
+use prost::Message;
+
+/// Records `peer_refused` calls.
+#[derive(Default)]
+struct Refusals(Mutex<Vec<(String, String)>>);
+
+impl Metrics for Refusals {
+    fn peer_refused(&self, peer: &str, reason: &str) {
+        self.0.lock().unwrap().push((peer.into(), reason.into()));
+    }
+}
+
+impl Refusals {
+    fn seen(&self) -> Vec<(String, String)> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+fn empty_updates(n: usize) -> UpdateContainersRequest {
+    UpdateContainersRequest {
+        update: vec![ContainerUpdate::default(); n],
+        evict: Vec::new(),
+    }
+}
+
+async fn call_raw(
+    c: &Connected,
+    m: &str,
+    payload: Vec<u8>,
+) -> Result<bytes::Bytes, nri_ttrpc::Error> {
+    c.client
+        .call(
+            RUNTIME_SERVICE,
+            m,
+            payload.into(),
+            CallOptions::new(Duration::from_secs(5)),
+        )
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn before_registration_only_a_small_register_plugin_is_taken() {
+    let env = TestEnv::new();
+    let metrics = Arc::new(Refusals::default());
+    let a = env.start(env.builder().metrics(metrics.clone())).await;
+    let mut p = FakePlugin::new("10", "early");
+    p.skip_register = true;
+    let c = p.clone().connect(&env.socket).await.unwrap();
+
+    // 1 MB of empty updates (2 bytes each, 200 MB decoded): skipped unread.
+    let big = empty_updates(500_000).encode_to_vec();
+    let err = call_raw(&c, method::UPDATE_CONTAINERS, big)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err}");
+    // A small one: refused, not decoded.
+    let err = c.update_containers(empty_updates(3)).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err}");
+    assert!(err.to_string().contains("not registered"), "{err}");
+    // RegisterPlugin over 4 KiB.
+    let fat = RegisterPluginRequest {
+        plugin_name: "x".repeat(5000),
+        plugin_idx: "10".into(),
+        nri_version: String::new(),
+    };
+    let err = call_raw(&c, method::REGISTER_PLUGIN, fat.encode_to_vec())
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err}");
+    assert_eq!(
+        metrics.seen(),
+        [
+            ("unregistered".to_owned(), "too_large".to_owned()),
+            ("unregistered".into(), "unregistered".into()),
+            ("unregistered".into(), "too_large".into()),
+        ]
+    );
+    assert!(env.runtime.updates.lock().unwrap().is_empty());
+
+    // The connection may still register, and then update.
+    let reg = RegisterPluginRequest {
+        plugin_name: "early".into(),
+        plugin_idx: "10".into(),
+        nri_version: "v0.12.2".into(),
+    };
+    call_raw(&c, method::REGISTER_PLUGIN, reg.encode_to_vec())
+        .await
+        .unwrap();
+    wait_active(&a, 1).await;
+    let mut u = ContainerUpdate::new("c1");
+    u.linux_resources_mut().memory = Some(LinuxMemory {
+        limit: Some(OptionalInt64 { value: 1 << 20 }),
+        ..Default::default()
+    });
+    c.update_containers(UpdateContainersRequest {
+        update: vec![u],
+        evict: Vec::new(),
+    })
+    .await
+    .unwrap();
+    assert_eq!(env.runtime.updates.lock().unwrap().len(), 1);
+    a.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn updates_beyond_the_known_containers_are_refused_undecoded() {
+    let env = TestEnv::new();
+    env.runtime.add_pod(pod("pod0"));
+    env.runtime.add_container(ctr("pod0", "c0"));
+    let metrics = Arc::new(Refusals::default());
+    let a = env.start(env.builder().metrics(metrics.clone())).await;
+    let c = FakePlugin::new("10", "flood")
+        .connect(&env.socket)
+        .await
+        .unwrap();
+    wait_active(&a, 1).await;
+    // One known container (from the snapshot) + 16.
+    let err = c.update_containers(empty_updates(18)).await.unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err}");
+    assert!(
+        err.to_string()
+            .contains("18 update entries, more than the 17"),
+        "{err}"
+    );
+    assert_eq!(
+        metrics.seen(),
+        [("10-flood".to_owned(), "too_many_updates".to_owned())]
+    );
+    // 17 is within the limit (empty updates are dropped by the merge).
+    c.update_containers(empty_updates(17)).await.unwrap();
+    a.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_with_too_many_updates_fails_that_plugins_event_only() {
+    let env = TestEnv::new();
+    let metrics = Arc::new(Refusals::default());
+    let a = env.start(env.builder().metrics(metrics.clone())).await;
+    let bad = FakePlugin::new("10", "bad").on_create(|_| CreateContainerResponse {
+        evict: vec![ContainerEviction::default(); 10_000],
+        ..Default::default()
+    });
+    let good = FakePlugin::new("20", "good").on_create(|_| {
+        let mut adjust = ContainerAdjustment::default();
+        adjust.add_annotation("good", "yes");
+        CreateContainerResponse {
+            adjust: Some(adjust),
+            ..Default::default()
+        }
+    });
+    let _b = bad.connect(&env.socket).await.unwrap();
+    let _g = good.connect(&env.socket).await.unwrap();
+    wait_active(&a, 2).await;
+    let p = pod("pod0");
+    a.run_pod_sandbox(&p).await.unwrap();
+    // Policy `fail` (the default): the creation fails, naming the plugin
+    // and the refusal.
+    let err = a
+        .create_container(&p, &ctr("pod0", "c0"))
+        .await
+        .unwrap_err();
+    match &err {
+        Error::PluginFailed { plugin, cause, .. } => {
+            assert_eq!(plugin, "10-bad");
+            assert!(cause.to_string().contains("answer refused"), "{cause}");
+            assert!(cause.to_string().contains("10000 evict entries"), "{cause}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        metrics.seen(),
+        [("10-bad".to_owned(), "too_many_updates".to_owned())]
+    );
+    assert_eq!(a.plugins().len(), 2, "nobody was disconnected");
+    a.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_beyond_the_waiting_limit_are_closed_at_once() {
+    let env = TestEnv::new();
+    let metrics = Arc::new(Refusals::default());
+    let mut limits = PeerLimits::default();
+    limits.max_pending_connections = 1;
+    let a = env
+        .start(env.builder().metrics(metrics.clone()).peer_limits(limits))
+        .await;
+    let waiting = tokio::net::UnixStream::connect(&env.socket).await.unwrap();
+    let mut refused = tokio::net::UnixStream::connect(&env.socket).await.unwrap();
+    let mut buf = [0u8; 16];
+    let n = tokio::time::timeout(
+        Duration::from_secs(5),
+        tokio::io::AsyncReadExt::read(&mut refused, &mut buf),
+    )
+    .await
+    .expect("closed at once")
+    .unwrap_or(0);
+    assert_eq!(n, 0, "end of stream");
+    assert_eq!(
+        metrics.seen(),
+        [("unregistered".to_owned(), "pending_connections".to_owned())]
+    );
+    // Once the waiting one is gone, a plugin gets in.
+    drop(waiting);
+    let mut ok = None;
+    for _ in 0..100 {
+        if let Ok(c) = FakePlugin::new("10", "later").connect(&env.socket).await {
+            ok = Some(c);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(ok.is_some());
+    wait_active(&a, 1).await;
+    a.stop().await;
+}
