@@ -55,6 +55,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Shared {
+    /// The in-process validators, in order.
+    pub(crate) fn validators(&self) -> &[(PluginId, Arc<dyn Validator>)] {
+        &self.validators
+    }
+
     /// Spawns an owned background task (aborted by `stop`).
     pub(crate) fn spawn<F: Future<Output = ()> + Send + 'static>(&self, fut: F) {
         let mut tasks = lock(&self.tasks);
@@ -692,7 +697,9 @@ impl Adaptation {
                 }
             }
         }
-        audit_owners(op, &result.owners().to_wire());
+        let owners = result.owners().to_wire();
+        sh.validate_merged_updates(op, result.updates(), &owners)?;
+        audit_owners(op, &owners);
         let resp = result.into_response();
         Ok(UpdateContainerOutcome {
             updates: resp.update,
@@ -767,11 +774,21 @@ impl Adaptation {
                 Err(f) => sh.on_failure(p, ev, f, pod, &mut errors)?,
             }
         }
-        audit_owners(op, &result.owners().to_wire());
-        Ok(StopContainerOutcome {
-            updates: result.into_response().update,
-            errors,
-        })
+        let owners = result.owners().to_wire();
+        // Teardown never fails: rejected updates are dropped and reported.
+        let updates = match sh.validate_merged_updates(op, result.updates(), &owners) {
+            Ok(()) => {
+                audit_owners(op, &owners);
+                result.into_response().update
+            }
+            Err(Error::ValidationRejected { plugin, reason }) => {
+                let failure = PluginFailure::Rejected { reason };
+                errors.push(PluginError::new(plugin, ev, failure));
+                Vec::new()
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(StopContainerOutcome { updates, errors })
     }
 
     /// RemoveContainer (teardown).

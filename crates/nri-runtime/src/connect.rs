@@ -370,6 +370,7 @@ impl Shared {
                     guard.report(&peer_of(), method::UPDATE_CONTAINERS, r);
                 }
                 let weak = weak.clone();
+                let peer = peer_of();
                 async move {
                     let req = checked.map_err(|r| {
                         let code = match r.kind {
@@ -382,7 +383,7 @@ impl Shared {
                     let (Some(shared), Some(id)) = (weak.upgrade(), id) else {
                         return Err(Status::new(Code::Unavailable, "runtime stopping"));
                     };
-                    let resp = shared.unsolicited_update(&id, req).await?;
+                    let resp = shared.unsolicited_update(&id, &peer, req).await?;
                     Ok(Bytes::from(resp.encode_to_vec()))
                 }
             }
@@ -416,27 +417,26 @@ impl Shared {
     pub(crate) async fn unsolicited_update(
         &self,
         id: &PluginId,
+        peer: &Peer,
         req: UpdateContainersRequest,
     ) -> Result<UpdateContainersResponse, Status> {
         let plugin = id.to_string();
-        if let Err(e) = crate::merge::check_unsolicited(id, &req.update) {
-            tracing::warn!(plugin = %plugin, error = %e, "refusing unsolicited container updates");
-            return Err(Status::new(Code::InvalidArgument, e.to_string()));
-        }
-        let updates = crate::merge::merge_unsolicited(req.update);
-        for u in &updates {
-            tracing::info!(target: crate::metrics::AUDIT_TARGET, operation = "UpdateContainers", plugin = %plugin, container = %u.container_id, field = "LinuxResources", key = "", removed = false, "plugin requested unsolicited update");
-        }
-        self.metrics.plugin_adjustments(
-            &plugin,
-            "UpdateContainers",
-            0,
-            updates.len(),
-            req.evict.len(),
-        );
+        let operation = "UpdateContainers";
+        let updates = self
+            .vet_updates(id, peer, operation, req.update)
+            .map_err(|e| {
+                tracing::warn!(plugin = %plugin, error = %e, "refusing unsolicited container updates");
+                let code = match e {
+                    Error::ValidationRejected { .. } => Code::PermissionDenied,
+                    _ => Code::InvalidArgument,
+                };
+                Status::new(code, e.to_string())
+            })?;
         if !req.evict.is_empty() {
+            self.metrics
+                .plugin_adjustments(&plugin, operation, 0, 0, req.evict.len());
             for e in &req.evict {
-                tracing::info!(target: crate::metrics::AUDIT_TARGET, operation = "UpdateContainers", plugin = %plugin, container = %e.container_id, reason = %e.reason, "plugin requested eviction");
+                tracing::info!(target: crate::metrics::AUDIT_TARGET, operation, plugin = %plugin, container = %e.container_id, reason = %e.reason, "plugin requested eviction");
             }
             if let Err(e) = self.callbacks.evict_containers(req.evict).await {
                 tracing::warn!(plugin = %plugin, error = %e, "evicting containers failed");
@@ -475,14 +475,15 @@ impl Shared {
             )
         };
         let updates = self.send_sync(plugin, objects).await?;
+        // The same checks, validation and audit as unsolicited updates.
+        let updates = match self.vet_updates(&plugin.id, &plugin.peer(), "Synchronize", updates) {
+            Ok(u) => u,
+            Err(e) => {
+                tracing::warn!(plugin = %plugin.id, error = %e, "refusing the container updates of the Synchronize answer");
+                Vec::new()
+            }
+        };
         if !updates.is_empty() {
-            self.metrics.plugin_adjustments(
-                &plugin.id.to_string(),
-                "Synchronize",
-                0,
-                updates.len(),
-                0,
-            );
             match self.callbacks.update_containers(updates).await {
                 Ok(failed) if !failed.is_empty() => {
                     tracing::warn!(plugin = %plugin.id, failed = failed.len(), "some container updates from Synchronize failed");

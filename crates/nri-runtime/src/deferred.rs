@@ -75,7 +75,9 @@ impl Shared {
                 plugin.timeout,
             )
             .await
-            .and_then(|b| plugin.decode_answer::<CreateContainerResponse>(method::CREATE_CONTAINER, b));
+            .and_then(|b| {
+                plugin.decode_answer::<CreateContainerResponse>(method::CREATE_CONTAINER, b)
+            });
         if let Err(Ok(resp)) = reply.send(answer)
             && has_changes(&resp)
         {
@@ -104,7 +106,8 @@ impl Shared {
                     plugin.timeout,
                 )
                 .await?;
-            let resp = plugin.decode_answer::<CreateContainerResponse>(method::CREATE_CONTAINER, b)?;
+            let resp =
+                plugin.decode_answer::<CreateContainerResponse>(method::CREATE_CONTAINER, b)?;
             if has_changes(&resp) {
                 tracing::warn!(plugin = %plugin.id, container = i.id(), "ignoring changes to a container created before the plugin synchronized");
             }
@@ -187,7 +190,10 @@ impl Shared {
             return Ok(());
         }
         let req = UpdateContainersRequest { update, evict };
-        if let Err(st) = self.unsolicited_update(&plugin.id, req).await {
+        if let Err(st) = self
+            .unsolicited_update(&plugin.id, &plugin.peer(), req)
+            .await
+        {
             tracing::warn!(plugin = %plugin.id, event = op, error = %st, "changes answered to an event deferred by synchronization were refused");
         }
         Ok(())

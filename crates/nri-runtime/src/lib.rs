@@ -53,6 +53,7 @@ pub mod metrics;
 mod peer;
 mod plugin;
 mod registry;
+mod vet;
 
 pub use adaptation::{
     Adaptation, CreateContainerOutcome, EventReport, RunPodSandboxOutcome, StopContainerOutcome,

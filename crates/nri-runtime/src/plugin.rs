@@ -404,16 +404,20 @@ impl Plugin {
         bytes: Bytes,
     ) -> Result<Resp, PluginFailure> {
         crate::peer::decode_checked::<Resp>(&self.peers, bytes).map_err(|r| {
-            let peer = Peer {
-                name: self.name.clone(),
-                registered: true,
-                origin: self.origin,
-            };
-            self.peers.report(&peer, method, &r);
+            self.peers.report(&self.peer(), method, &r);
             PluginFailure::InvalidResponse {
                 message: format!("{method} answer refused: {r}"),
             }
         })
+    }
+
+    /// Who the plugin is, for refusal reports.
+    pub(crate) fn peer(&self) -> Peer {
+        Peer {
+            name: self.name.clone(),
+            registered: true,
+            origin: self.origin,
+        }
     }
 
     /// Calls a method with an already encoded request and a typed response:

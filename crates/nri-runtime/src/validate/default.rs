@@ -3,9 +3,12 @@
 use nri_api::api::{Field, ValidateContainerAdjustmentRequest, security_profile::ProfileType};
 use serde::{Deserialize, Serialize};
 
-use super::presence::is_adjusted;
+use super::presence::{is_adjusted, is_updated};
 use super::yaml::parse_string_list;
-use super::{REQUIRED_PLUGINS_ANNOTATION, Rejection, Validator, effective_annotation, parse_bool};
+use super::{
+    REQUIRED_PLUGINS_ANNOTATION, Rejection, UpdateValidation, Validator, effective_annotation,
+    parse_bool,
+};
 use crate::error::Error;
 use crate::merge::{ContainerOwners, Ownership, PluginId};
 
@@ -72,7 +75,10 @@ pub struct DefaultValidatorConfig {
     pub tolerate_missing_plugins_annotation: String,
     /// Our addition: fields no plugin may change, by `Field` enum name
     /// (`Mounts`, `Devices`, `CPUShares`, ...; case-insensitive)
-    /// (`rejectFields`).
+    /// (`rejectFields`). They apply to adjustments of new containers and
+    /// to updates of existing ones alike. `Devices` covers every way to
+    /// give a container a device: `linux.devices`, the device cgroup rules
+    /// in `linux.resources.devices` and CDI devices.
     #[serde(rename = "rejectFields", alias = "reject_fields")]
     pub reject_fields: Vec<String>,
 }
@@ -132,6 +138,23 @@ impl DefaultValidator {
         self.config.enable
     }
 
+    /// Accepts or rejects container updates ([`Validator::validate_updates`]):
+    /// the `rejectFields` rules apply to them as to adjustments.
+    pub fn validate_updates(&self, v: &UpdateValidation<'_>) -> Result<(), Rejection> {
+        if !self.config.enable {
+            return Ok(());
+        }
+        let result = self.check_update_fields(v, None);
+        if let Err(r) = &result {
+            tracing::info!(
+                operation = v.operation,
+                reason = r.reason,
+                "default validator rejects container updates"
+            );
+        }
+        result
+    }
+
     /// Accepts or rejects a merged adjustment.
     pub fn validate(&self, req: &ValidateContainerAdjustmentRequest) -> Result<(), Rejection> {
         if !self.config.enable {
@@ -153,7 +176,17 @@ impl DefaultValidator {
             .and_then(|()| self.check_namespaces(&cx))
             .and_then(|()| self.check_required_plugins(req))
             .and_then(|()| self.check_sysctl(&cx))
-            .and_then(|()| self.check_fields(&cx));
+            .and_then(|()| self.check_fields(&cx))
+            .and_then(|()| {
+                // The answers' updates of other containers.
+                let v = UpdateValidation {
+                    operation: "CreateContainer",
+                    updates: &req.update,
+                    owners: req.owners.as_ref(),
+                    plugin: None,
+                };
+                self.check_update_fields(&v, Some(container_id))
+            });
         if let Err(r) = &result {
             tracing::info!(
                 container = container_id,
@@ -262,17 +295,72 @@ impl DefaultValidator {
 
     fn check_fields(&self, cx: &Check<'_>) -> Result<(), Rejection> {
         for &field in &self.reject_fields {
-            if cx.touched(field) {
-                let who = cx.blame(field);
+            let (touched, mut who, what) = if field == Field::Devices {
+                devices_touched(cx)
+            } else {
+                (cx.touched(field), cx.blame(field), String::new())
+            };
+            if touched {
+                who.sort();
+                who.dedup();
                 return Err(Rejection::new(
                     format!(
-                        "attempted restricted {} adjustment by {}",
+                        "attempted restricted {}{what} adjustment by {}",
                         field.as_str_name(),
                         plugins_phrase(&who)
                     ),
                     who,
                 ));
             }
+        }
+        Ok(())
+    }
+
+    /// The `rejectFields` rules on container updates; `skip` is a
+    /// container whose owners are an adjustment's, not updates.
+    fn check_update_fields(
+        &self,
+        v: &UpdateValidation<'_>,
+        skip: Option<&str>,
+    ) -> Result<(), Rejection> {
+        if self.reject_fields.is_empty() {
+            return Ok(());
+        }
+        let owners = v.owners.map(Ownership::from_wire).unwrap_or_default();
+        let sender: Vec<String> = v.plugin.map(str::to_owned).into_iter().collect();
+        for &field in &self.reject_fields {
+            let owned = owners
+                .iter()
+                .filter(|(id, _)| Some(*id) != skip)
+                .map(|(id, o)| (id, owners_of(o, field)))
+                .find(|(_, who)| !who.is_empty());
+            let present = v.updates.iter().find(|u| {
+                Some(u.container_id.as_str()) != skip
+                    && u.linux
+                        .as_ref()
+                        .and_then(|l| l.resources.as_ref())
+                        .is_some_and(|r| is_updated(r, field))
+            });
+            let (container, who) = match (owned, present) {
+                (Some((id, who)), _) => (id.to_owned(), who),
+                (None, Some(u)) => {
+                    let who = owners
+                        .container(&u.container_id)
+                        .map(|o| owners_of(o, field))
+                        .filter(|w| !w.is_empty())
+                        .unwrap_or_else(|| sender.clone());
+                    (u.container_id.clone(), who)
+                }
+                (None, None) => continue,
+            };
+            return Err(Rejection::new(
+                format!(
+                    "attempted restricted {} update of container {container:?} by {}",
+                    field.as_str_name(),
+                    plugins_phrase(&who)
+                ),
+                who,
+            ));
         }
         Ok(())
     }
@@ -336,6 +424,49 @@ impl Validator for DefaultValidator {
     fn validate(&self, request: &ValidateContainerAdjustmentRequest) -> Result<(), Rejection> {
         DefaultValidator::validate(self, request)
     }
+
+    fn validate_updates(&self, request: &UpdateValidation<'_>) -> Result<(), Rejection> {
+        DefaultValidator::validate_updates(self, request)
+    }
+}
+
+/// Whether a container is given devices, by whom, and which kinds (for
+/// the reason): `linux.devices` and CDI devices (with owners), and device
+/// cgroup rules (`linux.resources.devices`, merged without an owner).
+fn devices_touched(cx: &Check<'_>) -> (bool, Vec<String>, String) {
+    let rules = cx
+        .req
+        .adjust
+        .as_ref()
+        .and_then(|a| a.linux.as_ref())
+        .and_then(|l| l.resources.as_ref())
+        .is_some_and(|r| !r.devices.is_empty());
+    let kinds = [
+        (cx.touched(Field::Devices), "devices"),
+        (cx.touched(Field::CdiDevices), "CDI devices"),
+        (rules, "device cgroup rules"),
+    ];
+    let named: Vec<&str> = kinds.iter().filter(|(t, _)| *t).map(|(_, n)| *n).collect();
+    let mut who = cx.blame(Field::Devices);
+    who.extend(cx.blame(Field::CdiDevices));
+    let what = if named.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", named.join(", "))
+    };
+    (!named.is_empty(), who, what)
+}
+
+/// The plugins owning `field` of one container, deduplicated, sorted.
+fn owners_of(o: &ContainerOwners, field: Field) -> Vec<String> {
+    let mut out: Vec<String> = o
+        .owners_of(field)
+        .into_iter()
+        .map(|(_, owner)| owner.plugin().to_owned())
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 struct Check<'a> {

@@ -10,14 +10,15 @@ mod presence;
 mod yaml;
 
 use nri_api::api::{
-    Container, PodSandbox, ValidateContainerAdjustmentRequest, ValidateContainerAdjustmentResponse,
+    Container, ContainerUpdate, OwningPlugins, PodSandbox, ValidateContainerAdjustmentRequest,
+    ValidateContainerAdjustmentResponse,
 };
 
 use crate::error::Error;
 use crate::merge::{CreateResult, PluginId};
 
 pub use default::{DefaultValidator, DefaultValidatorConfig};
-pub use presence::is_adjusted;
+pub use presence::{is_adjusted, is_updated};
 pub use yaml::parse_string_list;
 
 /// Pod annotation (possibly scoped, see [`effective_annotation`]) listing
@@ -79,6 +80,63 @@ impl Rejection {
 pub trait Validator: Send + Sync {
     /// Accepts or rejects the merged adjustment in `request`.
     fn validate(&self, request: &ValidateContainerAdjustmentRequest) -> Result<(), Rejection>;
+
+    /// Accepts or rejects container updates made by plugins outside of a
+    /// container's creation: answers to `UpdateContainer`, `StopContainer`
+    /// and `Synchronize`, and unsolicited `UpdateContainers`. (Updates of
+    /// other containers in a `CreateContainer` answer are in the
+    /// [`validate`](Self::validate) request.) Only in-process validators
+    /// see them: the protocol has no message for it. The default accepts
+    /// everything.
+    fn validate_updates(&self, request: &UpdateValidation<'_>) -> Result<(), Rejection> {
+        let _ = request;
+        Ok(())
+    }
+}
+
+/// Container updates for [`Validator::validate_updates`].
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct UpdateValidation<'a> {
+    /// Where they come from: `UpdateContainer`, `StopContainer`,
+    /// `Synchronize` or `UpdateContainers` (unsolicited).
+    pub operation: &'a str,
+    /// The updates, every field of which a plugin set.
+    pub updates: &'a [ContainerUpdate],
+    /// The owner of each field, when the updates were merged from several
+    /// plugins. It may name containers without an entry in `updates`: the
+    /// target of an `UpdateContainer`, whose update also carries the
+    /// resources the runtime itself asked for.
+    pub owners: Option<&'a OwningPlugins>,
+    /// The one plugin that sent them all (`Synchronize`,
+    /// `UpdateContainers`).
+    pub plugin: Option<&'a str>,
+}
+
+impl<'a> UpdateValidation<'a> {
+    /// Updates from `operation`, without owners or sender.
+    pub fn new(operation: &'a str, updates: &'a [ContainerUpdate]) -> Self {
+        Self {
+            operation,
+            updates,
+            owners: None,
+            plugin: None,
+        }
+    }
+
+    /// With the owners of the merged fields.
+    #[must_use]
+    pub fn with_owners(mut self, owners: &'a OwningPlugins) -> Self {
+        self.owners = Some(owners);
+        self
+    }
+
+    /// With the plugin (`NN-name`) that sent every update.
+    #[must_use]
+    pub fn with_plugin(mut self, plugin: &'a str) -> Self {
+        self.plugin = Some(plugin);
+        self
+    }
 }
 
 /// Converts a validator plugin's response into a result:

@@ -1,0 +1,130 @@
+//! The checks every container update from a plugin goes through, whatever
+//! way it came: structural checks, the in-process validators' rules, the
+//! audit trail and the metrics.
+//!
+//! Updates merged from the answers to an event (`CreateContainer`,
+//! `UpdateContainer`, `StopContainer`) are checked as they are merged
+//! (`merge::check_update`), audited through their owners, and then shown
+//! to the validators here ([`Shared::validate_merged_updates`]; those of a
+//! `CreateContainer` are in the validation request instead). Updates one
+//! plugin sends by itself (its `Synchronize` answer, an unsolicited
+//! `UpdateContainers`) go through [`Shared::vet_updates`]: the same
+//! structural checks, the validators, a merge into one update per
+//! container, and an audit event per field.
+
+use nri_api::api::{ContainerUpdate, Field, OwningPlugins};
+
+use crate::adaptation::Shared;
+use crate::error::Error;
+use crate::failure::ErrorClass;
+use crate::merge::{PluginId, check_unsolicited, merge_unsolicited};
+use crate::metrics::AUDIT_TARGET;
+use crate::peer::{Peer, Refused};
+use crate::validate::{UpdateValidation, is_updated};
+
+/// The name under which in-process validators' update checks are counted
+/// in [`Metrics::plugin_invocation`](crate::Metrics::plugin_invocation).
+const VALIDATE_UPDATES: &str = "ValidateUpdates";
+
+impl Shared {
+    /// Vets the updates one plugin sent by itself (`operation` is
+    /// `Synchronize` or `UpdateContainers`): refuses them all if one is
+    /// malformed or a validator rejects them; otherwise returns them
+    /// merged (one per container), audited and counted. A refusal is
+    /// logged with the plugin's pid and uid and counted.
+    pub(crate) fn vet_updates(
+        &self,
+        plugin: &PluginId,
+        peer: &Peer,
+        operation: &str,
+        updates: Vec<ContainerUpdate>,
+    ) -> Result<Vec<ContainerUpdate>, Error> {
+        if let Err(e) = check_unsolicited(plugin, &updates) {
+            let refused = Refused {
+                kind: "invalid_update",
+                reason: e.to_string(),
+            };
+            self.peers.report(peer, operation, &refused);
+            return Err(e);
+        }
+        let name = plugin.to_string();
+        let v = UpdateValidation::new(operation, &updates).with_plugin(&name);
+        if let Err(e) = self.run_update_validators(&v) {
+            let refused = Refused {
+                kind: "rejected_update",
+                reason: e.to_string(),
+            };
+            self.peers.report(peer, operation, &refused);
+            return Err(e);
+        }
+        let merged = merge_unsolicited(updates);
+        audit_updates(operation, &name, &merged);
+        self.metrics
+            .plugin_adjustments(&name, operation, 0, merged.len(), 0);
+        Ok(merged)
+    }
+
+    /// Shows the updates merged from the answers to an `UpdateContainer`
+    /// or `StopContainer` to the in-process validators.
+    pub(crate) fn validate_merged_updates(
+        &self,
+        operation: &str,
+        updates: &[ContainerUpdate],
+        owners: &OwningPlugins,
+    ) -> Result<(), Error> {
+        let v = UpdateValidation::new(operation, updates).with_owners(owners);
+        self.run_update_validators(&v)
+    }
+
+    fn run_update_validators(&self, v: &UpdateValidation<'_>) -> Result<(), Error> {
+        for (id, validator) in self.validators() {
+            let name = id.to_string();
+            if let Err(rej) = validator.validate_updates(v) {
+                self.metrics
+                    .plugin_invocation(&name, VALIDATE_UPDATES, Err(ErrorClass::Rejected));
+                tracing::warn!(validator = %id, operation = v.operation, reason = %rej.reason, "container updates rejected");
+                return Err(rej.into_error(id));
+            }
+            self.metrics
+                .plugin_invocation(&name, VALIDATE_UPDATES, Ok(()));
+        }
+        Ok(())
+    }
+}
+
+/// One audit event (target [`AUDIT_TARGET`]) per field of each update, as
+/// [`audit_owners`](crate::metrics::audit_owners) gives for merged
+/// answers: `operation`, `plugin`, `container`, `field`, `key` (the page
+/// size of a hugepage limit, the name of a unified setting), `removed`.
+pub(crate) fn audit_updates(operation: &str, plugin: &str, updates: &[ContainerUpdate]) {
+    for u in updates {
+        let Some(res) = u.linux.as_ref().and_then(|l| l.resources.as_ref()) else {
+            continue;
+        };
+        let container = u.container_id.as_str();
+        let fields = (1..).map_while(|n| Field::try_from(n).ok());
+        for field in fields.filter(|f| is_updated(res, *f)) {
+            let keys: Vec<&str> = match field {
+                Field::HugepageLimits => res
+                    .hugepage_limits
+                    .iter()
+                    .map(|h| h.page_size.as_str())
+                    .collect(),
+                Field::CgroupsUnified => res.unified.keys().map(String::as_str).collect(),
+                _ => vec![""],
+            };
+            for key in keys {
+                tracing::info!(
+                    target: AUDIT_TARGET,
+                    operation,
+                    plugin,
+                    container,
+                    field = field.as_str_name(),
+                    key,
+                    removed = false,
+                    "plugin updated container"
+                );
+            }
+        }
+    }
+}
