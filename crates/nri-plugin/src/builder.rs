@@ -12,7 +12,7 @@ use nri_api::{
 };
 
 use crate::handle::Shared;
-use crate::{Error, Plugin, Stub, SyncMode};
+use crate::{Error, Plugin, Stub, SyncLimits, SyncMode};
 
 /// How the plugin reaches the runtime.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -121,6 +121,7 @@ pub struct Builder<P> {
     request_timeout: Duration,
     reconnect: Option<ReconnectPolicy>,
     sync_mode: SyncMode,
+    sync_limits: SyncLimits,
     spin_budget: Duration,
 }
 
@@ -156,6 +157,7 @@ impl<P: Plugin> Builder<P> {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             reconnect: None,
             sync_mode: SyncMode::Collect,
+            sync_limits: SyncLimits::default(),
             spin_budget: DEFAULT_SPIN_BUDGET,
         }
     }
@@ -276,6 +278,15 @@ impl<P: Plugin> Builder<P> {
         self
     }
 
+    /// Limits on one synchronization with the runtime, counted across its
+    /// messages before they are decoded (default [`SyncLimits::default`]:
+    /// 64 MiB, 20,000 containers, 20,000 pods); a synchronization over
+    /// them ends the connection with [`Error::SyncTooLarge`].
+    pub fn sync_limits(mut self, limits: SyncLimits) -> Self {
+        self.sync_limits = limits;
+        self
+    }
+
     /// How the synchronization reaches the plugin: all at once
     /// ([`SyncMode::Collect`], default, [`Plugin::synchronize`]) or one
     /// message at a time ([`SyncMode::Streaming`],
@@ -360,6 +371,7 @@ impl<P: Plugin> Builder<P> {
                 registration_timeout: self.registration_timeout,
                 reconnect,
                 sync_mode: self.sync_mode,
+                sync_limits: self.sync_limits,
                 spin_budget: self.spin_budget,
             }),
         })
@@ -383,6 +395,7 @@ pub(crate) struct Config {
     pub(crate) registration_timeout: Duration,
     pub(crate) reconnect: Option<ReconnectPolicy>,
     pub(crate) sync_mode: SyncMode,
+    pub(crate) sync_limits: SyncLimits,
     pub(crate) spin_budget: Duration,
 }
 

@@ -115,9 +115,24 @@ pub enum Error {
         /// The timeout.
         timeout: Duration,
         /// What was still missing: the `RegisterPlugin` answer
-        /// ([`Phase::Registering`]) or the runtime's `Configure`
-        /// ([`Phase::Configuring`]).
+        /// ([`Phase::Registering`]), the runtime's `Configure`
+        /// ([`Phase::Configuring`]), or the end of its `Synchronize`
+        /// ([`Phase::Synchronizing`]: the synchronization must be over
+        /// within the registration timeout after `Configure`).
         phase: Phase,
+    },
+
+    /// The runtime's synchronization went over the plugin's
+    /// [`SyncLimits`](crate::SyncLimits) (counted across its messages,
+    /// before they are decoded); the plugin ends the connection.
+    #[error("synchronization too large: {count} {what}, over the limit of {limit}")]
+    SyncTooLarge {
+        /// What went over: `bytes`, `pods` or `containers`.
+        what: &'static str,
+        /// How many were received, with the message that went over.
+        count: usize,
+        /// The limit.
+        limit: usize,
     },
 
     /// The runtime's NRI version cannot deliver some subscribed events, and

@@ -267,6 +267,7 @@ extern crate self as nri_plugin;
 mod builder;
 mod error;
 mod handle;
+mod limits;
 mod mem;
 mod plugin;
 mod service;
@@ -276,6 +277,10 @@ mod sync_chunk;
 pub use builder::{Builder, ConnectMode, DEFAULT_SPIN_BUDGET, ReconnectPolicy};
 pub use error::{BoxError, Error, Phase};
 pub use handle::PluginHandle;
+pub use limits::{
+    DECODED_RATIO, DECODED_SIZE_FLOOR, DEFAULT_MAX_SYNC_BYTES, DEFAULT_MAX_SYNC_CONTAINERS,
+    DEFAULT_MAX_SYNC_PODS, SyncLimits,
+};
 pub use plugin::{
     ConfigureInfo, HandlerError, HandlerResult, Implemented, Plugin, RuntimeInfo, SyncKind,
     SyncMode,

@@ -23,6 +23,7 @@ use tokio::sync::Notify;
 
 use crate::builder::Config;
 use crate::handle::{Shared, lock};
+use crate::limits::{SyncBudget, check_request};
 use crate::{
     ConfigureInfo, Error, HandlerError, HandlerResult, Phase, Plugin, PluginHandle, RuntimeInfo,
     SyncChunk, SyncKind, SyncMode,
@@ -40,6 +41,8 @@ pub(crate) struct ConnState {
     sync_acc: Mutex<Option<(Vec<PodSandbox>, Vec<Container>)>>,
     /// [`SyncMode::Streaming`]: updates returned for the chunks so far.
     sync_updates: Mutex<Vec<ContainerUpdate>>,
+    /// What the synchronization under way has received.
+    sync_budget: Mutex<SyncBudget>,
     sync_kind: SyncKind,
 }
 
@@ -54,6 +57,7 @@ impl ConnState {
             fatal: Mutex::new(None),
             sync_acc: Mutex::new(None),
             sync_updates: Mutex::new(Vec::new()),
+            sync_budget: Mutex::new(SyncBudget::default()),
             sync_kind,
         }
     }
@@ -100,7 +104,19 @@ impl<P> Clone for PluginService<P> {
     }
 }
 
-fn decode<M: Message + Default>(payload: Bytes) -> Result<M, Status> {
+/// Decodes a request, once it is known not to cost more than
+/// [`DECODED_RATIO`](crate::DECODED_RATIO) times its size (see
+/// `limits.rs`).
+fn decode<M: Message + prost::Name + Default>(payload: Bytes) -> Result<M, Status> {
+    if let Err(r) = check_request::<M>(&payload, &[]) {
+        tracing::warn!(request = M::NAME, reason = %r.reason, "nri-plugin: refusing a request before decoding it");
+        return Err(r.status());
+    }
+    decode_unchecked(payload)
+}
+
+/// Decodes a request already checked.
+fn decode_unchecked<M: Message + Default>(payload: Bytes) -> Result<M, Status> {
     M::decode(payload).map_err(|e| {
         Status::new(
             Code::InvalidArgument,
@@ -264,17 +280,44 @@ impl<P: Plugin> PluginService<P> {
         }))
     }
 
+    /// Counts one `Synchronize` message of `bytes` bytes with its pods and
+    /// containers against the limits; going over them ends the connection.
+    fn admit_sync(&self, bytes: usize, pods: usize, containers: usize) -> Result<(), Status> {
+        lock(&self.conn.sync_budget)
+            .admit(&self.config.sync_limits, bytes, pods, containers)
+            .map_err(|e| self.conn.fail(e))
+    }
+
     async fn synchronize(self, payload: Bytes) -> nri_ttrpc::HandlerResult {
         if self.config.sync_mode == SyncMode::Streaming {
             return self.synchronize_chunk(payload).await;
         }
-        // `decode` consumes the payload: the message's bytes are released
+        // Counted (a quick pass over the top level), then sized (a pass
+        // over everything), before anything is decoded.
+        let framed = SyncChunk::new(payload.clone()).ok();
+        if let Some(c) = &framed {
+            self.admit_sync(c.wire_len(), c.pod_count(), c.container_count())?;
+        }
+        let scan = check_request::<SynchronizeRequest>(&payload, &["pods", "containers"]).map_err(
+            |r| {
+                tracing::warn!(reason = %r.reason, "nri-plugin: refusing a Synchronize message");
+                r.status()
+            },
+        )?;
+        if framed.is_none() {
+            self.admit_sync(
+                scan.wire_len(),
+                scan.count("pods"),
+                scan.count("containers"),
+            )?;
+        }
+        // Decoding consumes the payload: the message's bytes are released
         // as soon as it is decoded, before the plugin sees the structs.
         let SynchronizeRequest {
             pods,
             containers,
             more,
-        } = decode(payload)?;
+        } = decode_unchecked(payload)?;
         let kind = self.conn.sync_kind;
         if more {
             tracing::debug!(
@@ -327,6 +370,9 @@ impl<P: Plugin> PluginService<P> {
             tracing::warn!(error = %message, "nri-plugin: refusing a Synchronize message");
             Status::new(Code::InvalidArgument, message)
         })?;
+        // Counted before any item is decoded; each item is sized when the
+        // plugin reaches it (`SyncItems`).
+        self.admit_sync(chunk.wire_len(), chunk.pod_count(), chunk.container_count())?;
         let kind = self.conn.sync_kind;
         let more = chunk.more();
         tracing::debug!(
@@ -361,6 +407,7 @@ impl<P: Plugin> PluginService<P> {
     /// The synchronization completed: the connection runs; the answer to
     /// the last message.
     fn synced(&self, update: Vec<ContainerUpdate>) -> Bytes {
+        lock(&self.conn.sync_budget).reset();
         self.conn.set_phase(Phase::Running);
         self.conn.synced.notify_one();
         encode(&SynchronizeResponse {

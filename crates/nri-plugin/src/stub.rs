@@ -332,9 +332,13 @@ impl<P: Plugin> Stub<P> {
             events = %PluginHandle { shared: Arc::clone(&self.shared) }.subscribed_events(),
             "nri-plugin: configured"
         );
+        // The synchronization must be over within the registration timeout
+        // after Configure (a runtime sending chunks forever is dropped).
+        let sync_deadline = tokio::time::Instant::now() + timeout;
 
         // Serve until the end.
         loop {
+            let syncing = conn.phase() == Phase::Synchronizing;
             tokio::select! {
                 biased;
                 () = stop.cancelled() => {
@@ -357,6 +361,14 @@ impl<P: Plugin> Stub<P> {
                     return fail(Error::ShutDownByRuntime, &conn);
                 }
                 r = &mut serve => return fail(lost(&conn, r.err()), &conn),
+                () = tokio::time::sleep_until(sync_deadline), if syncing => {
+                    client.close();
+                    mux.close();
+                    return fail(
+                        Error::RegistrationTimeout { timeout, phase: Phase::Synchronizing },
+                        &conn,
+                    );
+                }
             }
         }
     }

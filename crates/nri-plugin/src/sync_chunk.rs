@@ -302,7 +302,7 @@ impl<'a, M> SyncItems<'a, M> {
     }
 }
 
-impl<M: Message + Default> Iterator for SyncItems<'_, M> {
+impl<M: Message + prost::Name + Default> Iterator for SyncItems<'_, M> {
     type Item = Result<M, Error>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -326,14 +326,26 @@ impl<M: Message + Default> Iterator for SyncItems<'_, M> {
             let index = self.index;
             self.index += 1;
             let item = self.bytes.get(start..end).unwrap_or_default();
-            return Some(M::decode(item).map_err(|e| {
-                let what = if self.tag == FIELD_PODS {
-                    "pod"
-                } else {
-                    "container"
-                };
-                malformed(start, format!("cannot decode {what} #{index}"), Some(e))
-            }));
+            let what = if self.tag == FIELD_PODS {
+                "pod"
+            } else {
+                "container"
+            };
+            // Sized before it is decoded (see `limits.rs`).
+            if let Err(r) = crate::limits::check_request::<M>(item, &[])
+                && !r.malformed
+            {
+                return Some(Err(malformed(
+                    start,
+                    format!("cannot decode {what} #{index}: {}", r.reason),
+                    None,
+                )));
+            }
+            return Some(
+                M::decode(item).map_err(|e| {
+                    malformed(start, format!("cannot decode {what} #{index}"), Some(e))
+                }),
+            );
         }
         self.left = 0;
         None
@@ -344,6 +356,6 @@ impl<M: Message + Default> Iterator for SyncItems<'_, M> {
     }
 }
 
-impl<M: Message + Default> ExactSizeIterator for SyncItems<'_, M> {}
+impl<M: Message + prost::Name + Default> ExactSizeIterator for SyncItems<'_, M> {}
 
-impl<M: Message + Default> FusedIterator for SyncItems<'_, M> {}
+impl<M: Message + prost::Name + Default> FusedIterator for SyncItems<'_, M> {}
