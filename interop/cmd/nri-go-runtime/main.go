@@ -27,6 +27,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	validator "github.com/containerd/nri/plugins/default-validator"
+
 	"github.com/nri-rs/interop/peer"
 )
 
@@ -43,6 +45,9 @@ type options struct {
 	updatePolicy string
 	logLevel     string
 	noListen     bool
+	// validator is the built-in default validator's configuration
+	// (--default-validator), nil when not asked for.
+	validator *validator.DefaultValidatorConfig
 }
 
 func parseFlags() options {
@@ -57,7 +62,14 @@ func parseFlags() options {
 	flag.StringVar(&o.updatePolicy, "update-policy", "succeed", "answer to unsolicited UpdateContainers: succeed | fail | error")
 	flag.StringVar(&o.logLevel, "log-level", "warn", "stderr log level: debug | info | warn | error")
 	flag.BoolVar(&o.noListen, "no-listen", false, "do not accept external plugin connections")
+	defaultValidator := flag.String("default-validator", "", "register the adaptation's built-in default validator with this configuration: JSON with the Go field names of DefaultValidatorConfig (e.g. {\"Enable\":true,\"RejectOCIHookAdjustment\":true})")
 	flag.Parse()
+	if *defaultValidator != "" {
+		o.validator = &validator.DefaultValidatorConfig{}
+		if err := json.Unmarshal([]byte(*defaultValidator), o.validator); err != nil {
+			peer.Usage("invalid --default-validator: %v", err)
+		}
+	}
 	if flag.NArg() != 0 {
 		peer.Usage("unexpected arguments: %v", flag.Args())
 	}
@@ -727,14 +739,14 @@ func (rt *runtime) listPlugins() []map[string]any {
 		base := p.FieldByName("base").String()
 		mask := api.EventMask(p.FieldByName("events").Int())
 		list = append(list, map[string]any{
-			"name":          idx + "-" + base,
-			"index":         idx,
-			"base":          base,
-			"pid":           p.FieldByName("pid").Int(),
-			"external":      p.FieldByName("cmd").IsNil(),
-			"events":        int32(mask),
-			"events_pretty": mask.PrettyString(),
-			"closed":        p.FieldByName("closed").Bool(),
+			"name":           idx + "-" + base,
+			"index":          idx,
+			"base":           base,
+			"pid":            p.FieldByName("pid").Int(),
+			"external":       p.FieldByName("cmd").IsNil(),
+			"events":         int32(mask),
+			"events_pretty":  mask.PrettyString(),
+			"closed":         p.FieldByName("closed").Bool(),
 			"failure_policy": policyOf(p.FieldByName("policy")),
 		})
 	}
@@ -778,6 +790,9 @@ func main() {
 		opts = append(opts, adaptation.WithDisabledExternalConnections())
 	} else {
 		opts = append(opts, adaptation.WithSocketPath(o.socket))
+	}
+	if o.validator != nil {
+		opts = append(opts, adaptation.WithDefaultValidator(o.validator))
 	}
 	a, err := adaptation.New(o.name, o.version, rt.syncFn, rt.updateFn, opts...)
 	if err != nil {

@@ -143,9 +143,12 @@ impl DefaultValidatorPlugin {
         self.current().config().clone()
     }
 
-    /// Accepts or rejects a merged adjustment (the reason is the error).
+    /// Accepts or rejects a merged adjustment (the reason is the error,
+    /// worded as upstream's validator words it: `validation error: ...`).
     pub fn check(&self, req: &ValidateContainerAdjustmentRequest) -> Result<(), String> {
-        self.current().validate(req).map_err(|r| r.reason)
+        self.current()
+            .validate(req)
+            .map_err(|r| format!("validation error: {}", r.reason))
     }
 }
 

@@ -284,11 +284,14 @@ impl DefaultValidator {
             return Ok(());
         }
         let who = cx.blame(Field::Sysctl);
+        // Upstream's wording: `plugin(s)` and the names unquoted.
+        let by = if who.is_empty() {
+            plugins_phrase(&who)
+        } else {
+            format!("plugin(s) {}", who.join(", "))
+        };
         Err(Rejection::new(
-            format!(
-                "attempted restricted sysctl adjustment by {}",
-                plugins_phrase(&who)
-            ),
+            format!("attempted restricted sysctl adjustment by {by}"),
             who,
         ))
     }
