@@ -256,11 +256,18 @@ impl Settings {
 struct Bundled {
     kind: Kind,
     settings: Settings,
+    /// Settings from the Configure configuration text (a plugin launched
+    /// from a plugin directory with `NN-name.conf`), replacing `settings`.
+    configured: std::sync::OnceLock<Settings>,
     seen: AtomicU64,
     hung: AtomicU64,
 }
 
 impl Bundled {
+    fn settings(&self) -> &Settings {
+        self.configured.get().unwrap_or(&self.settings)
+    }
+
     /// Common behaviour of every event: count, log, crash, hang, delay.
     async fn on_event(&self, ev: Event, pod: &PodSandbox, ctr: Option<&Container>) {
         let n = self.seen.fetch_add(1, Ordering::SeqCst) + 1;
@@ -274,7 +281,7 @@ impl Bundled {
                 if self
                     .settings
                     .event
-                    .map_or(n >= self.settings.after, |e| e == ev) =>
+                    .map_or(n >= self.settings().after, |e| e == ev) =>
             {
                 tracing::error!(
                     "crashing on event #{n} ({} {what}) as configured",
@@ -283,16 +290,16 @@ impl Bundled {
                 std::process::exit(CRASH_STATUS);
             }
             Kind::Hang => {
-                let pod_ok = self.settings.pod.as_ref().is_none_or(|p| *p == pod.name);
-                if self.settings.event == Some(ev) && pod_ok {
+                let pod_ok = self.settings().pod.as_ref().is_none_or(|p| *p == pod.name);
+                if self.settings().event == Some(ev) && pod_ok {
                     let h = self.hung.fetch_add(1, Ordering::SeqCst);
-                    if self.settings.times.is_none_or(|t| h < t) {
+                    if self.settings().times.is_none_or(|t| h < t) {
                         tracing::warn!("hanging on {} {what}", ev.pretty_name());
                         std::future::pending::<()>().await;
                     }
                 }
             }
-            Kind::Slow => tokio::time::sleep(self.settings.delay).await,
+            Kind::Slow => tokio::time::sleep(self.settings().delay).await,
             _ => {}
         }
     }
@@ -301,13 +308,13 @@ impl Bundled {
         let mut adj = ContainerAdjustment::default();
         match self.kind {
             Kind::Env => {
-                for k in &self.settings.remove_env {
+                for k in &self.settings().remove_env {
                     adj.remove_env(k);
                 }
-                for (k, v) in &self.settings.env {
+                for (k, v) in &self.settings().env {
                     adj.add_env(k.clone(), v.clone());
                 }
-                for (k, v) in &self.settings.annotations {
+                for (k, v) in &self.settings().annotations {
                     adj.add_annotation(k.clone(), v.clone());
                 }
             }
@@ -315,14 +322,14 @@ impl Bundled {
                 let mut found: BTreeMap<String, String> = BTreeMap::new();
                 for ann in [&pod.annotations, &ctr.annotations] {
                     for (k, v) in ann {
-                        if let Some(t) = k.strip_prefix(&self.settings.prefix) {
+                        if let Some(t) = k.strip_prefix(&self.settings().prefix) {
                             found.insert(t.to_owned(), v.clone());
                         }
                     }
                 }
                 for (t, v) in found {
                     let (soft, hard) = parse_limit(&v).map_err(|e| {
-                        HandlerError::msg(format!("annotation {}{t}: {e}", self.settings.prefix))
+                        HandlerError::msg(format!("annotation {}{t}: {e}", self.settings().prefix))
                     })?;
                     let ty = format!("RLIMIT_{}", t.to_ascii_uppercase());
                     adj.add_rlimit(ty, hard, soft);
@@ -403,6 +410,24 @@ fn parse_mount(m: &str) -> Result<Mount, String> {
 
 #[nri_plugin::plugin]
 impl Plugin for Bundled {
+    /// A non-empty configuration text is a YAML map of this kind's
+    /// settings; anything else fails Configure (so the registration).
+    async fn configure(
+        &self,
+        info: &nri_plugin::ConfigureInfo,
+    ) -> HandlerResult<Option<EventMask>> {
+        if info.config.trim().is_empty() {
+            return Ok(None);
+        }
+        let map: BTreeMap<String, Value> = serde_saphyr::from_str(&info.config)
+            .map_err(|e| HandlerError::msg(format!("invalid configuration: {e}")))?;
+        let settings = Settings::from_map(self.kind, &map)
+            .map_err(|e| HandlerError::msg(format!("invalid configuration: {e}")))?;
+        tracing::info!("configured by the runtime: {} settings", map.len());
+        let _ = self.configured.set(settings);
+        Ok(None)
+    }
+
     async fn synchronize(
         &self,
         pods: Vec<PodSandbox>,
@@ -539,6 +564,7 @@ pub async fn run(kind: &str) -> Result<(), Error> {
     let plugin = Bundled {
         kind: k,
         settings,
+        configured: std::sync::OnceLock::new(),
         seen: AtomicU64::new(0),
         hung: AtomicU64::new(0),
     };
@@ -608,6 +634,7 @@ mod tests {
         let p = Bundled {
             kind: Kind::Env,
             settings: Settings::from_map(Kind::Env, &cfg).unwrap(),
+            configured: std::sync::OnceLock::new(),
             seen: AtomicU64::new(0),
             hung: AtomicU64::new(0),
         };
@@ -618,6 +645,7 @@ mod tests {
         let p = Bundled {
             kind: Kind::Ulimit,
             settings: Settings::from_map(Kind::Ulimit, &BTreeMap::new()).unwrap(),
+            configured: std::sync::OnceLock::new(),
             seen: AtomicU64::new(0),
             hung: AtomicU64::new(0),
         };

@@ -468,18 +468,8 @@ pub async fn run(
     for (name, p) in &opts.policies {
         b = b.failure_policy(name.clone(), *p);
     }
-    let launch_dir = dir.path().join("launch");
-    match (&opts.plugin_dir, launched.is_empty()) {
-        (Some(d), true) => b = b.plugin_dir(d).config_dir(d).disable_launch(false),
-        (None, true) => b = b.disable_launch(true),
-        (None, false) => {
-            crate::launch::write_dir(&launch_dir, &launched)?;
-            b = b
-                .plugin_dir(&launch_dir)
-                .config_dir(&launch_dir)
-                .disable_launch(false);
-        }
-        (Some(_), false) => {
+    if let Some(d) = &opts.plugin_dir {
+        if !launched.is_empty() {
             return Err(Error::Invalid {
                 at: crate::Position {
                     file: scenario.file.clone(),
@@ -489,7 +479,20 @@ pub async fn run(
                 message: "plugins with `launch: true` cannot be combined with --plugin-dir".into(),
             });
         }
+        launched = crate::launch::from_dir(d)?;
     }
+    let launch_dir = dir.path().join("launch");
+    let log_dir = dir.path().join("logs");
+    if launched.is_empty() {
+        b = b.disable_launch(true);
+    } else {
+        crate::launch::write_dir(&launch_dir, &log_dir, &launched)?;
+        b = b
+            .plugin_dir(&launch_dir)
+            .config_dir(&launch_dir)
+            .disable_launch(false);
+    }
+    let logs = crate::launch::Logs::new(&log_dir, &launched);
 
     let nri = b
         .build(world.clone())
@@ -500,38 +503,12 @@ pub async fn run(
         description: scenario.description.trim().to_owned(),
         file: scenario.file.clone(),
     });
-    if opts.plugin_dir.is_some() || !launched.is_empty() {
+    if !launched.is_empty() {
         reporter.progress("launching plugins from the plugin directory");
     }
-    let mut eng_problems = 0;
     nri.start()
         .await
         .map_err(|source| Error::Runtime { source })?;
-    let up: Vec<String> = nri.plugins().iter().map(|p| p.id.to_string()).collect();
-    for l in launched.iter().filter(|l| !up.contains(&l.id)) {
-        reporter.report(&Record::PluginFailed {
-            plugin: l.id.clone(),
-            reason: format!(
-                "launched by the runtime from {}, did not register",
-                l.exe.display()
-            ),
-            output: Vec::new(),
-        });
-        eng_problems += 1;
-    }
-    for p in nri.plugins() {
-        reporter.report(&Record::PluginRegistered {
-            plugin: p.id.to_string(),
-            events: p
-                .events
-                .iter()
-                .map(|e| e.pretty_name().to_owned())
-                .collect(),
-            ms: 0.0,
-            calls: world.drain_calls(),
-            synced: None,
-        });
-    }
     let mut eng = Engine {
         exec: Exec {
             nri: nri.clone(),
@@ -543,12 +520,13 @@ pub async fn run(
         socket,
         reg_timeout,
         plugin_output: opts.plugin_output,
-        summary: Summary {
-            plugin_problems: eng_problems,
-            ..Summary::default()
-        },
+        summary: Summary::default(),
         outcomes: BTreeMap::new(),
+        problems: Vec::new(),
+        in_failing_step: false,
+        logs,
     };
+    eng.report_launched(&launched, reporter);
     for i in 0..eng.procs.len() {
         if eng.procs[i].spec.start {
             eng.start_plugin(i, reporter).await;
@@ -570,6 +548,7 @@ pub async fn run(
     if !shutdown.is_empty() {
         reporter.report(&Record::Calls { calls: shutdown });
     }
+    eng.flush_output(true, reporter);
     eng.flush(reporter);
     reporter.progress("");
 
@@ -581,6 +560,13 @@ pub async fn run(
         });
     }
     eng.summary.conflicts = lock(&world.conflicts).len();
+    eng.summary.unexpected_plugin_problems = eng
+        .problems
+        .iter()
+        .filter(|(id, in_failing_step)| {
+            !in_failing_step && !crate::expect::expects_unregistered(scenario, id)
+        })
+        .count();
     crate::expect::check_all(
         scenario,
         &world_view(&world, &registered, &eng.outcomes),
@@ -620,6 +606,13 @@ struct Engine {
     summary: Summary,
     /// Step label -> succeeded.
     outcomes: BTreeMap<String, bool>,
+    /// Plugin problems: plugin id, and whether it happened in a step
+    /// expected to fail.
+    problems: Vec<(String, bool)>,
+    /// The current step is expected to fail.
+    in_failing_step: bool,
+    /// Output of the plugins the runtime launched.
+    logs: crate::launch::Logs,
 }
 
 impl Proc {
@@ -662,7 +655,65 @@ async fn forward<R: AsyncRead + Unpin>(
 }
 
 impl Engine {
+    /// Reports the plugins the runtime launched at its start: registered
+    /// (with their calls), or failed with the reason and their output.
+    fn report_launched(
+        &mut self,
+        launched: &[crate::launch::Launched],
+        reporter: &mut dyn Reporter,
+    ) {
+        let mut calls = self.exec.world.drain_calls();
+        self.flush_output(false, reporter);
+        let up = self.exec.nri.plugins();
+        for l in launched
+            .iter()
+            .filter(|l| !up.iter().any(|p| p.id.to_string() == l.id))
+        {
+            // The runtime does not tell why (a failed Configure, an exit, a
+            // timeout): the plugin's output does.
+            let reason = format!(
+                "launched by the runtime from {}, did not register",
+                l.exe.display()
+            );
+            reporter.report(&Record::PluginFailed {
+                plugin: l.id.clone(),
+                reason,
+                output: self.logs.tail(&l.id, TAIL),
+            });
+            self.problem(&l.id);
+        }
+        for p in up {
+            let id = p.id.to_string();
+            let (mine, rest): (Vec<Call>, Vec<Call>) =
+                calls.into_iter().partition(|c| c.plugin == id);
+            calls = rest;
+            reporter.report(&Record::PluginRegistered {
+                plugin: id,
+                events: p
+                    .events
+                    .iter()
+                    .map(|e| e.pretty_name().to_owned())
+                    .collect(),
+                ms: 0.0,
+                calls: mine,
+                synced: None,
+            });
+        }
+    }
+
+    /// Reports the output of launched plugins written since the last call
+    /// (with `plugin_output`); `all` includes a last unterminated line.
+    fn flush_output(&mut self, all: bool, reporter: &mut dyn Reporter) {
+        let lines = self.logs.poll(all);
+        if self.plugin_output {
+            for (plugin, line) in lines {
+                reporter.report(&Record::PluginOutput { plugin, line });
+            }
+        }
+    }
+
     fn flush(&mut self, reporter: &mut dyn Reporter) {
+        self.flush_output(false, reporter);
         let recs = std::mem::take(&mut *lock(&self.exec.world.queue));
         for r in &recs {
             reporter.report(r);
@@ -693,7 +744,7 @@ impl Engine {
                 "bundled plugins need the `nri` executable (Options::self_exe)".into(),
                 Vec::new(),
             ));
-            self.summary.plugin_problems += 1;
+            self.problem(&id);
             return false;
         }
         let stream = match std::os::unix::net::UnixStream::connect(&self.socket) {
@@ -703,7 +754,7 @@ impl Engine {
                     format!("cannot connect to the runtime: {e}"),
                     Vec::new(),
                 ));
-                self.summary.plugin_problems += 1;
+                self.problem(&id);
                 return false;
             }
         };
@@ -726,7 +777,7 @@ impl Engine {
                     format!("cannot start {}: {e}", spec.exe.display()),
                     Vec::new(),
                 ));
-                self.summary.plugin_problems += 1;
+                self.problem(&id);
                 return false;
             }
         };
@@ -813,7 +864,7 @@ impl Engine {
                 })
                 .await;
                 reporter.report(&fail(reason, proc.tail()));
-                self.summary.plugin_problems += 1;
+                self.problem(&id);
                 false
             }
         }
@@ -856,8 +907,15 @@ impl Engine {
         true
     }
 
+    /// Counts a plugin problem of plugin `id`.
+    fn problem(&mut self, id: &str) {
+        self.summary.plugin_problems += 1;
+        self.problems.push((id.to_owned(), self.in_failing_step));
+    }
+
     /// Reports plugins that exited on their own.
     async fn check_exits(&mut self, reporter: &mut dyn Reporter) {
+        let mut crashed = Vec::new();
         for proc in &mut self.procs {
             let Some(child) = proc.child.as_mut() else {
                 continue;
@@ -874,8 +932,11 @@ impl Engine {
                     expected: false,
                     output: proc.tail(),
                 });
-                self.summary.plugin_problems += 1;
+                crashed.push(proc.spec.id());
             }
+        }
+        for id in crashed {
+            self.problem(&id);
         }
     }
 
@@ -904,6 +965,7 @@ impl Engine {
 
     async fn step(&mut self, index: &str, s: &Spanned<Step>, reporter: &mut dyn Reporter) {
         let st = &s.value;
+        self.in_failing_step = st.expect.as_ref().is_some_and(|e| e.value == "fail");
         let action = st.actions().first().copied().unwrap_or("(none)");
         let target = step_target(st);
         reporter.report(&Record::Step {

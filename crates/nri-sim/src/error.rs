@@ -59,6 +59,15 @@ pub enum Error {
         #[source]
         source: nri_runtime::Error,
     },
+    /// The plugin directory (`--plugin-dir`) is not a directory or holds
+    /// no plugin executables.
+    #[error("plugin directory {}: {reason}", dir.display())]
+    PluginDir {
+        /// The directory.
+        dir: std::path::PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
     /// A bundled plugin could not run.
     #[error("bundled plugin {name:?}: {reason}")]
     Bundled {

@@ -29,6 +29,19 @@ fn same_plugin(id: &str, name: &str) -> bool {
     id == name || id.split_once('-').is_some_and(|(_, n)| n == name)
 }
 
+/// Whether the scenario expects plugin `id` (`NN-name`) to be gone at the
+/// end (`plugin: NAME` with `registered: false`), so its problems are not
+/// unexpected.
+pub(crate) fn expects_unregistered(sc: &Scenario, id: &str) -> bool {
+    sc.expect.iter().any(|e| {
+        e.value.registered == Some(false)
+            && e.value
+                .plugin
+                .as_ref()
+                .is_some_and(|p| same_plugin(id, &p.value))
+    })
+}
+
 pub(crate) fn check_all(
     sc: &Scenario,
     view: &View<'_>,

@@ -1,8 +1,10 @@
-//! Plugins the embedded runtime launches itself (`launch: true`): a private
-//! plugin directory with one wrapper script per plugin (its executable,
-//! arguments and environment) and its `NN-name.conf`, as containerd finds
-//! pre-installed plugins and their configuration.
+//! Plugins the embedded runtime launches itself (`launch: true`, and the
+//! plugins of `--plugin-dir`): a private plugin directory with one wrapper
+//! script per plugin (its executable, arguments and environment, its output
+//! sent to a file the simulator reads) and its `NN-name.conf`, as
+//! containerd finds pre-installed plugins and their configuration.
 
+use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -43,11 +45,46 @@ pub(crate) fn resolve(exe: &Path) -> PathBuf {
         .unwrap_or_else(|| exe.to_owned())
 }
 
+/// The plugins of a user's plugin directory (`--plugin-dir`): the `NN-name`
+/// executables the runtime would launch, with their configuration from the
+/// same directory. A directory that does not exist, is not a directory or
+/// holds no plugins is an error: the run would test nothing.
+pub(crate) fn from_dir(dir: &Path) -> Result<Vec<Launched>, Error> {
+    let meta = std::fs::metadata(dir)
+        .map_err(|e| Error::io(format!("reading the plugin directory {}", dir.display()), e))?;
+    if !meta.is_dir() {
+        return Err(Error::PluginDir {
+            dir: dir.to_owned(),
+            reason: "not a directory".into(),
+        });
+    }
+    let found =
+        nri_runtime::launch::discover(dir, dir).map_err(|source| Error::Runtime { source })?;
+    if found.is_empty() {
+        return Err(Error::PluginDir {
+            dir: dir.to_owned(),
+            reason: "no plugins in it (executables named NN-name, e.g. 10-my-plugin)".into(),
+        });
+    }
+    Ok(found
+        .into_iter()
+        .map(|d| Launched {
+            id: d.id.to_string(),
+            exe: resolve(&d.path),
+            args: Vec::new(),
+            env: Vec::new(),
+            config: (!d.config.is_empty()).then_some(d.config),
+        })
+        .collect())
+}
+
 /// Writes the plugin directory `dir` (created): `NN-name` wrapper scripts
-/// and `NN-name.conf` files.
-pub(crate) fn write_dir(dir: &Path, plugins: &[Launched]) -> Result<(), Error> {
+/// and `NN-name.conf` files. Each plugin's output (stdout and stderr) goes
+/// to `logs/NN-name.log` (see [`Logs`]).
+pub(crate) fn write_dir(dir: &Path, logs: &Path, plugins: &[Launched]) -> Result<(), Error> {
     let io = |what: &str, p: &Path, e| Error::io(format!("{what} {}", p.display()), e);
     std::fs::create_dir_all(dir).map_err(|e| io("creating", dir, e))?;
+    std::fs::create_dir_all(logs).map_err(|e| io("creating", logs, e))?;
     for p in plugins {
         let mut script = String::from("#!/bin/sh\n");
         for (k, v) in &p.env {
@@ -59,7 +96,8 @@ pub(crate) fn write_dir(dir: &Path, plugins: &[Launched]) -> Result<(), Error> {
             script.push(' ');
             script.push_str(&quote(a));
         }
-        script.push('\n');
+        let log = logs.join(format!("{}.log", p.id));
+        script.push_str(&format!(" >>{} 2>&1\n", quote(&log.display().to_string())));
         let path = dir.join(&p.id);
         std::fs::write(&path, script).map_err(|e| io("writing", &path, e))?;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
@@ -70,6 +108,64 @@ pub(crate) fn write_dir(dir: &Path, plugins: &[Launched]) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// The output files of launched plugins, read as they grow.
+#[derive(Debug, Default)]
+pub(crate) struct Logs {
+    /// Plugin id, its file, bytes already read.
+    files: Vec<(String, PathBuf, u64)>,
+}
+
+impl Logs {
+    /// The files [`write_dir`] set up for `plugins` in `logs`.
+    pub(crate) fn new(logs: &Path, plugins: &[Launched]) -> Logs {
+        Logs {
+            files: plugins
+                .iter()
+                .map(|p| (p.id.clone(), logs.join(format!("{}.log", p.id)), 0))
+                .collect(),
+        }
+    }
+
+    /// Complete lines written since the last call, as (plugin id, line);
+    /// with `all`, a last line without its newline too.
+    pub(crate) fn poll(&mut self, all: bool) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for (id, path, read) in &mut self.files {
+            let mut new = Vec::new();
+            let Ok(mut f) = std::fs::File::open(&*path) else {
+                continue;
+            };
+            if f.seek(SeekFrom::Start(*read)).is_err() || f.read_to_end(&mut new).is_err() {
+                continue;
+            }
+            let end = if all {
+                new.len()
+            } else {
+                new.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1)
+            };
+            for line in String::from_utf8_lossy(&new[..end]).lines() {
+                out.push((id.clone(), line.to_owned()));
+            }
+            *read += end as u64;
+        }
+        out
+    }
+
+    /// The last `n` lines plugin `id` wrote.
+    pub(crate) fn tail(&self, id: &str, n: usize) -> Vec<String> {
+        let Some((_, path, _)) = self.files.iter().find(|f| f.0 == id) else {
+            return Vec::new();
+        };
+        let text = std::fs::read(path).unwrap_or_default();
+        let text = String::from_utf8_lossy(&text);
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(n)..]
+            .iter()
+            .map(|l| (*l).to_owned())
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -92,18 +188,62 @@ mod tests {
             env: vec![("X".into(), "it's x".into())],
             config: Some("key: value\n".into()),
         };
-        write_dir(dir.path(), &[p]).unwrap();
+        let logs = dir.path().join("logs");
+        write_dir(dir.path(), &logs, std::slice::from_ref(&p)).unwrap();
+        let mut log = Logs::new(&logs, &[p]);
         let out = std::process::Command::new(dir.path().join("10-echo"))
             .output()
             .unwrap();
+        assert!(out.status.success(), "{out:?}");
         assert_eq!(
-            String::from_utf8_lossy(&out.stdout),
-            "it's x:a b it's\n",
-            "{out:?}"
+            log.poll(false),
+            [("10-echo".to_owned(), "it's x:a b it's".to_owned())]
         );
+        assert!(log.poll(true).is_empty(), "each line is read once");
+        assert_eq!(log.tail("10-echo", 8), ["it's x:a b it's"]);
         assert_eq!(
             std::fs::read_to_string(dir.path().join("10-echo.conf")).unwrap(),
             "key: value\n"
         );
+    }
+
+    #[test]
+    fn a_partial_line_waits_for_its_end_unless_all_is_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = Launched {
+            id: "10-x".into(),
+            exe: PathBuf::from("/bin/true"),
+            args: Vec::new(),
+            env: Vec::new(),
+            config: None,
+        };
+        let mut log = Logs::new(dir.path(), &[p]);
+        assert!(log.poll(true).is_empty(), "no file yet");
+        std::fs::write(dir.path().join("10-x.log"), "one\ntw").unwrap();
+        assert_eq!(log.poll(false), [("10-x".to_owned(), "one".to_owned())]);
+        assert!(log.poll(false).is_empty());
+        assert_eq!(log.poll(true), [("10-x".to_owned(), "tw".to_owned())]);
+    }
+
+    #[test]
+    fn a_plugin_directory_must_exist_and_hold_plugins() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = from_dir(&dir.path().join("nope")).unwrap_err();
+        assert!(
+            e.to_string().starts_with("reading the plugin directory"),
+            "{e}"
+        );
+        let e = from_dir(dir.path()).unwrap_err();
+        assert!(e.to_string().contains("no plugins in it"), "{e}");
+        let exe = dir.path().join("10-mine");
+        std::fs::write(&exe, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(dir.path().join("10-mine.conf"), "a: 1\n").unwrap();
+        let e = from_dir(&exe).unwrap_err();
+        assert!(e.to_string().contains("not a directory"), "{e}");
+        let found = from_dir(dir.path()).unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].id, "10-mine");
+        assert_eq!(found[0].config.as_deref(), Some("a: 1\n"));
     }
 }

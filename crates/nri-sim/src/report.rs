@@ -255,8 +255,13 @@ pub struct Summary {
     pub plugin_failures: usize,
     /// Conflicts reported.
     pub conflicts: usize,
-    /// Plugins that could not start or crashed.
+    /// Plugins that could not start, did not register (a failed
+    /// Configure included) or crashed.
     pub plugin_problems: usize,
+    /// Of those, the ones the scenario did not expect: a problem is
+    /// expected when the scenario expects the plugin `registered: false`,
+    /// or when it happened in a step expected to fail.
+    pub unexpected_plugin_problems: usize,
     /// Expectations that held.
     pub expectations_held: usize,
     /// Expectations that failed.
@@ -266,9 +271,10 @@ pub struct Summary {
 }
 
 impl Summary {
-    /// Whether every expectation held.
+    /// Whether every expectation held and no plugin had a problem the
+    /// scenario did not expect.
     pub fn passed(&self) -> bool {
-        self.expectations_failed == 0
+        self.expectations_failed == 0 && self.unexpected_plugin_problems == 0
     }
 }
 

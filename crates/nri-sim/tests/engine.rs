@@ -131,7 +131,11 @@ async fn plugins_that_cannot_start_are_reported_and_required_ones_refuse_request
         "{failed:?}"
     );
     assert_eq!(s.plugin_problems, 2);
-    assert!(s.passed());
+    assert_eq!(s.unexpected_plugin_problems, 2);
+    assert!(
+        !s.passed(),
+        "problems the scenario did not expect fail the run"
+    );
     let ev = events(&recs)[0];
     assert!(
         ev.error
@@ -139,6 +143,93 @@ async fn plugins_that_cannot_start_are_reported_and_required_ones_refuse_request
             .unwrap()
             .contains("required plugin 20-x")
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expected_plugin_problems_do_not_fail_the_run() {
+    // `registered: false` expects the plugin's problems.
+    let (s, _) = run(&format!(
+        "plugins:\n  - name: x\n    path: /nonexistent/x\n{PODS}steps:\n  - up: p\nexpect:\n  - plugin: x\n    registered: false\n"
+    ))
+    .await;
+    assert_eq!((s.plugin_problems, s.unexpected_plugin_problems), (1, 0));
+    assert!(s.passed());
+    // So does a step expected to fail; the same start elsewhere does not.
+    let yaml = "plugins:\n  - {name: x, path: /nonexistent/x, start: false}\nsteps:\n  - start-plugin: x\n    expect: EXPECT\n";
+    let (s, _) = run(&yaml.replace("EXPECT", "fail")).await;
+    assert_eq!((s.plugin_problems, s.unexpected_plugin_problems), (1, 0));
+    assert!(s.passed());
+    let (s, _) = run(&yaml.replace("EXPECT", "ok")).await;
+    assert_eq!((s.plugin_problems, s.unexpected_plugin_problems), (1, 1));
+    assert_eq!(s.expectations_failed, 1);
+    assert!(!s.passed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_directory_that_is_missing_or_empty_is_an_error() {
+    let sc = Scenario::parse("t.yaml", Path::new("."), PODS).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (d, want) in [
+        (dir.path().join("nope"), "reading the plugin directory"),
+        (dir.path().to_owned(), "no plugins in it"),
+    ] {
+        let opts = Options {
+            plugin_dir: Some(d.clone()),
+            ..Default::default()
+        };
+        let e = nri_sim::run(&sc, &opts, &mut Collect::default())
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains(want), "{}: {e}", d.display());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_directory_plugins_that_fail_are_reported_with_their_output() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("10-broken");
+    std::fs::write(
+        &exe,
+        "#!/bin/sh\necho starting up\necho bad config >&2\nexit 4\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let sc = Scenario::parse(
+        "t.yaml",
+        Path::new("."),
+        &format!("{PODS}steps:\n  - up: p\n"),
+    )
+    .unwrap();
+    let opts = Options {
+        plugin_dir: Some(dir.path().to_owned()),
+        plugin_output: true,
+        ..Default::default()
+    };
+    let mut rec = Collect::default();
+    let s = nri_sim::run(&sc, &opts, &mut rec).await.unwrap();
+    let failed = rec.0.iter().find_map(|r| match r {
+        Record::PluginFailed {
+            plugin,
+            reason,
+            output,
+        } if plugin == "10-broken" => Some((reason.clone(), output.clone())),
+        _ => None,
+    });
+    let (reason, output) = failed.expect("a plugin_failed record");
+    assert!(reason.contains("did not register"), "{reason}");
+    assert_eq!(output, ["starting up", "bad config"]);
+    let lines: Vec<&str> = rec
+        .0
+        .iter()
+        .filter_map(|r| match r {
+            Record::PluginOutput { plugin, line } if plugin == "10-broken" => Some(line.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(lines, ["starting up", "bad config"]);
+    assert_eq!((s.plugin_problems, s.unexpected_plugin_problems), (1, 1));
+    assert!(!s.passed());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -256,6 +347,7 @@ async fn launched_plugins_are_checked_and_reported() {
         "{recs:#?}"
     );
     assert_eq!((s.plugin_problems, s.failed_events), (1, 0));
+    assert_eq!(s.unexpected_plugin_problems, 1);
     let o = nri_sim::Outcome::from_records(&recs);
     assert!(!o.plugins["10-gone"].registered);
     assert!(o.steps[0].ok);

@@ -207,15 +207,25 @@ impl<W: Write + Send> Human<W> {
                 ),
             )
         };
+        let problems = if s.unexpected_plugin_problems == 0 {
+            format!("{} plugin problems", s.plugin_problems)
+        } else {
+            self.paint(
+                Style::Red,
+                &format!(
+                    "{} plugin problems ({} UNEXPECTED)",
+                    s.plugin_problems, s.unexpected_plugin_problems
+                ),
+            )
+        };
         let l = format!(
-            "\n{} {} steps, {} events ({} refused), {} plugin failures reported, {} conflicts, {} plugin problems; {exp}; {:.2}s",
+            "\n{} {} steps, {} events ({} refused), {} plugin failures reported, {} conflicts, {problems}; {exp}; {:.2}s",
             self.paint(Style::Bold, "summary:"),
             s.steps,
             s.events,
             s.failed_events,
             s.plugin_failures,
             s.conflicts,
-            s.plugin_problems,
             s.ms / 1000.0
         );
         self.line(&l);

@@ -30,8 +30,12 @@ Examples:
       Print what happened (registrations, each step and event ok or not,
       final specs) without timings, to compare runs of different builds.
 
-Exit status: 0 every expectation held, 1 an expectation failed,
-2 usage error, invalid scenario, or the simulation could not run.";
+Exit status: 0 every expectation held and every plugin started and
+registered (or the scenario expected it not to), 1 an expectation failed or
+a plugin could not start, exited before registering, failed Configure or
+crashed, 2 usage error (a --plugin that is not an executable, a
+--plugin-dir without plugins), invalid scenario, or the simulation could
+not run.";
 
 /// Arguments of `nri sim`.
 #[derive(Debug, clap::Args)]
@@ -78,7 +82,8 @@ pub struct Args {
     /// plugins were built from) and this command.
     #[arg(long, value_name = "SOURCE")]
     golden: Option<String>,
-    /// Show every line the plugins write.
+    /// Show every line the plugins write (also those launched from
+    /// --plugin-dir or with `launch: true`).
     #[arg(long)]
     plugin_output: bool,
     /// Print the full final OCI spec of each container, not just the diff.
@@ -160,6 +165,20 @@ fn load(args: &Args) -> Result<Scenario, nri_sim::Error> {
     Scenario::parse(&file, &dir, &text)
 }
 
+/// Checks that `path` is an executable file: a `--plugin` that cannot
+/// start is a usage error, found before anything runs.
+fn executable(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let shown = path.display();
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!("{shown}: no such file")),
+        Err(e) => Err(format!("{shown}: {e}")),
+        Ok(m) if !m.is_file() => Err(format!("{shown}: not a file")),
+        Ok(m) if m.permissions().mode() & 0o111 == 0 => Err(format!("{shown}: not executable")),
+        Ok(_) => Ok(()),
+    }
+}
+
 /// Writes JSON lines.
 struct Json<W: Write + Send>(W);
 
@@ -221,7 +240,7 @@ pub fn run(args: Args) -> ExitCode {
     }
     let mut extra = Vec::new();
     for p in &args.plugins {
-        match ExtraPlugin::parse(p) {
+        match ExtraPlugin::parse(p).and_then(|x| executable(&x.path).map(|()| x)) {
             Ok(x) => extra.push(x),
             Err(e) => return usage(format!("--plugin {e}")),
         }

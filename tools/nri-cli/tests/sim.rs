@@ -153,7 +153,7 @@ fn bad_scenarios_give_file_line_column_and_exit_2() {
 #[test]
 fn missing_plugin_binary_is_reported_and_the_run_goes_on_per_policy() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let body = "runtime:\n  registration-timeout: 1s\nplugins:\n  - name: ghost\n    path: /nonexistent/ghost-plugin\n    policy: POLICY\n  - name: env\n    bundled: env\n    config: { env: { A: '1' } }\npods:\n  - name: p\n    containers: [{ name: c }]\nsteps:\n  - up: p\n    expect: EXPECT\n";
+    let body = "runtime:\n  registration-timeout: 1s\nplugins:\n  - name: ghost\n    path: /nonexistent/ghost-plugin\n    policy: POLICY\n  - name: env\n    bundled: env\n    config: { env: { A: '1' } }\npods:\n  - name: p\n    containers: [{ name: c }]\nsteps:\n  - up: p\n    expect: EXPECT\nexpect:\n  - plugin: ghost\n    registered: false\n";
     for (policy, expect) in [("ignore", "ok"), ("required", "fail")] {
         let f = write(
             dir.path(),
@@ -183,12 +183,116 @@ fn a_plugin_speaking_garbage_is_reported() {
     let f = write(
         dir.path(),
         "g.yaml",
-        "runtime:\n  registration-timeout: 500ms\nplugins:\n  - name: junk\n    bundled: garbage\n    policy: ignore\npods:\n  - name: p\n    containers: [{ name: c }]\nsteps:\n  - up: p\n    expect: ok\n",
+        "runtime:\n  registration-timeout: 500ms\nplugins:\n  - name: junk\n    bundled: garbage\n    policy: ignore\npods:\n  - name: p\n    containers: [{ name: c }]\nsteps:\n  - up: p\n    expect: ok\nexpect:\n  - plugin: junk\n    registered: false\n",
     );
     let o = run(&["sim", f.to_str().expect("utf8")]);
     let t = text(&o);
     assert_eq!(o.status.code(), Some(0), "{t}");
     assert!(t.contains("plugin FAILED 10-junk: did not register"), "{t}");
+}
+
+fn executable(dir: &Path, name: &str, body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = write(dir, name, body);
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    p
+}
+
+#[test]
+fn plugins_that_cannot_run_fail_the_run() {
+    // Not an executable: a usage error before anything runs.
+    let o = run(&["sim", "--plugin", "./does-not-exist"]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(
+        t.contains("nri sim: error: --plugin ./does-not-exist: no such file"),
+        "{t}"
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plain = write(dir.path(), "plain", "not a program\n");
+    let o = run(&["sim", "--plugin", plain.to_str().expect("utf8")]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(t.contains("plain: not executable"), "{t}");
+    // Exits before registering: a plugin problem, exit status 1.
+    let o = run(&["sim", "--plugin", "/bin/true"]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("plugin FAILED 50-true: exited before registering"),
+        "{t}"
+    );
+    assert!(t.contains("1 plugin problems (1 UNEXPECTED)"), "{t}");
+    // A plugin directory that does not exist.
+    let o = run(&["sim", "--plugin-dir", "/nonexistent"]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{t}");
+    assert!(
+        t.contains("nri sim: error: reading the plugin directory /nonexistent"),
+        "{t}"
+    );
+}
+
+#[test]
+fn a_plugin_dir_plugin_failing_configure_is_a_reported_problem() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let nri = env!("CARGO_BIN_EXE_nri");
+    executable(
+        dir.path(),
+        "10-env",
+        &format!("#!/bin/sh\nexec '{nri}' __bundled-plugin env\n"),
+    );
+    executable(
+        dir.path(),
+        "20-logger",
+        &format!("#!/bin/sh\nexec '{nri}' __bundled-plugin logger\n"),
+    );
+    write(dir.path(), "10-env.conf", "env: { A: '1' }\nbogus: 1\n");
+    let d = dir.path().to_str().expect("utf8");
+    let o = run(&["sim", "--plugin-dir", d, "--plugin-output"]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("plugin FAILED 10-env: launched by the runtime from"),
+        "{t}"
+    );
+    // Why is in its output, shown with the failure.
+    assert!(
+        t.contains("| ERROR nri-plugin: configuration failed: invalid configuration: unknown setting \"bogus\""),
+        "{t}"
+    );
+    // --plugin-output shows launched plugins' lines as they come.
+    assert!(t.contains("Synchronize: 0 pods"), "{t}");
+    assert!(t.contains("1 plugin problems (1 UNEXPECTED)"), "{t}");
+    let o = run(&["sim", "--plugin-dir", d, "--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let records: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    let failed: Vec<&serde_json::Value> = records
+        .iter()
+        .filter(|r| r["type"] == "plugin_failed")
+        .collect();
+    assert_eq!(failed.len(), 1, "{records:#?}");
+    assert_eq!(failed[0]["plugin"], "10-env");
+    assert!(
+        failed[0]["output"]
+            .as_array()
+            .is_some_and(|o| o.iter().any(|l| l
+                .as_str()
+                .is_some_and(|l| l.contains("configuration failed")))),
+        "{records:#?}"
+    );
+    let summary = records.last().expect("records");
+    assert_eq!(summary["type"], "summary");
+    assert_eq!(summary["unexpected_plugin_problems"], 1);
+    // Fixed configuration: it registers and the run passes.
+    write(dir.path(), "10-env.conf", "env: { A: '1' }\n");
+    let o = run(&["sim", "--plugin-dir", d]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    assert!(t.contains("+ process.env: A=1"), "{t}");
 }
 
 #[test]
@@ -268,7 +372,7 @@ fn the_runtime_config_file_is_applied_and_checked_at_start_up() {
     let scenario = write(
         dir.path(),
         "s.yaml",
-        "runtime:\n  registration-timeout: 1s\nplugins:\n  - name: ghost\n    path: /nonexistent/ghost-plugin\n  - name: env\n    bundled: env\npods:\n  - name: p\n    containers: [{ name: c }]\nsteps:\n  - up: p\n    expect: fail\n",
+        "runtime:\n  registration-timeout: 1s\nplugins:\n  - name: ghost\n    path: /nonexistent/ghost-plugin\n  - name: env\n    bundled: env\npods:\n  - name: p\n    containers: [{ name: c }]\nsteps:\n  - up: p\n    expect: fail\nexpect:\n  - plugin: ghost\n    registered: false\n",
     );
     let yaml = write(
         dir.path(),
