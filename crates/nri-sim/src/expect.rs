@@ -5,7 +5,10 @@ use std::collections::BTreeMap;
 use oci_spec::runtime::Spec;
 
 use crate::report::{Change, Record, Reporter, Summary};
-use crate::scenario::{Expectation, Scenario};
+use serde_json::Value;
+
+use crate::jsonpath::{lookup, matches, show};
+use crate::scenario::{Expectation, ResourcesSpec, Scenario, SpecItem};
 use crate::spec::env_of;
 
 /// What the run left behind, for the checks.
@@ -113,42 +116,28 @@ fn check(e: &Expectation, v: &View<'_>) -> Vec<Outcome> {
                 },
             ));
         }
-        let mounts: Vec<String> = spec
-            .mounts()
-            .clone()
-            .unwrap_or_default()
-            .iter()
-            .map(|m| m.destination().display().to_string())
-            .collect();
-        for m in &e.mounts {
-            out.push((
-                format!("{name} has a mount at {m}"),
-                if mounts.contains(m) {
-                    Ok(())
-                } else {
-                    Err(format!("mounts: {}", mounts.join(", ")))
-                },
-            ));
+        let json = nri_oci::spec_json(spec).unwrap_or_default();
+        check_items(
+            name,
+            &json,
+            "mounts",
+            "destination",
+            "a mount at",
+            &e.mounts,
+            &mut out,
+        );
+        let devices = json.pointer("/linux/devices").cloned().unwrap_or_default();
+        let devices = serde_json::json!({ "devices": devices });
+        check_items(
+            name, &devices, "devices", "path", "device", &e.devices, &mut out,
+        );
+        if let Some(r) = &e.resources {
+            for (path, want) in resource_values(r) {
+                out.push(check_path(name, &json, &path, &want));
+            }
         }
-        let devices: Vec<String> = spec
-            .linux()
-            .as_ref()
-            .and_then(|l| l.devices().clone())
-            .unwrap_or_default()
-            .iter()
-            .map(|d| d.path().display().to_string())
-            .collect();
-        for d in &e.devices {
-            out.push((
-                format!("{name} has device {d}"),
-                if devices.contains(d) {
-                    Ok(())
-                } else if devices.is_empty() {
-                    Err("no devices".into())
-                } else {
-                    Err(format!("devices: {}", devices.join(", ")))
-                },
-            ));
+        for (path, want) in &e.spec {
+            out.push(check_path(name, &json, path, want));
         }
         let rlimits: Vec<(String, u64, u64)> = spec
             .process()
@@ -313,6 +302,104 @@ fn check(e: &Expectation, v: &View<'_>) -> Vec<Outcome> {
                 )),
             },
         ));
+    }
+    out
+}
+
+/// Checks the `mounts`/`devices` entries of an expectation against the
+/// list `list` of `json`, elements named by `key`.
+fn check_items(
+    name: &str,
+    json: &Value,
+    list: &str,
+    key: &str,
+    what: &str,
+    items: &[SpecItem],
+    out: &mut Vec<Outcome>,
+) {
+    let all: Vec<&Value> = json
+        .get(list)
+        .and_then(Value::as_array)
+        .map(|a| a.iter().collect())
+        .unwrap_or_default();
+    let keys: Vec<&str> = all
+        .iter()
+        .filter_map(|v| v.get(key).and_then(Value::as_str))
+        .collect();
+    for item in items {
+        let k = item.key(key).unwrap_or_default();
+        let found = all
+            .iter()
+            .find(|v| v.get(key).and_then(Value::as_str) == Some(k));
+        let (text, result) = match (item, found) {
+            (SpecItem::Key(_), Some(_)) => (format!("{name} has {what} {k}"), Ok(())),
+            (SpecItem::Fields(f), Some(v)) => {
+                let want = Value::Object(f.clone().into_iter().collect());
+                let text = format!("{name} has {what} {}", show(&want));
+                if matches(&want, v) {
+                    (text, Ok(()))
+                } else {
+                    (text, Err(format!("found {}", show(v))))
+                }
+            }
+            (_, None) => (
+                format!("{name} has {what} {k}"),
+                Err(if keys.is_empty() {
+                    format!("no {list}")
+                } else {
+                    format!("{list}: {}", keys.join(", "))
+                }),
+            ),
+        };
+        out.push((text, result));
+    }
+}
+
+/// The value at `path` of the spec matches `want`.
+fn check_path(name: &str, json: &Value, path: &str, want: &Value) -> Outcome {
+    let text = format!("{name}: {path} is {}", show(want));
+    let result = match lookup(json, path) {
+        Some(v) if matches(want, v) => Ok(()),
+        Some(v) => Err(format!("expected {}, found {}", show(want), show(v))),
+        None => Err(format!("expected {}, found nothing at {path}", show(want))),
+    };
+    (text, result)
+}
+
+/// The spec paths and values of a resources expectation.
+fn resource_values(r: &ResourcesSpec) -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    let mut put = |path: &str, v: Value| out.push((format!("linux.resources.{path}"), v));
+    if let Some(m) = &r.memory {
+        for (k, q) in [
+            ("limit", &m.limit),
+            ("reservation", &m.reservation),
+            ("swap", &m.swap),
+        ] {
+            if let Some(b) = q.as_ref().and_then(|q| q.value.bytes().ok()) {
+                put(&format!("memory.{k}"), Value::from(b));
+            }
+        }
+    }
+    if let Some(c) = &r.cpu {
+        if let Some(v) = c.shares {
+            put("cpu.shares", Value::from(v));
+        }
+        if let Some(v) = c.quota {
+            put("cpu.quota", Value::from(v));
+        }
+        if let Some(v) = c.period {
+            put("cpu.period", Value::from(v));
+        }
+        if let Some(v) = &c.cpus {
+            put("cpu.cpus", Value::from(v.clone()));
+        }
+        if let Some(v) = &c.mems {
+            put("cpu.mems", Value::from(v.clone()));
+        }
+    }
+    if let Some(p) = r.pids {
+        put("pids.limit", Value::from(p));
     }
     out
 }

@@ -38,6 +38,7 @@ pub mod bundled;
 mod engine;
 mod error;
 mod expect;
+mod jsonpath;
 mod launch;
 pub mod outcome;
 pub mod report;

@@ -220,14 +220,18 @@ impl Outcome {
         }
         let names: std::collections::BTreeSet<&String> =
             self.specs.keys().chain(expected.specs.keys()).collect();
+        // Diff lines compare as text: outcomes saved when values were
+        // JSON text compare equal to the same values as JSON.
+        let text = |x: &[DiffLine]| x.iter().map(DiffLine::text).collect::<Vec<_>>();
         for c in names {
             match (expected.specs.get(c), self.specs.get(c)) {
-                (Some(a), Some(b)) if a == b => {}
+                (Some(a), Some(b)) if text(a) == text(b) => {}
                 (Some(a), Some(b)) => {
                     let only = |x: &[DiffLine], y: &[DiffLine]| {
-                        x.iter()
+                        let y = text(y);
+                        text(x)
+                            .into_iter()
                             .filter(|l| !y.contains(l))
-                            .map(ToString::to_string)
                             .collect::<Vec<_>>()
                             .join("; ")
                     };
@@ -353,5 +357,29 @@ mod tests {
         let b = Outcome::from_records(&records(false, "A=2"));
         let keys: Vec<String> = b.differences(&a).into_iter().map(|d| d.key).collect();
         assert_eq!(keys, ["step:make", "spec:p/c"]);
+    }
+
+    #[test]
+    fn outcomes_saved_with_values_as_json_text_still_compare_equal() {
+        let mut new = Outcome::from_records(&records(true, "A=1"));
+        new.specs.insert(
+            "p/m".into(),
+            vec![DiffLine::Added {
+                path: "mounts[/data]".into(),
+                value: serde_json::json!({"destination": "/data", "options": ["ro"]}),
+            }],
+        );
+        let mut old = serde_json::to_value(&new).unwrap();
+        old["specs"]["p/m"][0]["value"] =
+            serde_json::Value::from(r#"{"destination":"/data","options":["ro"]}"#);
+        let old: Outcome = serde_json::from_value(old).unwrap();
+        assert_ne!(old, new, "stored differently");
+        assert!(new.differences(&old).is_empty());
+        let mut other = old.clone();
+        other.specs.get_mut("p/m").unwrap()[0] = DiffLine::Added {
+            path: "mounts[/data]".into(),
+            value: serde_json::json!({"destination": "/data", "options": ["rw"]}),
+        };
+        assert_eq!(new.differences(&other).len(), 1);
     }
 }

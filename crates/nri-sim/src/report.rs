@@ -10,7 +10,11 @@ use crate::spec::DiffLine;
 /// of the `start` record. Raised when a record or field changes meaning or
 /// goes away (new records and fields do not raise it), so saved outputs
 /// can tell which format they are in.
-pub const SCHEMA_VERSION: u32 = 1;
+///
+/// Version 2: the `value`, `old` and `new` of `spec` diff lines are JSON
+/// values (a number, an object), no longer JSON text in a string; the
+/// `summary` has `unexpected_plugin_problems`.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// One call of a plugin, as the embedded runtime saw it.
 #[derive(Debug, Clone, PartialEq, Serialize)]

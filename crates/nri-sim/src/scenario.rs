@@ -248,7 +248,7 @@ impl Quantity {
     }
 }
 
-fn parse_quantity(s: &str) -> Result<i64, String> {
+pub(crate) fn parse_quantity(s: &str) -> Result<i64, String> {
     let s = s.trim();
     let split = s
         .find(|c: char| !(c.is_ascii_digit() || c == '-'))
@@ -336,12 +336,25 @@ pub struct Expectation {
     /// Annotations with these values.
     #[serde(default)]
     pub annotations: BTreeMap<String, String>,
-    /// Mount destinations that must exist.
+    /// Mounts that must exist: a destination, or a map of the mount's OCI
+    /// fields (`destination` required; listed `options` must be among the
+    /// mount's).
     #[serde(default)]
-    pub mounts: Vec<String>,
-    /// Device paths that must exist.
+    pub mounts: Vec<SpecItem>,
+    /// Devices that must exist: a path, or a map of the device's OCI fields
+    /// (`path` required; `type`, `major`, `minor`, `fileMode`, `uid`,
+    /// `gid`).
     #[serde(default)]
-    pub devices: Vec<String>,
+    pub devices: Vec<SpecItem>,
+    /// Resources the final spec has (the format of a container's
+    /// `resources`; only the given values are checked).
+    pub resources: Option<ResourcesSpec>,
+    /// Values at paths of the final OCI spec, paths as the spec diff prints
+    /// them (`linux.resources.memory.limit`, `mounts[/data].options`,
+    /// `hooks.prestart`): scalars equal (a quantity such as `256Mi` for a
+    /// number), maps by their given keys, lists by their given items.
+    #[serde(default)]
+    pub spec: BTreeMap<String, serde_json::Value>,
     /// Rlimits (`RLIMIT_NOFILE` or `nofile`) with soft/hard values.
     #[serde(default)]
     pub rlimits: BTreeMap<String, RlimitSpec>,
@@ -370,6 +383,27 @@ pub struct Expectation {
     pub conflict: Option<bool>,
     /// ... caused by this plugin (name or `NN-name`).
     pub by: Option<String>,
+}
+
+/// An entry of a list in the final spec: its key (mount destination,
+/// device path), or a map of the fields it must have.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum SpecItem {
+    /// Only the key.
+    Key(String),
+    /// Fields (OCI names), the key among them.
+    Fields(BTreeMap<String, serde_json::Value>),
+}
+
+impl SpecItem {
+    /// The key: the string, or the string field `key` of the map.
+    pub fn key(&self, key: &str) -> Option<&str> {
+        match self {
+            SpecItem::Key(k) => Some(k),
+            SpecItem::Fields(m) => m.get(key).and_then(serde_json::Value::as_str),
+        }
+    }
 }
 
 /// Soft and hard limit.
@@ -795,6 +829,17 @@ impl Scenario {
                 &c.referenced,
                 format!("unknown container {:?}; expected POD/CONTAINER", c.value),
             ));
+        }
+        for (list, key) in [(&ex.mounts, "destination"), (&ex.devices, "path")] {
+            if list.iter().any(|i| i.key(key).is_none()) {
+                return Err(self.invalid(
+                    at,
+                    format!("each entry of `mounts`/`devices` is a string or a map with `{key}`"),
+                ));
+            }
+        }
+        if let Some(r) = &ex.resources {
+            self.check_resources(r)?;
         }
         if let Some(p) = &ex.plugin {
             if ex.event.is_some() != (ex.calls.is_some() || ex.min_calls.is_some()) {

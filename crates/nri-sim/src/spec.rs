@@ -46,7 +46,9 @@ pub fn base_spec(ctr: &Container) -> Result<Spec, nri_oci::Error> {
     Ok(spec)
 }
 
-/// One line of a spec diff.
+/// One line of a spec diff. Values are JSON values (a string, a number, a
+/// whole object such as a mount); saved outcomes of the first format held
+/// them as text, which [`DiffLine::text`] compares equal.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum DiffLine {
@@ -54,25 +56,42 @@ pub enum DiffLine {
     Added {
         /// JSON path (`process.env`, `mounts[/data]`).
         path: String,
-        /// The value (JSON text).
-        value: String,
+        /// The value.
+        value: Value,
     },
     /// Present only in the old spec.
     Removed {
         /// JSON path.
         path: String,
         /// The value.
-        value: String,
+        value: Value,
     },
     /// Changed value.
     Changed {
         /// JSON path.
         path: String,
         /// Old value.
-        old: String,
+        old: Value,
         /// New value.
-        new: String,
+        new: Value,
     },
+}
+
+impl DiffLine {
+    /// The line as text (`+ path: value`, values as compact JSON, strings
+    /// without quotes), the same for a value and its JSON text.
+    pub fn text(&self) -> String {
+        self.to_string()
+    }
+}
+
+/// A value as diff lines show it: strings without quotes, anything else
+/// as compact JSON (a string holding JSON text reads the same).
+pub fn show(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
 }
 
 /// The differences between two specs. Lists of strings (env, args) are
@@ -140,15 +159,13 @@ fn diff_value(path: &str, a: Option<&Value>, b: Option<&Value>, out: &mut Vec<Di
         (Some(Value::Array(x)), Some(Value::Array(y)))
             if is_scalar_list(x) && is_scalar_list(y) =>
         {
-            let xs: Vec<String> = x.iter().map(scalar).collect();
-            let ys: Vec<String> = y.iter().map(scalar).collect();
-            for v in xs.iter().filter(|v| !ys.contains(v)) {
+            for v in x.iter().filter(|v| !y.contains(v)) {
                 out.push(DiffLine::Removed {
                     path: path.to_owned(),
                     value: v.clone(),
                 });
             }
-            for v in ys.iter().filter(|v| !xs.contains(v)) {
+            for v in y.iter().filter(|v| !x.contains(v)) {
                 out.push(DiffLine::Added {
                     path: path.to_owned(),
                     value: v.clone(),
@@ -170,18 +187,18 @@ fn diff_value(path: &str, a: Option<&Value>, b: Option<&Value>, out: &mut Vec<Di
         }
         (Some(v), None | Some(Value::Null)) => out.push(DiffLine::Removed {
             path: path.to_owned(),
-            value: scalar(v),
+            value: v.clone(),
         }),
         (None | Some(Value::Null), Some(w)) => out.push(DiffLine::Added {
             path: path.to_owned(),
-            value: scalar(w),
+            value: w.clone(),
         }),
         (Some(v), Some(w)) => {
             if v != w {
                 out.push(DiffLine::Changed {
                     path: path.to_owned(),
-                    old: scalar(v),
-                    new: scalar(w),
+                    old: v.clone(),
+                    new: w.clone(),
                 });
             }
         }
@@ -191,17 +208,12 @@ fn diff_value(path: &str, a: Option<&Value>, b: Option<&Value>, out: &mut Vec<Di
 impl std::fmt::Display for DiffLine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            DiffLine::Added { path, value } => write!(f, "+ {path}: {value}"),
-            DiffLine::Removed { path, value } => write!(f, "- {path}: {value}"),
-            DiffLine::Changed { path, old, new } => write!(f, "~ {path}: {old} -> {new}"),
+            DiffLine::Added { path, value } => write!(f, "+ {path}: {}", show(value)),
+            DiffLine::Removed { path, value } => write!(f, "- {path}: {}", show(value)),
+            DiffLine::Changed { path, old, new } => {
+                write!(f, "~ {path}: {} -> {}", show(old), show(new))
+            }
         }
-    }
-}
-
-fn scalar(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
     }
 }
 
@@ -252,6 +264,11 @@ mod tests {
             }),
             "{d:?}"
         );
+        // Values are JSON values, not JSON text.
+        assert!(
+            d.iter().any(|l| matches!(l, DiffLine::Changed { path, old: Value::Number(_), new: Value::Number(_) } if path == "process.rlimits[RLIMIT_NOFILE].soft")),
+            "{d:?}"
+        );
         assert!(
             d.iter()
                 .any(|l| matches!(l, DiffLine::Added { path, .. } if path == "annotations.x")),
@@ -280,14 +297,14 @@ mod tests {
         };
         applier().apply_adjustment(&mut new, &adj).unwrap();
         let d = diff(&base, &new);
-        assert!(
-            d.contains(&DiffLine::Added {
-                path: "process.scheduler".into(),
-                value:
-                    r#"{"flags":["SCHED_FLAG_RESET_ON_FORK"],"policy":"SCHED_FIFO","priority":5}"#
-                        .into()
-            }),
-            "{d:?}"
+        let line = DiffLine::Added {
+            path: "process.scheduler".into(),
+            value: serde_json::json!({"flags": ["SCHED_FLAG_RESET_ON_FORK"], "policy": "SCHED_FIFO", "priority": 5}),
+        };
+        assert!(d.contains(&line), "{d:?}");
+        assert_eq!(
+            line.text(),
+            r#"+ process.scheduler: {"flags":["SCHED_FLAG_RESET_ON_FORK"],"policy":"SCHED_FIFO","priority":5}"#
         );
     }
 }

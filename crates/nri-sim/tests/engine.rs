@@ -65,7 +65,7 @@ async fn lifecycle_without_plugins_delivers_every_event_in_order() {
         diff,
         Some(vec![nri_sim::spec::DiffLine::Added {
             path: "linux.resources.cpu".into(),
-            value: "{\"shares\":10}".into()
+            value: serde_json::json!({"shares": 10})
         }])
     );
     assert!(matches!(recs.last(), Some(Record::Summary(_))));

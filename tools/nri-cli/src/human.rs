@@ -5,7 +5,7 @@ use std::io::Write;
 
 use nri_sim::Record;
 use nri_sim::report::{Call, EventResult, Summary};
-use nri_sim::spec::DiffLine;
+use nri_sim::spec::{DiffLine, show};
 
 #[derive(Clone, Copy)]
 enum Style {
@@ -181,11 +181,13 @@ impl<W: Write + Send> Human<W> {
 
     fn diff(&mut self, d: &DiffLine) {
         let (sign, style, text) = match d {
-            DiffLine::Added { path, value } => ("+", Style::Green, entry(path, value)),
-            DiffLine::Removed { path, value } => ("-", Style::Red, entry(path, value)),
-            DiffLine::Changed { path, old, new } => {
-                ("~", Style::Yellow, format!("{path}: {old} -> {new}"))
-            }
+            DiffLine::Added { path, value } => ("+", Style::Green, entry(path, &show(value))),
+            DiffLine::Removed { path, value } => ("-", Style::Red, entry(path, &show(value))),
+            DiffLine::Changed { path, old, new } => (
+                "~",
+                Style::Yellow,
+                format!("{path}: {} -> {}", show(old), show(new)),
+            ),
         };
         let l = format!("    {}", self.paint(style, &format!("{sign} {text}")));
         self.line(&l);

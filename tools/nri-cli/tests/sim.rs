@@ -98,6 +98,53 @@ fn json_output_is_one_object_per_line() {
         c.iter()
             .any(|c| c["plugin"] == "10-env" && c["field"] == "env")
     }));
+    assert_eq!(recs[0]["schema"], 2);
+    // Diff values are JSON values: a mount is an object, a limit a number.
+    let diff = recs
+        .iter()
+        .find(|r| r["type"] == "spec" && r["container"] == "web/app")
+        .map(|r| r["diff"].clone())
+        .expect("spec of web/app");
+    let line = |path: &str| {
+        diff.as_array()
+            .and_then(|d| d.iter().find(|l| l["path"] == path))
+            .cloned()
+            .unwrap_or_else(|| panic!("no {path} in {diff:#}"))
+    };
+    assert_eq!(line("mounts[/cache]")["value"]["destination"], "/cache");
+    assert_eq!(line("process.rlimits[RLIMIT_NOFILE].hard")["new"], 4096);
+}
+
+#[test]
+fn expectations_check_values_and_say_what_was_found() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let body = "plugins:\n  - name: devices\n    bundled: devices\n  - name: ulimit\n    bundled: ulimit\npods:\n  - name: p\n    annotations: { rlimit.nri.example/nofile: '1024:4096' }\n    containers:\n      - name: c\n        resources: { memory: { limit: 256Mi }, cpu: { shares: 512 } }\n        annotations:\n          devices.nri.example/inject: /dev/fuse:c:10:229\n          mounts.nri.example/inject: /srv/cache:/cache:ro\nsteps:\n  - up: p\nexpect:\n  - container: p/c\n    resources: { memory: { limit: MEM }, cpu: { shares: 512 } }\n    mounts: [{ destination: /cache, options: [OPT] }]\n    devices: [{ path: /dev/fuse, type: c, major: 10, minor: 229 }]\n    rlimits: { nofile: { soft: 1024, hard: 4096 } }\n    spec:\n      linux.resources.memory.limit: MEM\n      process.rlimits[RLIMIT_NOFILE].soft: 1024\n";
+    let good = write(
+        dir.path(),
+        "good.yaml",
+        &body.replace("MEM", "256Mi").replace("OPT", "ro"),
+    );
+    let o = run(&["sim", good.to_str().expect("utf8")]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    assert!(t.contains("7 expectations held"), "{t}");
+    let bad = write(
+        dir.path(),
+        "bad.yaml",
+        &body.replace("MEM", "128Mi").replace("OPT", "rw"),
+    );
+    let o = run(&["sim", bad.to_str().expect("utf8")]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    for needle in [
+        "p/c: linux.resources.memory.limit is 134217728",
+        "expected 134217728, found 268435456",
+        "expected 128Mi, found 268435456",
+        "p/c has a mount at {\"destination\":\"/cache\",\"options\":[\"rw\"]}",
+        "3 of 7 expectations FAILED",
+    ] {
+        assert!(t.contains(needle), "missing {needle:?} in:\n{t}");
+    }
 }
 
 #[test]
