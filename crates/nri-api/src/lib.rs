@@ -28,6 +28,11 @@
 //! * [`adjust`]: builder methods on [`api::ContainerAdjustment`],
 //!   [`api::ContainerUpdate`] and [`api::ContainerEviction`], and the `-key`
 //!   removal markers.
+//! * Getters for nested optional values, one call instead of a chain of
+//!   `Option`s: [`api::Container::memory_limit`],
+//!   [`api::Container::resources`], [`api::Container::env_value`],
+//!   [`api::PodSandbox::pod_resources`], [`api::LinuxResources::cpu_shares`],
+//!   [`api::Mount::new`] and [`api::Mount::fs_type`] (for `r#type`), ...
 //! * [`for_each_message!`]: the list of all message types.
 //! * [`scan`]: counts the entries of an encoded message's repeated fields
 //!   and estimates its decoded size without decoding it, for receivers
@@ -81,6 +86,7 @@ pub mod adjust;
 mod consts;
 mod error;
 mod event;
+mod getters;
 mod messages;
 mod optional;
 mod plugin_name;

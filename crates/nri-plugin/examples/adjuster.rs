@@ -25,9 +25,7 @@
 use std::process::ExitCode;
 use std::sync::Mutex;
 
-use nri_plugin::api::{
-    Container, ContainerAdjustment, CreateContainerResponse, KeyValue, PodSandbox,
-};
+use nri_plugin::api::{Container, ContainerAdjustment, CreateContainerResponse, PodSandbox};
 use nri_plugin::{
     Builder, ConfigureInfo, EventMask, HandlerError, HandlerResult, Plugin, ReconnectPolicy,
 };
@@ -46,13 +44,10 @@ impl Settings {
     fn adjustment(&self) -> ContainerAdjustment {
         let mut adjust = ContainerAdjustment::default();
         for (k, v) in &self.env {
-            adjust.env.push(KeyValue {
-                key: k.clone(),
-                value: v.clone(),
-            });
+            adjust.add_env(k, v);
         }
         for (k, v) in &self.annotations {
-            adjust.annotations.insert(k.clone(), v.clone());
+            adjust.add_annotation(k, v);
         }
         adjust
     }

@@ -7,10 +7,13 @@
 //!
 //! Implement [`Plugin`] for your type, with the [`plugin`] attribute on the
 //! `impl` block, and implement the methods of the events you handle (all
-//! optional). Build a [`Stub`] with [`Builder`] and [`run`](Stub::run) it.
+//! optional). Build a [`Stub`] with [`Builder`] and [`run`](Stub::run) it,
+//! or hand the builder to [`Runner`], the one-call `main` of a plugin
+//! program (SIGINT/SIGTERM, reconnection when external, the error and its
+//! causes logged once, exit status 0 or 1).
 //!
 //! ```no_run
-//! use nri_plugin::api::{Container, ContainerAdjustment, CreateContainerResponse, KeyValue, PodSandbox};
+//! use nri_plugin::api::{Container, ContainerAdjustment, CreateContainerResponse, PodSandbox};
 //! use nri_plugin::{Builder, HandlerResult, Plugin, ReconnectPolicy, SyncKind};
 //!
 //! struct AddEnv;
@@ -33,8 +36,13 @@
 //!         container: Container,
 //!     ) -> HandlerResult<CreateContainerResponse> {
 //!         let mut adjust = ContainerAdjustment::default();
-//!         adjust.env.push(KeyValue { key: "HELLO".into(), value: pod.name });
-//!         adjust.annotations.insert("example.com/seen".into(), container.name);
+//!         adjust
+//!             .add_env("HELLO", &pod.name)
+//!             .add_annotation("example.com/seen", &container.name);
+//!         // At least 256 MiB of memory (one call, not a chain of Options).
+//!         if container.memory_limit().is_some_and(|l| l < 256 << 20) {
+//!             adjust.set_linux_memory_limit(256 << 20);
+//!         }
 //!         Ok(CreateContainerResponse { adjust: Some(adjust), ..Default::default() })
 //!     }
 //! }
@@ -55,6 +63,50 @@
 //!         Err(e) => Err(e),
 //!     }
 //! }
+//! ```
+//!
+//! # Adjustments and getters
+//!
+//! The protocol types ([`api`]) come with builder methods for what a plugin
+//! returns, each returning `&mut Self` so calls chain (see [`adjust`]):
+//!
+//! * [`ContainerAdjustment`](api::ContainerAdjustment) (the answer to
+//!   CreateContainer): `add_env`, `remove_env`, `add_annotation`,
+//!   `remove_annotation`, `add_mount`, `remove_mount`, `add_device`,
+//!   `remove_device`, `add_cdi_device`, `add_rlimit`, `add_hooks`,
+//!   `set_args`, `add_or_replace_namespace`, `set_linux_sysctl`,
+//!   `set_linux_memory_limit`, `set_linux_cpu_shares`,
+//!   `set_linux_cpu_set_cpus`, `set_linux_oom_score_adj`, ... (the names
+//!   of the Go `ContainerAdjustment` methods, in snake case);
+//! * [`ContainerUpdate`](api::ContainerUpdate) (resources of a running
+//!   container): `ContainerUpdate::new(id)`, `set_linux_memory_limit`,
+//!   `set_linux_cpu_shares`, ..., `set_ignore_failure`;
+//! * [`ContainerEviction`](api::ContainerEviction).
+//!
+//! Reading nested optional values takes one call: getters on
+//! [`Container`](api::Container) (`memory_limit`, `cpu_shares`,
+//! `resources`, `oom_score_adj`, `cgroups_path`, `env_value`,
+//! `annotation`, `label`, `mount`), [`PodSandbox`](api::PodSandbox)
+//! (`pod_resources`, `pod_overhead`, `resources`, `cgroup_parent`,
+//! `namespace_of`, `annotation`, `label`) and
+//! [`LinuxResources`](api::LinuxResources) (`memory_limit`,
+//! `memory_reservation`, `memory_swap`, `cpu_shares`, `cpu_quota`,
+//! `cpu_period`, `cpuset_cpus`, `cpuset_mems`, `pids_limit`,
+//! `blockio_class`, `rdt_class`). Each is `None` when anything on the way
+//! is absent. [`Mount::new`](api::Mount::new) and
+//! [`Mount::fs_type`](api::Mount::fs_type) spare the `r#type` field.
+//!
+//! ```
+//! use nri_plugin::api::{ContainerAdjustment, Mount, PodSandbox};
+//!
+//! let pod = PodSandbox::default();
+//! let mut adjust = ContainerAdjustment::default();
+//! let size = pod.annotation("scratch.example.com/size").unwrap_or("64m");
+//! adjust.add_mount(Mount::new("/scratch", "tmpfs", "tmpfs", [format!("size={size}")]));
+//! adjust.add_rlimit("RLIMIT_NOFILE", 4096, 1024).remove_env("DEBUG");
+//! assert_eq!(adjust.mounts[0].options, ["size=64m"]);
+//! assert_eq!(adjust.env[0].key, "-DEBUG"); // a removal
+//! assert_eq!(pod.pod_resources().and_then(|r| r.memory_limit()), None);
 //! ```
 //!
 //! # Events
@@ -268,6 +320,7 @@ mod builder;
 mod error;
 mod handle;
 mod limits;
+mod main_loop;
 mod mem;
 mod plugin;
 mod service;
@@ -281,6 +334,7 @@ pub use limits::{
     DECODED_RATIO, DECODED_SIZE_FLOOR, DEFAULT_MAX_SYNC_BYTES, DEFAULT_MAX_SYNC_CONTAINERS,
     DEFAULT_MAX_SYNC_PODS, SyncLimits,
 };
+pub use main_loop::{Runner, error_chain};
 pub use plugin::{
     ConfigureInfo, HandlerError, HandlerResult, Implemented, Plugin, RuntimeInfo, SyncKind,
     SyncMode,
@@ -304,6 +358,12 @@ pub use sync_chunk::{SyncChunk, SyncItems};
 
 /// The protocol types (re-exported from `nri_api::api`).
 pub use nri_api::api;
+
+/// Builders for the changes a plugin returns (re-exported from
+/// `nri_api::adjust`): the builder methods are on the [`api`] types
+/// themselves; this module has the `-key` removal markers and the
+/// overview.
+pub use nri_api::adjust;
 pub use nri_api::{EventMask, NriVersion, RuntimeNriVersion, VersionOrigin};
 /// ttRPC status codes, for [`HandlerError::with_code`].
 pub use nri_ttrpc::Code;
