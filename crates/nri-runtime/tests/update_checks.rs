@@ -1,14 +1,14 @@
 //! Every way a plugin updates containers goes through the same checks,
 //! validation and audit: Synchronize answers, unsolicited
 //! UpdateContainers, and the updates in CreateContainer, UpdateContainer
-//! and StopContainer answers. The default validator's `rejectFields`
-//! apply to updates as to adjustments, and `Devices` covers device cgroup
-//! rules and CDI devices.
+//! and StopContainer answers (the audit of Synchronize answers is checked
+//! in update_audit.rs, alone in its binary). The default validator's
+//! `rejectFields` apply to updates as to adjustments, and `Devices` covers
+//! device cgroup rules and CDI devices.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
-use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use common::*;
@@ -24,40 +24,6 @@ struct Refusals(Mutex<Vec<(String, String)>>);
 impl Metrics for Refusals {
     fn peer_refused(&self, peer: &str, reason: &str) {
         self.0.lock().unwrap().push((peer.into(), reason.into()));
-    }
-}
-
-/// Captures the log lines of this thread (the tests run on a
-/// current-thread runtime: the runtime's tasks log here too).
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn install(&self) -> tracing::subscriber::DefaultGuard {
-        let me = self.clone();
-        let sub = tracing_subscriber::fmt()
-            .with_writer(move || me.clone())
-            .with_ansi(false)
-            .with_max_level(tracing::Level::INFO)
-            .finish();
-        tracing::subscriber::set_default(sub)
-    }
-    fn lines(&self, needle: &str) -> Vec<String> {
-        String::from_utf8_lossy(&self.0.lock().unwrap())
-            .lines()
-            .filter(|l| l.contains(needle))
-            .map(str::to_owned)
-            .collect()
     }
 }
 
@@ -94,42 +60,6 @@ async fn with_containers(env: &TestEnv) {
     for id in ["c0", "c1"] {
         env.runtime.add_container(ctr("pod0", id));
     }
-}
-
-#[tokio::test]
-async fn synchronize_answers_are_checked_and_audited() {
-    let log = Captured::default();
-    let _g = log.install();
-    let env = TestEnv::new();
-    with_containers(&env).await;
-    let metrics = Arc::new(Refusals::default());
-    let a = env.start(env.builder().metrics(metrics.clone())).await;
-    // A negative memory limit: refused, the plugin stays.
-    let mut bad = FakePlugin::new("10", "bad");
-    bad.sync_updates = vec![mem_update("c0", -5)];
-    let _b = bad.connect(&env.socket).await.unwrap();
-    wait_active(&a, 1).await;
-    assert!(env.runtime.updates.lock().unwrap().is_empty());
-    assert_eq!(
-        metrics.0.lock().unwrap().as_slice(),
-        [("10-bad".to_owned(), "invalid_update".to_owned())]
-    );
-    // A good one: applied, one audit line per field.
-    let mut good = FakePlugin::new("20", "good");
-    good.sync_updates = vec![mem_update("c1", 1 << 30)];
-    let _g2 = good.connect(&env.socket).await.unwrap();
-    wait_active(&a, 2).await;
-    let applied = env.runtime.updates.lock().unwrap().clone();
-    assert_eq!(applied, [mem_update("c1", 1 << 30)]);
-    let audit = log.lines("nri::audit");
-    assert!(
-        audit.iter().any(|l| l.contains("operation=\"Synchronize\"")
-            && l.contains("plugin=\"20-good\"")
-            && l.contains("container=\"c1\"")
-            && l.contains("field=\"MemLimit\"")),
-        "{audit:#?}"
-    );
-    a.stop().await;
 }
 
 #[tokio::test]
