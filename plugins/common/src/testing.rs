@@ -281,3 +281,43 @@ pub fn prelaunch_dirs(
     ];
     (dir, flags)
 }
+
+/// An in-process plugin served on its own thread (with its own
+/// current-thread tokio runtime); stopped and joined on drop.
+pub struct ThreadPlugin {
+    handle: nri_plugin::PluginHandle,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ThreadPlugin {
+    /// Starts `plugin` as `<index>-<name>`, dialing the runtime at `socket`.
+    pub fn start<P: nri_plugin::Plugin>(plugin: P, name: &str, index: &str, socket: &Path) -> Self {
+        let stub = nri_plugin::Builder::new(plugin)
+            .name(name)
+            .index(index)
+            .socket_path(socket)
+            .build()
+            .unwrap();
+        let handle = stub.handle();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let _ = rt.block_on(stub.run());
+        });
+        ThreadPlugin {
+            handle,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for ThreadPlugin {
+    fn drop(&mut self) {
+        self.handle.stop();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

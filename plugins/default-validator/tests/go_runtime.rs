@@ -13,8 +13,8 @@ use std::process::{Child, Command, Stdio};
 use nri_plugin::api::{
     Container, ContainerAdjustment, CreateContainerResponse, Hook, Hooks, PodSandbox,
 };
-use nri_plugin::{Builder, HandlerResult, Plugin, PluginHandle};
-use nri_sample_common::testing::{GoRuntime, PluginProcess, go_peer, prelaunch_dirs};
+use nri_plugin::{HandlerResult, Plugin};
+use nri_sample_common::testing::{GoRuntime, PluginProcess, ThreadPlugin, go_peer, prelaunch_dirs};
 use serde_json::json;
 
 const BIN: &str = env!("CARGO_BIN_EXE_default-validator");
@@ -44,44 +44,6 @@ impl Plugin for HookPlugin {
             adjust: Some(adjust),
             ..Default::default()
         })
-    }
-}
-
-/// Runs [`HookPlugin`] as `30-hooks` on its own thread; stopped on drop.
-struct RustHookPlugin {
-    handle: PluginHandle,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl RustHookPlugin {
-    fn start(socket: &Path) -> Self {
-        let stub = Builder::new(HookPlugin)
-            .name("hooks")
-            .index("30")
-            .socket_path(socket)
-            .build()
-            .unwrap();
-        let handle = stub.handle();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            let _ = rt.block_on(stub.run());
-        });
-        RustHookPlugin {
-            handle,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for RustHookPlugin {
-    fn drop(&mut self) {
-        self.handle.stop();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }
 
@@ -142,7 +104,7 @@ fn external_validator_rejects_hook_injection() {
         &["-idx", "00", "-config", config.to_str().unwrap()],
     );
     let _go = go_plugin(&go, &rt.socket, "adjusting");
-    let _hooks = RustHookPlugin::start(&rt.socket);
+    let _hooks = ThreadPlugin::start(HookPlugin, "hooks", "30", &rt.socket);
     rt.wait_plugins(3);
 
     rt.run_pod("p1", "pod1", json!({}));

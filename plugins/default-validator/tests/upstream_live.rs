@@ -10,14 +10,12 @@
 //! missing, unless `NRI_REQUIRE_INTEROP=1`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::path::Path;
-
 use nri_plugin::api::{
     Container, ContainerAdjustment, CreateContainerResponse, Hook, Hooks, LinuxNamespace,
     PodSandbox,
 };
-use nri_plugin::{Builder, HandlerResult, Plugin, PluginHandle};
-use nri_sample_common::testing::{GoRuntime, go_peer, prelaunch_dirs};
+use nri_plugin::{HandlerResult, Plugin};
+use nri_sample_common::testing::{GoRuntime, ThreadPlugin, go_peer, prelaunch_dirs};
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_default-validator");
@@ -61,44 +59,6 @@ impl Plugin for Adjuster {
     }
 }
 
-/// Runs [`Adjuster`] as `30-adjuster` on its own thread; stopped on drop.
-struct Running {
-    handle: PluginHandle,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Running {
-    fn start(socket: &Path) -> Self {
-        let stub = Builder::new(Adjuster)
-            .name("adjuster")
-            .index("30")
-            .socket_path(socket)
-            .build()
-            .unwrap();
-        let handle = stub.handle();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            let _ = rt.block_on(stub.run());
-        });
-        Running {
-            handle,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.handle.stop();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 const TOLERATE: &str = "tolerate.example.com";
 
 /// The containers created, in one pod, and the pod's annotations.
@@ -114,7 +74,7 @@ fn pod_annotations() -> Value {
 
 /// Creates the containers; returns `(name, ok, reason)` for each.
 fn outcomes(rt: &mut GoRuntime, plugins: u64, tolerated: bool) -> Vec<(String, bool, String)> {
-    let _adjuster = Running::start(&rt.socket);
+    let _adjuster = ThreadPlugin::start(Adjuster, "adjuster", "30", &rt.socket);
     rt.wait_plugins(plugins);
     let mut annotations = pod_annotations();
     if tolerated {
