@@ -4,6 +4,10 @@
 #   - three containerd versions (containerd, ctr, containerd-shim-runc-v2),
 #     each built from its module source into its own cached bin dir;
 #   - crictl;
+#   - a newer runc (with OCI linux.netDevices, which Debian's runc lacks),
+#     used only by pods run with the harness's `runc-netdev` handler;
+#   - CNI plugins (Debian's containernetworking-plugins) for pods with their
+#     own network namespace;
 #   - two OCI image layout tarballs (pause sandbox, busybox workload).
 # Idempotent: every artefact is built once into the cache and reused.
 # Writes $NRI_E2E_CACHE/env.sh, which exports the paths; source it or let
@@ -15,6 +19,7 @@
 #   NRI_E2E_CONTAINERD_2_3_VERSION  default v2.3.7  (vendors NRI v0.12.0)
 #   NRI_E2E_CONTAINERD_2_4_VERSION  default v2.4.2  (vendors NRI v0.12.3)
 #   NRI_E2E_CRICTL_VERSION        default v1.36.0
+#   NRI_E2E_RUNC_VERSION          default v1.5.2 (first runc line with linux.netDevices: 1.4)
 #   NRI_E2E_SKIP_APT=1            never call apt-get (fail if a tool is missing)
 #   NRI_E2E_REBUILD_IMAGES=1      rebuild the image tarballs
 set -euo pipefail
@@ -23,6 +28,7 @@ CD21_VERSION=${NRI_E2E_CONTAINERD_2_1_VERSION:-v2.1.9}
 CD23_VERSION=${NRI_E2E_CONTAINERD_2_3_VERSION:-v2.3.7}
 CD24_VERSION=${NRI_E2E_CONTAINERD_2_4_VERSION:-v2.4.2}
 CRICTL_VERSION=${NRI_E2E_CRICTL_VERSION:-v1.36.0}
+RUNC_VERSION=${NRI_E2E_RUNC_VERSION:-v1.5.2}
 CACHE=${NRI_E2E_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/nri-rs/e2e}
 
 log() { printf '[setup-e2e] %s\n' "$*" >&2; }
@@ -47,6 +53,8 @@ check sha256sum coreutils
 # the workload image copies /bin/busybox; it must be the static build
 dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' \
     || need_pkgs+=(busybox-static)
+# bridge, host-local and loopback for pods with their own network namespace
+[ -x /usr/lib/cni/bridge ] || need_pkgs+=(containernetworking-plugins)
 # static libc for the pause program
 [ -e /usr/lib/x86_64-linux-gnu/libc.a ] || [ -e /usr/lib/libc.a ] || need_pkgs+=(libc6-dev)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
@@ -65,10 +73,13 @@ command -v go >/dev/null || die "go is not installed"
 # the module's version list, which this proxy refuses (403).
 #
 # src_build DIR MODULE VERSION LDFLAGS PKG...: binaries into DIR/bin, atomically,
-# guarded by a stamp naming what was built.
+# guarded by a stamp naming what was built. CGO=1 in the environment builds
+# with cgo (runc needs it); the default is without.
 src_build() {
     local dir=$1 mod=$2 v=$3 ldflags=$4; shift 4
+    local cgo=${CGO:-0}
     local want="$mod@$v $* ($ldflags)"
+    [ "$cgo" = 0 ] || want="$want cgo"
     if [ -f "$dir/.stamp" ] && [ "$(cat "$dir/.stamp")" = "$want" ]; then
         log "cached: $dir"
         return 0
@@ -84,10 +95,10 @@ src_build() {
     fi
     cp -r "$src" "$tmp/src"
     chmod -R u+w "$tmp/src"
-    # CGO off: no btrfs headers/libs needed; no_btrfs for good measure.
+    # CGO off (unless asked): no btrfs headers/libs needed; no_btrfs for good measure.
     # -trimpath: the build cache is keyed on paths; the source copy lives in a
     # fresh temp dir each time, so without it nothing of the module is reused.
-    if ! (cd "$tmp/src" && CGO_ENABLED=0 GOFLAGS="-mod=mod -buildvcs=false" \
+    if ! (cd "$tmp/src" && CGO_ENABLED=$cgo GOFLAGS="-mod=mod -buildvcs=false" \
             go build -trimpath -tags no_btrfs -ldflags "$ldflags" -o "$tmp/bin/" "$@" >&2); then
         rm -rf "$tmp"
         die "building $mod@$v failed"
@@ -109,6 +120,11 @@ containerd_set "$CD23_VERSION"
 containerd_set "$CD24_VERSION"
 src_build "$CACHE/crictl-$CRICTL_VERSION" sigs.k8s.io/cri-tools "$CRICTL_VERSION" \
     "-X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" ./cmd/crictl
+# runc with linux.netDevices (the network-device-injector test). Built
+# without the seccomp tag (no libseccomp headers needed): the harness's pods
+# ask for no seccomp profile.
+CGO=1 src_build "$CACHE/runc-$RUNC_VERSION" github.com/opencontainers/runc "$RUNC_VERSION" \
+    "-X main.version=${RUNC_VERSION#v}" .
 
 # ---------------------------------------------------------------- images
 IMAGES="$CACHE/images"
@@ -255,6 +271,8 @@ export NRI_E2E_CONTAINERD_2_4='$CACHE/containerd-$CD24_VERSION/bin'
 export NRI_E2E_CONTAINERD_2_4_VERSION='$CD24_VERSION'
 export NRI_E2E_CRICTL='$CACHE/crictl-$CRICTL_VERSION/bin/crictl'
 export NRI_E2E_RUNC='$(command -v runc)'
+export NRI_E2E_RUNC_NETDEV='$CACHE/runc-$RUNC_VERSION/bin/runc'
+export NRI_E2E_CNI_BIN='/usr/lib/cni'
 export NRI_E2E_PAUSE_TAR='$PAUSE_TAR'
 export NRI_E2E_PAUSE_IMAGE='$PAUSE_REF'
 export NRI_E2E_BUSYBOX_TAR='$BUSYBOX_TAR'

@@ -128,6 +128,17 @@ _e2e_write_config() {
     case "$("$bindir/containerd" --version 2>/dev/null | awk '{print $3}')" in
         v2.0.*|v2.1.*) shim_section="# shim socket_dir: not supported by this containerd" ;;
     esac
+    # A second runtime handler on a runc with linux.netDevices (Debian's
+    # runc has none), for pods run with `pod --runtime runc-netdev`.
+    local netdev_runtime="# runc-netdev: no NRI_E2E_RUNC_NETDEV in the env file"
+    if [ -n "${NRI_E2E_RUNC_NETDEV:-}" ] && [ -x "$NRI_E2E_RUNC_NETDEV" ]; then
+        netdev_runtime="[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc-netdev]
+        runtime_type = 'io.containerd.runc.v2'
+        [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc-netdev.options]
+          SystemdCgroup = false
+          BinaryName = '$NRI_E2E_RUNC_NETDEV'
+          Root = '$work/runc-netdev'"
+    fi
     cat >"$work/config.toml" <<EOF
 # Written by tests/e2e/harness.sh; everything private under $work.
 version = 3
@@ -160,6 +171,7 @@ imports = []
         [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
           SystemdCgroup = false
           Root = '$work/runc'
+      $netdev_runtime
     [plugins.'io.containerd.cri.v1.runtime'.cni]
       bin_dirs = ['$work/cni/bin']
       conf_dir = '$work/cni/net.d'
@@ -191,6 +203,34 @@ pull-image-on-create: false
 EOF
 }
 
+# Name of WORK's CNI bridge (at most 15 bytes, distinct per WORK).
+_e2e_bridge() { printf 'nrie2e%s' "$(printf '%s' "$1" | sha256sum | cut -c1-8)"; }
+
+# CNI for pods with their own network namespace (`pod --netns`): a bridge
+# (no gateway, no masquerading, so nothing changes on the host beyond the
+# bridge itself) with host-local addresses in a /24 derived from WORK, and
+# its state under WORK. Host-network pods never call CNI.
+_e2e_write_cni() {
+    local work=$1 p
+    rm -f "$work/cni/net.d/"*.conflist
+    if [ -z "${NRI_E2E_CNI_BIN:-}" ] || [ ! -x "$NRI_E2E_CNI_BIN/bridge" ]; then
+        _e2e_log "no CNI plugins (NRI_E2E_CNI_BIN); pods can only use the host network"
+        return 0
+    fi
+    for p in bridge host-local loopback; do
+        ln -sf "$NRI_E2E_CNI_BIN/$p" "$work/cni/bin/$p" || return 1
+    done
+    local h br
+    h=$(printf '%s' "$work" | sha256sum)
+    br=$(_e2e_bridge "$work")
+    jq -n --arg br "$br" --arg dir "$work/cni/ipam" \
+        --arg net "10.$((16#${h:0:2} % 200 + 50)).$((16#${h:2:2})).0/24" '{
+        cniVersion: "1.0.0", name: "nri-e2e",
+        plugins: [{type: "bridge", bridge: $br, isGateway: false, ipMasq: false,
+                   ipam: {type: "host-local", dataDir: $dir, ranges: [[{subnet: $net}]]}}]
+    }' >"$work/cni/net.d/10-nri-e2e.conflist"
+}
+
 # start VERSION WORK: start containerd VERSION (2.1 | 2.3 | 2.4 | bin dir) with
 # everything under WORK, wait until both sockets and the NRI socket exist
 # and CRI answers, import both images.
@@ -220,6 +260,7 @@ e2e_start() {
     mkdir -p "$work/nri/plugins" "$work/nri/conf.d" "$work/cni/bin" "$work/cni/net.d" \
              "$work/logs" "$work/specs" "$work/runc" "$work/s"
     _e2e_write_config "$work" "$bindir"
+    _e2e_write_cni "$work" || return 1
 
     local cd_version
     cd_version=$("$bindir/containerd" --version 2>/dev/null | awk '{print $3}')
@@ -318,19 +359,21 @@ _e2e_array_json() {
     printf '%s\n' "$arr"
 }
 
-# pod-json WORK NAME [-a KEY=VAL]... [-l KEY=VAL]...: print a host-network
-# PodSandboxConfig JSON (no side effects besides the pod log dir).
+# pod-json WORK NAME [-a KEY=VAL]... [-l KEY=VAL]... [--netns]: print a
+# PodSandboxConfig JSON (no side effects besides the pod log dir); the pod
+# is on the host network unless --netns gives it its own namespace (CNI).
 e2e_pod_json() {
     local work=${1:?usage: pod-json WORK NAME [-a K=V]... [-l K=V]...}
     local name=${2:?usage: pod-json WORK NAME [-a K=V]... [-l K=V]...}
     shift 2
     local E2E_CGROUP_PARENT
     _e2e_work_env "$work" || return 1
-    local annos=() labels=()
+    local annos=() labels=() network=2
     while [ $# -gt 0 ]; do
         case "$1" in
             -a|--annotation) annos+=("${2:?-a needs KEY=VALUE}"); shift 2 ;;
             -l|--label) labels+=("${2:?-l needs KEY=VALUE}"); shift 2 ;;
+            --netns) network=0; shift ;;
             *) _e2e_err "pod-json: unknown argument '$1'"; return 1 ;;
         esac
     done
@@ -340,23 +383,26 @@ e2e_pod_json() {
     uid=$(printf '%s/%s' "$work" "$name" | sha256sum | cut -c1-32)
     mkdir -p "$work/logs/pods/$name"
     jq -cn --arg name "$name" --arg uid "$uid" --arg logdir "$work/logs/pods/$name" \
-        --arg cg "$E2E_CGROUP_PARENT/pod$uid" --argjson annos "$aj" --argjson labels "$lj" '{
+        --arg cg "$E2E_CGROUP_PARENT/pod$uid" --argjson annos "$aj" --argjson labels "$lj" \
+        --argjson network "$network" '{
         metadata: {name: $name, namespace: "nri-e2e", uid: $uid, attempt: 0},
         log_directory: $logdir,
         labels: $labels,
         annotations: $annos,
         linux: {
             cgroup_parent: $cg,
-            security_context: {namespace_options: {network: 2, pid: 1, ipc: 0}}
+            security_context: {namespace_options: {network: $network, pid: 1, ipc: 0}}
         }
     }'
 }
 
-# runp WORK POD_JSON_FILE: run a pod from a JSON file; print its id.
+# runp WORK POD_JSON_FILE [RUNTIME_HANDLER]: run a pod from a JSON file;
+# print its id.
 e2e_runp() {
     local work=${1:?usage: runp WORK POD_JSON_FILE} file=${2:?usage: runp WORK POD_JSON_FILE}
-    local id
-    if ! id=$(e2e_crictl "$work" runp "$file"); then
+    local handler=${3:-} id rt=()
+    [ -z "$handler" ] || rt=(--runtime "$handler")
+    if ! id=$(e2e_crictl "$work" runp "${rt[@]}" "$file"); then
         _e2e_fail "$work" "crictl runp $file failed"; return 1
     fi
     mkdir -p "$work/specs"
@@ -364,13 +410,22 @@ e2e_runp() {
     printf '%s\n' "$id"
 }
 
-# pod WORK NAME [-a K=V]... [-l K=V]...: run a host-network pod; print its id.
+# pod WORK NAME [-a K=V]... [-l K=V]... [--netns] [--runtime HANDLER]: run a
+# pod (host network unless --netns); print its id.
 e2e_pod() {
     local work=${1:?usage: pod WORK NAME [-a K=V]... [-l K=V]...}
     local name=${2:?usage: pod WORK NAME [-a K=V]... [-l K=V]...}
+    shift 2
+    local args=() handler=""
+    while [ $# -gt 0 ]; do
+        case "$1" in
+            --runtime) handler=${2:?--runtime needs a handler name}; shift 2 ;;
+            *) args+=("$1"); shift ;;
+        esac
+    done
     mkdir -p "$work/specs"
-    e2e_pod_json "$@" >"$work/specs/pod-name-$name.json" || return 1
-    e2e_runp "$work" "$work/specs/pod-name-$name.json"
+    e2e_pod_json "$work" "$name" "${args[@]}" >"$work/specs/pod-name-$name.json" || return 1
+    e2e_runp "$work" "$work/specs/pod-name-$name.json" "$handler"
 }
 
 # container-json WORK NAME [-a K=V]... [-l K=V]... [-e K=V]... [-i IMAGE] [-- CMD...]:
@@ -576,6 +631,18 @@ e2e_stop() {
         done
     fi
 
+    if [ -d "$work/runc-netdev" ] && [ -x "${NRI_E2E_RUNC_NETDEV:-}" ]; then
+        for root in "$work"/runc-netdev/*/; do
+            [ -d "$root" ] || continue
+            for c in "$root"*/; do
+                [ -d "$c" ] || continue
+                c=$(basename "$c")
+                "$NRI_E2E_RUNC_NETDEV" --root "$root" kill "$c" KILL >/dev/null 2>&1 || true
+                "$NRI_E2E_RUNC_NETDEV" --root "$root" delete -f "$c" >/dev/null 2>&1 || true
+            done
+        done
+    fi
+
     # 4. Leftover shims and pre-launched plugins (command line names WORK).
     local p
     for p in $(_e2e_pids_under "$work"); do kill -TERM "$p" 2>/dev/null || true; done
@@ -603,6 +670,14 @@ e2e_stop() {
             [ -d "$d" ] && find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null
         done
     fi
+
+    # 7. This WORK's CNI bridge and address leases.
+    local br
+    br=$(_e2e_bridge "$work")
+    if ip link show "$br" >/dev/null 2>&1; then
+        ip link del "$br" 2>/dev/null || { _e2e_err "cannot delete bridge $br"; rc=1; }
+    fi
+    rm -rf "$work/cni/ipam"
 
     rm -f "$work/harness.env" "$work/nri.sock" "$work/containerd.sock" "$work/containerd.sock.ttrpc"
     return $rc
@@ -665,9 +740,10 @@ usage: tests/e2e/harness.sh SUBCOMMAND ARGS...
   env WORK                          print KEY=VALUE paths of a started WORK
   logs WORK [LINES]                 log locations and containerd log tail
   wait-log WORK ERE [TIMEOUT_S]     wait for a containerd log line matching ERE
-  pod WORK NAME [-a K=V] [-l K=V]   run a host-network pod, print id
+  pod WORK NAME [-a K=V] [-l K=V] [--netns] [--runtime H]
+                                    run a pod (host network unless --netns), print id
   pod-json WORK NAME [...]          print the pod JSON pod would use
-  runp WORK FILE                    run a pod from JSON, print id
+  runp WORK FILE [HANDLER]          run a pod from JSON, print id
   container WORK POD NAME [-a K=V] [-l K=V] [-e K=V] [-i IMG] [--no-start] [-- CMD...]
                                     create+start a container, print id
   container-json WORK NAME [...]    print the container JSON container would use

@@ -566,11 +566,29 @@ impl Containerd {
 
     /// Runs a host-network pod; returns its id.
     pub fn pod(&self, name: &str, annotations: &[(&str, &str)]) -> Result<String> {
+        self.pod_args(name, annotations, &[])
+    }
+
+    /// Runs a pod with its own network namespace (set up by the harness's
+    /// CNI bridge) under runtime handler `runtime` (the harness defines
+    /// `runc`, the default, and `runc-netdev`, a runc with OCI
+    /// `linux.netDevices`); returns its id.
+    pub fn pod_in_netns(
+        &self,
+        name: &str,
+        annotations: &[(&str, &str)],
+        runtime: &str,
+    ) -> Result<String> {
+        self.pod_args(name, annotations, &["--netns", "--runtime", runtime])
+    }
+
+    fn pod_args(&self, name: &str, annotations: &[(&str, &str)], extra: &[&str]) -> Result<String> {
         let mut args = vec!["pod".to_owned(), self.w().to_owned(), name.to_owned()];
         for (k, v) in annotations {
             args.push("-a".into());
             args.push(format!("{k}={v}"));
         }
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
         self.run(&args.iter().map(String::as_str).collect::<Vec<_>>())
     }
 

@@ -16,6 +16,13 @@
 //!   (see the known runc discrepancy for exec'd processes there).
 //! - logger: `-add-env` / `-add-annotation` values (`logger-pid-<pid>`)
 //!   are in the container and its spec; its log shows the events in order.
+//! - network-device-injector: one end of a veth pair made by the test,
+//!   named in `netdevice.noderesource.dev/pod`, shows up as `eth33` in a
+//!   pod with its own network namespace (CNI bridge), run on a runc with OCI
+//!   `linux.netDevices`; it leaves the host, a second container of the pod
+//!   sees it too, and removing the pod destroys the pair (its peer on the
+//!   host goes away). On containerd 2.1 (NRI v0.8.0, no Linux net devices)
+//!   the pod fails with the plugin's reason and the interface stays put.
 
 use anyhow::{Context as _, Result, ensure};
 use nri_e2e_tests::{
@@ -327,6 +334,139 @@ fn logger(version: &str) -> Result<()> {
     Ok(())
 }
 
+// ---------------------------------------------------------------- network-device-injector
+
+/// A veth pair on the host, deleted on drop if it is still there.
+struct Veth {
+    host: String,
+    moved: String,
+}
+
+impl Veth {
+    fn new(tag: &str) -> Result<Self> {
+        let base = format!("nrv{tag}{}", std::process::id() % 100_000);
+        let v = Self {
+            host: format!("{base}a"),
+            moved: format!("{base}b"),
+        };
+        v.drop_links();
+        ip(&[
+            "link", "add", &v.host, "type", "veth", "peer", "name", &v.moved,
+        ])?;
+        Ok(v)
+    }
+
+    fn drop_links(&self) {
+        for l in [&self.host, &self.moved] {
+            let _ = ip(&["link", "del", l]);
+        }
+    }
+}
+
+impl Drop for Veth {
+    fn drop(&mut self) {
+        self.drop_links();
+    }
+}
+
+/// `ip ARGS...`; an error carries its stderr.
+fn ip(args: &[&str]) -> Result<String> {
+    let out = std::process::Command::new("ip").args(args).output()?;
+    ensure!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn link_exists(name: &str) -> bool {
+    std::path::Path::new("/sys/class/net").join(name).exists()
+}
+
+fn network_device_injector(version: &str) -> Result<()> {
+    let mut cd = started(version, "network_device_injector")?;
+    let _plugin = spawn_sample(
+        &cd,
+        "nri-network-device-injector",
+        "network-device-injector",
+        "10",
+        &[],
+    )?;
+    let veth = Veth::new(&version.replace('.', ""))?;
+
+    let devices = format!("- name: {}\n  new_name: eth33\n", veth.moved);
+    let annotations = [("netdevice.noderesource.dev/pod", devices.as_str())];
+    if version == "2.1" {
+        // The runtime would drop the devices without a word: the plugin
+        // fails the pod instead, saying why.
+        let err = match cd.pod_in_netns("netdev", &annotations, "runc-netdev") {
+            Ok(id) => anyhow::bail!("pod {id} ran on a runtime that cannot move its devices"),
+            Err(e) => format!("{e:#}"),
+        };
+        let log = std::fs::read_to_string(cd.log_path())?;
+        ensure!(
+            log.contains("NRI v0.11 or later needed"),
+            "containerd's log lacks the plugin's reason (crictl said: {err})"
+        );
+        ensure!(link_exists(&veth.moved), "{} left the host", veth.moved);
+        cd.passed();
+        return Ok(());
+    }
+    let pod = cd.pod_in_netns("netdev", &annotations, "runc-netdev")?;
+    let c1 = cd.container(&pod, "c1", &ContainerOpts::default())?;
+
+    // Inside: the CNI interface and the injected one under its new name.
+    let links = cd.exec_ok(&c1, &["ls", "/sys/class/net"])?;
+    let links: Vec<&str> = links.split_whitespace().collect();
+    ensure!(
+        links.contains(&"eth33") && links.contains(&"eth0"),
+        "eth33 and eth0 not both in the pod's namespace: {links:?}"
+    );
+    ensure!(
+        !link_exists(&veth.moved),
+        "{} is still on the host after the container started",
+        veth.moved
+    );
+    let spec = &cd.inspect(&c1)?["info"]["runtimeSpec"];
+    ensure!(
+        spec["linux"]["netDevices"][&veth.moved]["name"] == "eth33",
+        "first container's spec lacks the net device: {}",
+        spec["linux"]["netDevices"]
+    );
+
+    // A second container shares the pod's namespace: it sees the device and
+    // its own spec moves nothing.
+    let c2 = cd.container(&pod, "c2", &ContainerOpts::default())?;
+    let links2 = cd.exec_ok(&c2, &["ls", "/sys/class/net"])?;
+    ensure!(
+        links2.split_whitespace().any(|l| l == "eth33"),
+        "second container does not see eth33: {links2}"
+    );
+    let spec2 = &cd.inspect(&c2)?["info"]["runtimeSpec"];
+    ensure!(
+        spec2["linux"]["netDevices"]
+            .as_object()
+            .is_none_or(|m| m.is_empty()),
+        "second container's spec moves devices again: {}",
+        spec2["linux"]["netDevices"]
+    );
+
+    // Removing the pod destroys its namespace, and with it the moved end of
+    // the pair; the kernel then deletes the host end too.
+    cd.rm(&c2)?;
+    cd.rm(&c1)?;
+    cd.rmp(&pod)?;
+    poll(
+        &format!("{} to go with the pod", veth.host),
+        timeout(),
+        || Ok((!link_exists(&veth.host)).then_some(())),
+    )?;
+    cd.passed();
+    Ok(())
+}
+
 // ---------------------------------------------------------------- tests
 
 fn run(name: &str, version: &str, f: fn(&str) -> Result<()>) {
@@ -399,4 +539,19 @@ fn logger_containerd_2_3() {
 #[test]
 fn logger_containerd_2_4() {
     run("logger", "2.4", logger);
+}
+
+#[test]
+fn network_device_injector_containerd_2_1() {
+    run("network_device_injector", "2.1", network_device_injector);
+}
+
+#[test]
+fn network_device_injector_containerd_2_3() {
+    run("network_device_injector", "2.3", network_device_injector);
+}
+
+#[test]
+fn network_device_injector_containerd_2_4() {
+    run("network_device_injector", "2.4", network_device_injector);
 }
