@@ -231,53 +231,11 @@ _e2e_write_cni() {
     }' >"$work/cni/net.d/10-nri-e2e.conflist"
 }
 
-# start VERSION WORK: start containerd VERSION (2.1 | 2.3 | 2.4 | bin dir) with
-# everything under WORK, wait until both sockets and the NRI socket exist
-# and CRI answers, import both images.
-# A previous instance on WORK is stopped first; WORK/nri (plugins, conf.d)
-# is kept, all other state is wiped unless NRI_E2E_KEEP_STATE=1.
-e2e_start() {
-    local version=${1:?usage: start VERSION WORK} work=${2:?usage: start VERSION WORK}
-    local t0 bindir
-    t0=$(_e2e_now)
-    [ "$(id -u)" = 0 ] || { _e2e_err "start needs root"; return 1; }
-    _e2e_load_env || return 1
-    bindir=$(e2e_bindir "$version") || return 1
-    [ -x "$bindir/containerd" ] || { _e2e_err "no containerd in $bindir; run scripts/setup-e2e.sh"; return 1; }
-    work=$(_e2e_abs "$work") || return 1
-    # Shim sockets are WORK/s/<64 hex>; a unix socket path has <= 107 bytes.
-    if [ ${#work} -gt 40 ]; then
-        _e2e_err "WORK path too long (${#work} > 40 bytes; shim socket paths would overflow): $work"
-        return 1
-    fi
-    if [ -f "$work/containerd.pid" ] || [ -f "$work/harness.env" ]; then
-        e2e_stop "$work" || return 1
-    fi
-    if [ "${NRI_E2E_KEEP_STATE:-0}" != 1 ]; then
-        rm -rf "$work/root" "$work/state" "$work/runc" "$work/s" "$work/opt" \
-               "$work/logs" "$work/specs" "$work/containerd.log"
-    fi
-    mkdir -p "$work/nri/plugins" "$work/nri/conf.d" "$work/cni/bin" "$work/cni/net.d" \
-             "$work/logs" "$work/specs" "$work/runc" "$work/s"
-    _e2e_write_config "$work" "$bindir"
-    _e2e_write_cni "$work" || return 1
-
-    local cd_version
-    cd_version=$("$bindir/containerd" --version 2>/dev/null | awk '{print $3}')
-    # A short id for this WORK, used in cgroup paths.
-    local wid
-    wid=$(printf '%s' "$work" | sha256sum | cut -c1-10)
-    cat >"$work/harness.env" <<EOF
-E2E_WORK='$work'
-E2E_BINDIR='$bindir'
-E2E_VERSION='$cd_version'
-E2E_WID='$wid'
-E2E_CGROUP_PARENT='/nri-e2e-$wid'
-E2E_CRICTL='$NRI_E2E_CRICTL'
-E2E_PAUSE_IMAGE='$NRI_E2E_PAUSE_IMAGE'
-E2E_BUSYBOX_IMAGE='$NRI_E2E_BUSYBOX_IMAGE'
-EOF
-
+# Start WORK's containerd from BINDIR in the background (pid in
+# WORK/containerd.pid, log in WORK/containerd.log) and wait until both
+# sockets and the NRI socket exist and CRI answers.
+_e2e_launch() {
+    local work=$1 bindir=$2
     # containerd finds the shim (and runc) on its PATH.
     {
         PATH="$bindir:$PATH" setsid "$bindir/containerd" --config "$work/config.toml" \
@@ -309,6 +267,56 @@ EOF
         fi
         sleep 0.1
     done
+}
+
+# start VERSION WORK: start containerd VERSION (2.1 | 2.3 | 2.4 | bin dir) with
+# everything under WORK, wait until both sockets and the NRI socket exist
+# and CRI answers, import both images.
+# A previous instance on WORK is stopped first; WORK/nri (plugins, conf.d)
+# is kept, all other state is wiped unless NRI_E2E_KEEP_STATE=1.
+e2e_start() {
+    local version=${1:?usage: start VERSION WORK} work=${2:?usage: start VERSION WORK}
+    local t0 bindir
+    t0=$(_e2e_now)
+    [ "$(id -u)" = 0 ] || { _e2e_err "start needs root"; return 1; }
+    _e2e_load_env || return 1
+    bindir=$(e2e_bindir "$version") || return 1
+    [ -x "$bindir/containerd" ] || { _e2e_err "no containerd in $bindir; run scripts/setup-e2e.sh"; return 1; }
+    work=$(_e2e_abs "$work") || return 1
+    # Shim sockets are WORK/s/<64 hex>; a unix socket path has <= 107 bytes.
+    if [ ${#work} -gt 40 ]; then
+        _e2e_err "WORK path too long (${#work} > 40 bytes; shim socket paths would overflow): $work"
+        return 1
+    fi
+    if [ -f "$work/containerd.pid" ] || [ -f "$work/harness.env" ]; then
+        e2e_stop "$work" || return 1
+    fi
+    if [ "${NRI_E2E_KEEP_STATE:-0}" != 1 ]; then
+        rm -rf "$work/root" "$work/state" "$work/runc" "$work/s" "$work/opt" \
+               "$work/logs" "$work/specs" "$work/containerd.log" "$work/containerd.log.prev"
+    fi
+    mkdir -p "$work/nri/plugins" "$work/nri/conf.d" "$work/cni/bin" "$work/cni/net.d" \
+             "$work/logs" "$work/specs" "$work/runc" "$work/s"
+    _e2e_write_config "$work" "$bindir"
+    _e2e_write_cni "$work" || return 1
+
+    local cd_version
+    cd_version=$("$bindir/containerd" --version 2>/dev/null | awk '{print $3}')
+    # A short id for this WORK, used in cgroup paths.
+    local wid
+    wid=$(printf '%s' "$work" | sha256sum | cut -c1-10)
+    cat >"$work/harness.env" <<EOF
+E2E_WORK='$work'
+E2E_BINDIR='$bindir'
+E2E_VERSION='$cd_version'
+E2E_WID='$wid'
+E2E_CGROUP_PARENT='/nri-e2e-$wid'
+E2E_CRICTL='$NRI_E2E_CRICTL'
+E2E_PAUSE_IMAGE='$NRI_E2E_PAUSE_IMAGE'
+E2E_BUSYBOX_IMAGE='$NRI_E2E_BUSYBOX_IMAGE'
+EOF
+
+    _e2e_launch "$work" "$bindir" || return 1
     local img
     for img in "$NRI_E2E_PAUSE_TAR" "$NRI_E2E_BUSYBOX_TAR"; do
         if ! e2e_ctr "$work" images import "$img" >"$work/import.log" 2>&1; then
@@ -316,7 +324,33 @@ EOF
             _e2e_fail "$work" "ctr images import $img failed"; return 1
         fi
     done
-    _e2e_log "containerd $cd_version up (pid $pid) in $work after $(_e2e_since "$t0") s"
+    _e2e_log "containerd $cd_version up (pid $(cat "$work/containerd.pid")) in $work after $(_e2e_since "$t0") s"
+}
+
+# restart WORK: restart WORK's containerd alone, as on a node whose
+# containerd is restarted: TERM (KILL after 10 s) by PID, then the same
+# binary and config on the same state. Pods, containers and their shims
+# keep running; containerd finds them again. containerd.log starts anew
+# (the previous text is appended to containerd.log.prev).
+e2e_restart() {
+    local work=${1:?usage: restart WORK}
+    local t0 E2E_BINDIR pid
+    t0=$(_e2e_now)
+    _e2e_work_env "$work" || return 1
+    work=$(cd "$work" && pwd -P)
+    pid=$(cat "$work/containerd.pid" 2>/dev/null) || true
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+        kill -TERM "$pid" 2>/dev/null || true
+        if ! _e2e_wait_gone "$pid" 100; then
+            _e2e_log "containerd $pid ignored TERM; killing"
+            kill -KILL "$pid" 2>/dev/null || true
+            _e2e_wait_gone "$pid" 50 || { _e2e_fail "$work" "containerd $pid did not exit"; return 1; }
+        fi
+    fi
+    cat "$work/containerd.log" >>"$work/containerd.log.prev" 2>/dev/null
+    rm -f "$work/containerd.log" "$work/nri.sock"
+    _e2e_launch "$work" "$E2E_BINDIR" || return 1
+    _e2e_log "containerd restarted (pid $(cat "$work/containerd.pid")) in $work after $(_e2e_since "$t0") s"
 }
 
 # ------------------------------------------------------------------ passthroughs
@@ -736,6 +770,7 @@ usage: tests/e2e/harness.sh SUBCOMMAND ARGS...
   bindir VERSION                    bin dir of containerd VERSION
   start VERSION WORK                start containerd (2.1|2.3|2.4|bindir) under WORK
   stop WORK                         tear everything down (idempotent)
+  restart WORK                      restart containerd alone (pods keep running)
   status WORK                       exit 0 if containerd is running
   env WORK                          print KEY=VALUE paths of a started WORK
   logs WORK [LINES]                 log locations and containerd log tail

@@ -46,6 +46,13 @@ pub trait Metrics: Send + Sync + 'static {
         let _ = (plugin, operation, adjustments, updates, evictions);
     }
 
+    /// A timeout of `plugin` in `operation` counted as a strike, with
+    /// `consecutive` its consecutive strikes now; or, with `consecutive`
+    /// 0, a call answered in time after strikes reset the count.
+    fn plugin_strikes(&self, plugin: &str, operation: &str, consecutive: u32) {
+        let _ = (plugin, operation, consecutive);
+    }
+
     /// A merge conflict caused by `plugin`.
     fn plugin_conflict(&self, plugin: &str, operation: &str) {
         let _ = (plugin, operation);
@@ -170,6 +177,11 @@ mod prom {
     }
 
     #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+    struct PluginLabels {
+        plugin: String,
+    }
+
+    #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
     struct RefusalLabels {
         peer: String,
         reason: String,
@@ -188,6 +200,9 @@ mod prom {
     /// `nri_plugin_latency_seconds{plugin,operation}` (histogram),
     /// `nri_plugin_adjustments_total{plugin,operation,type}` (`type` =
     /// `adjust`, `update`, `evict`), `nri_plugin_conflicts_total{plugin,operation}`,
+    /// `nri_plugin_strikes_total{plugin,operation}` (timeouts counted as
+    /// strikes), `nri_plugin_consecutive_strikes{plugin}` (the current
+    /// count the strike limit is compared with),
     /// `nri_peer_refusals_total{peer,reason}` and `nri_active_plugins`.
     #[derive(Debug, Clone)]
     pub struct PrometheusMetrics {
@@ -195,6 +210,8 @@ mod prom {
         latency: Family<OpLabels, Histogram>,
         adjustments: Family<AdjLabels, Counter>,
         conflicts: Family<OpLabels, Counter>,
+        strikes: Family<OpLabels, Counter>,
+        consecutive: Family<PluginLabels, Gauge>,
         refusals: Family<RefusalLabels, Counter>,
         active: Gauge,
     }
@@ -209,6 +226,8 @@ mod prom {
                 }),
                 adjustments: Family::default(),
                 conflicts: Family::default(),
+                strikes: Family::default(),
+                consecutive: Family::default(),
                 refusals: Family::default(),
                 active: Gauge::default(),
             };
@@ -232,6 +251,16 @@ mod prom {
                 "plugin_conflicts",
                 "Merge conflicts caused by plugins",
                 m.conflicts.clone(),
+            );
+            r.register(
+                "plugin_strikes",
+                "Plugin timeouts counted as strikes",
+                m.strikes.clone(),
+            );
+            r.register(
+                "plugin_consecutive_strikes",
+                "Consecutive strikes of plugins (compared with their strike limit)",
+                m.consecutive.clone(),
             );
             r.register(
                 "peer_refusals",
@@ -300,6 +329,22 @@ mod prom {
                     operation: operation.to_owned(),
                 })
                 .inc();
+        }
+
+        fn plugin_strikes(&self, plugin: &str, operation: &str, consecutive: u32) {
+            if consecutive > 0 {
+                self.strikes
+                    .get_or_create(&OpLabels {
+                        plugin: plugin.to_owned(),
+                        operation: operation.to_owned(),
+                    })
+                    .inc();
+            }
+            self.consecutive
+                .get_or_create(&PluginLabels {
+                    plugin: plugin.to_owned(),
+                })
+                .set(i64::from(consecutive));
         }
 
         fn active_plugins(&self, count: usize) {

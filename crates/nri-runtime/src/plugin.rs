@@ -353,7 +353,9 @@ impl Plugin {
     ) {
         match res {
             Ok(_) => {
-                self.strikes.store(0, Ordering::Relaxed);
+                if self.strikes.swap(0, Ordering::Relaxed) > 0 {
+                    metrics.plugin_strikes(&self.name, operation, 0);
+                }
                 metrics.plugin_invocation(&self.name, operation, Ok(()));
             }
             Err(f) => {
@@ -361,6 +363,7 @@ impl Plugin {
                 match f.class() {
                     ErrorClass::Timeout => {
                         let n = self.strikes.fetch_add(1, Ordering::Relaxed) + 1;
+                        metrics.plugin_strikes(&self.name, operation, n);
                         tracing::warn!(plugin = %self.id, operation, strikes = n, limit = self.strike_limit, "NRI plugin timed out");
                         if self.strike_limit > 0 && n >= self.strike_limit {
                             self.close(&format!("{n} consecutive request timeouts"));

@@ -17,6 +17,10 @@ fn exports_every_metric() {
     m.plugin_latency("10-a", "CreateContainer", Duration::from_millis(3));
     m.plugin_adjustments("10-a", "CreateContainer", 2, 1, 1);
     m.plugin_conflict("10-a", "CreateContainer");
+    m.plugin_strikes("10-a", "CreateContainer", 1);
+    m.plugin_strikes("10-a", "StopContainer", 2);
+    m.plugin_strikes("20-b", "CreateContainer", 1);
+    m.plugin_strikes("20-b", "CreateContainer", 0);
     m.active_plugins(3);
     let mut out = String::new();
     encode(&mut out, &reg).unwrap();
@@ -26,6 +30,10 @@ fn exports_every_metric() {
         r#"nri_plugin_adjustments_total{plugin="10-a",operation="CreateContainer",type="adjust"} 2"#,
         "nri_plugin_conflicts_total",
         "nri_active_plugins 3",
+        r#"nri_plugin_strikes_total{plugin="10-a",operation="StopContainer"} 1"#,
+        r#"nri_plugin_strikes_total{plugin="20-b",operation="CreateContainer"} 1"#,
+        r#"nri_plugin_consecutive_strikes{plugin="10-a"} 2"#,
+        r#"nri_plugin_consecutive_strikes{plugin="20-b"} 0"#,
     ] {
         assert!(out.contains(needle), "missing {needle} in\n{out}");
     }

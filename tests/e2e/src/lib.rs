@@ -546,6 +546,20 @@ impl Containerd {
         Ok(())
     }
 
+    /// Restarts containerd alone (`harness.sh restart`): pods, containers
+    /// and shims keep running, containerd's log starts anew.
+    pub fn restart(&mut self) -> Result<()> {
+        let t = Instant::now();
+        let w = self.w().to_owned();
+        self.run(&["restart", &w])?;
+        eprintln!(
+            "[e2e {}] containerd restarted in {:.1?}",
+            self.label,
+            t.elapsed()
+        );
+        Ok(())
+    }
+
     /// Waits until containerd's log has a line matching the extended regex
     /// `ere`; returns it.
     pub fn wait_log(&self, ere: &str) -> Result<String> {

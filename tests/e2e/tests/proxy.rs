@@ -8,7 +8,9 @@
 //! plugin fails only its own call (its timeout behind the proxy is 500 ms,
 //! containerd's is 2 s) and stays connected; containerd keeps the proxy.
 //! With a required plugin that never registered, `crictl runp` fails with
-//! a message naming it.
+//! a message naming it. containerd restarted under the running proxy: the
+//! plugins behind it never disconnect, and the next container still gets
+//! both adjustments.
 
 use std::path::PathBuf;
 
@@ -210,6 +212,145 @@ fn test_required_missing(version: &str) {
         panic!("{name}: {e:#}");
     }
     check_budget(&name, t0.elapsed(), BUDGET);
+}
+
+/// containerd restarts while the proxy runs (the DaemonSet form): the
+/// proxy registers again, its plugins (Rust and Go) stay connected and
+/// registered once, the container made before the restart keeps running,
+/// and a container made after it has both adjustments.
+fn run_restart(version: &str) -> Result<()> {
+    let label = format!("proxy restart {version}");
+    let proxy_bin = plugin_binary("nri-proxy", Target::Bin, "nri-proxy")?;
+    let adjuster = plugin_binary("nri-plugin", Target::Example, "adjuster")?;
+    let go = go_plugin()?;
+    let mut cd = Containerd::new(version, &label)?;
+    cd.start()?;
+    let proxy_sock = cd.work().join("proxy/nri.sock");
+    let config = cd.work().join("proxy.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "socket-path: {}\ndisable-launch: true\n\
+             proxy:\n  name: proxy\n  index: \"50\"\n  upstream-socket: {}\n",
+            proxy_sock.display(),
+            cd.nri_socket().display()
+        ),
+    )?;
+    let mut proxy = cd.spawn_plugin(
+        "proxy",
+        &proxy_bin,
+        &["--config", config.to_str().unwrap_or_default()],
+        &[("NRI_PROXY_LOG", "info")],
+    )?;
+    proxy.wait_for(&["plugin side started"])?;
+    cd.wait_plugin_synchronized("proxy")?;
+    let sock = proxy_sock.to_str().unwrap_or_default();
+    let env_value = format!("restart-{version}");
+    let mut adj = cd.spawn_plugin(
+        "adjuster",
+        &adjuster,
+        &[
+            "--socket",
+            sock,
+            "--name",
+            "e2e-adjuster",
+            "--index",
+            "10",
+            "--env",
+            &format!("{ENV_KEY}={env_value}"),
+        ],
+        &[],
+    )?;
+    proxy.wait_for(&["synchronized and active", "10-e2e-adjuster"])?;
+    let mut gop = cd.spawn_plugin(
+        "go-plugin",
+        &go,
+        &[
+            "--socket", sock, "--name", "gop", "--idx", "30", "--adjust", "env",
+        ],
+        &[],
+    )?;
+    proxy.wait_for(&["synchronized and active", "30-gop"])?;
+    let pod = cd.pod("restart", &[])?;
+    let c1 = cd.container(&pod, "c1", &ContainerOpts::default())?;
+
+    cd.restart()?;
+    cd.wait_plugin_synchronized("proxy")?;
+    // The proxy's second registration is in (its log counts them).
+    nri_e2e_tests::poll(
+        "the proxy's second Synchronize",
+        nri_e2e_tests::timeout(),
+        || {
+            Ok((proxy
+                .log()
+                .matches("nri-proxy synchronized by the runtime")
+                .count()
+                >= 2)
+                .then_some(()))
+        },
+    )?;
+
+    let c2 = cd.container(&pod, "c2", &ContainerOpts::default())?;
+    adj.wait_for(&["adjusting", "c2"])?;
+    let env = cd.exec_ok(&c2, &["env"])?;
+    for want in [
+        format!("{ENV_KEY}={env_value}"),
+        "BENCH_PLUGIN_30=30-gop".to_owned(),
+    ] {
+        ensure!(
+            env.lines().any(|l| l == want),
+            "{want} not in the env of the container made after the restart:\n{env}"
+        );
+    }
+    cd.exec_ok(&c1, &["true"])?;
+    ensure!(adj.is_running(), "the adjuster exited");
+    ensure!(gop.is_running(), "the Go plugin exited");
+    ensure!(proxy.is_running(), "the proxy exited");
+    let log = proxy.log();
+    for id in ["10-e2e-adjuster", "30-gop"] {
+        let n = log
+            .lines()
+            .filter(|l| l.contains("synchronized and active") && l.contains(id))
+            .count();
+        ensure!(n == 1, "{id} registered {n} times with the proxy:\n{log}");
+        ensure!(
+            !log.lines()
+                .any(|l| l.contains("disconnected") && l.contains(id)),
+            "{id} was disconnected:\n{log}"
+        );
+    }
+    cd.rm(&c1)?;
+    cd.rm(&c2)?;
+    cd.rmp(&pod)?;
+    cd.passed();
+    Ok(())
+}
+
+fn test_restart(version: &str) {
+    let name = format!("proxy_containerd_restart_{version}");
+    if !e2e_enabled(&name) {
+        return;
+    }
+    let t0 = std::time::Instant::now();
+    if let Err(e) = run_restart(version) {
+        panic!("{name}: {e:#}");
+    }
+    check_budget(&name, t0.elapsed(), BUDGET);
+}
+
+#[test]
+fn proxy_containerd_restart_containerd_2_1() {
+    test_restart("2.1");
+}
+
+#[test]
+fn proxy_containerd_restart_containerd_2_3() {
+    test_restart("2.3");
+}
+
+#[test]
+fn proxy_containerd_restart_containerd_2_4() {
+    test_restart("2.4");
 }
 
 #[test]

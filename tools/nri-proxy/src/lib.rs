@@ -35,8 +35,10 @@
 mod callbacks;
 mod config;
 mod error;
+mod event;
 mod metrics;
 mod proxy;
+mod resync;
 mod upstream;
 mod view;
 

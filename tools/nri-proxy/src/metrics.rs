@@ -5,6 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -15,6 +17,52 @@ use tokio_util::sync::CancellationToken;
 const MAX_REQUEST: usize = 8 * 1024;
 /// Time a client has to send its request and take the answer.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The proxy's own metrics (prefix `nri_proxy`), beside the plugin side's
+/// (prefix `nri`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ProxyMetrics {
+    /// Upstream events waiting for the events of a resynchronization to
+    /// reach the plugins first.
+    pub(crate) held: Gauge,
+    /// Upstream events answered without the plugins because a
+    /// resynchronization's events still held them at the deadline (they
+    /// reach the plugins afterwards).
+    pub(crate) late: Counter,
+    /// Resynchronizations that found differences.
+    pub(crate) resyncs: Counter,
+    /// Events delivered for resynchronizations.
+    pub(crate) replayed: Counter,
+}
+
+impl ProxyMetrics {
+    /// Creates the metrics and registers them in `registry`.
+    pub(crate) fn register(registry: &mut Registry) -> Self {
+        let m = ProxyMetrics::default();
+        let r = registry.sub_registry_with_prefix("nri_proxy");
+        r.register(
+            "events_held",
+            "Runtime events waiting for a resynchronization's events to reach the plugins",
+            m.held.clone(),
+        );
+        r.register(
+            "late_events",
+            "Runtime events answered without the plugins, delivered after a resynchronization's events",
+            m.late.clone(),
+        );
+        r.register(
+            "resyncs",
+            "Resynchronizations with the runtime that found differences",
+            m.resyncs.clone(),
+        );
+        r.register(
+            "resync_events",
+            "Events delivered to the plugins for resynchronizations",
+            m.replayed.clone(),
+        );
+        m
+    }
+}
 
 /// Serves `registry` on `listener` until `stop`.
 pub(crate) async fn serve(listener: TcpListener, registry: Arc<Registry>, stop: CancellationToken) {

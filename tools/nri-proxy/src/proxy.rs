@@ -77,7 +77,8 @@ impl Proxy {
             upstream: handle.clone(),
         }))
         .map_err(Error::Runtime)?;
-        let upstream = Upstream::new(adaptation.clone(), state, config.clone());
+        let proxy_metrics = crate::metrics::ProxyMetrics::register(&mut registry);
+        let upstream = Upstream::new(adaptation.clone(), state, config.clone(), proxy_metrics);
         let mut b = nri_plugin::Builder::new(upstream)
             .socket_path(&config.upstream_socket)
             .failure_policy(FailurePolicy {
@@ -182,16 +183,15 @@ impl Proxy {
         if !matches!(started, Ok(false)) {
             self.adaptation.stop().await;
         }
-        let resyncs = std::mem::take(
+        let mut later = std::mem::take(
             &mut *self
                 .stub
                 .plugin()
-                .resyncs
+                .later
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner),
         );
-        let mut resyncs = resyncs;
-        resyncs.shutdown().await;
+        later.shutdown().await;
         stop.cancel();
         while tasks.join_next().await.is_some() {}
         started?;

@@ -3,6 +3,8 @@
 //! request timeout minus the safety margin, and the merged result is the
 //! proxy's answer.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -14,12 +16,15 @@ use nri_api::api::{
 };
 use nri_plugin::{ConfigureInfo, HandlerError, HandlerResult, Plugin, SyncKind};
 use nri_runtime::Adaptation;
-use tokio::sync::watch;
+use prometheus_client::metrics::gauge::Gauge;
+use tokio::sync::{OwnedRwLockReadGuard, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::ProxyConfig;
-use crate::view::{Changes, State, View};
+use crate::event::{Answer, Upcall};
+use crate::metrics::ProxyMetrics;
+use crate::view::State;
 
 /// The events the proxy subscribes to upstream: all but
 /// ValidateContainerAdjustment (the proxy's own validators check the
@@ -35,99 +40,138 @@ pub(crate) struct Upstream {
     pub(crate) adaptation: Adaptation,
     pub(crate) state: Arc<State>,
     pub(crate) config: Arc<ProxyConfig>,
+    metrics: ProxyMetrics,
     /// The runtime's request timeout, in nanoseconds (from `Configure`).
     request_timeout: AtomicU64,
     /// Set once the runtime's first Synchronize is in the view.
     pub(crate) synced: watch::Sender<bool>,
-    /// Deliveries of the differences found by a resynchronization.
-    pub(crate) resyncs: Mutex<JoinSet<()>>,
+    /// Deliveries after the fact: a resynchronization's events, and
+    /// events answered before the plugins could be called.
+    pub(crate) later: Mutex<JoinSet<()>>,
 }
 
 fn failed(e: nri_runtime::Error) -> HandlerError {
     HandlerError::msg(format!("nri-proxy: {e}"))
 }
 
+/// A place in the delivery order, not yet reached.
+type WaitTurn = Pin<Box<dyn Future<Output = OwnedRwLockReadGuard<()>> + Send>>;
+
+/// Counts one upstream event in `nri_proxy_events_held` while it lives.
+struct Held(Gauge);
+
+impl Held {
+    fn new(g: &Gauge) -> Self {
+        g.inc();
+        Held(g.clone())
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// Why a creation is refused without calling the plugins.
+const NOT_STARTED: &str = "the proxy has not started its plugins yet";
+const BEHIND_RESYNC: &str =
+    "the proxy's plugins were still getting the events of a resynchronization with the runtime";
+
 impl Upstream {
-    pub(crate) fn new(adaptation: Adaptation, state: Arc<State>, config: Arc<ProxyConfig>) -> Self {
+    pub(crate) fn new(
+        adaptation: Adaptation,
+        state: Arc<State>,
+        config: Arc<ProxyConfig>,
+        metrics: ProxyMetrics,
+    ) -> Self {
         let timeout = config.runtime.request_timeout;
         Upstream {
             adaptation,
             state,
             config,
+            metrics,
             request_timeout: AtomicU64::new(nanos(timeout)),
             synced: watch::channel(false).0,
-            resyncs: Mutex::new(JoinSet::new()),
+            later: Mutex::new(JoinSet::new()),
         }
     }
 
-    /// The plugin side for one upstream request, with its deadline; `None`
-    /// (after `f` updated the view) while the plugin side has not started.
-    fn gate(&self, f: impl FnOnce(&mut View)) -> Option<Adaptation> {
-        if !self.state.update_unless_started(f) {
-            return None;
-        }
-        let timeout = Duration::from_nanos(self.request_timeout.load(Ordering::Relaxed));
-        let deadline = Instant::now() + self.config.budget(timeout);
-        Some(self.adaptation.with_deadline(deadline))
+    fn spawn_later(&self, task: impl Future<Output = ()> + Send + 'static) {
+        let mut set = self.later.lock().unwrap_or_else(PoisonError::into_inner);
+        while set.try_join_next().is_some() {}
+        set.spawn(task);
     }
 
-    /// Before the plugin side has started: a creation needs the plugins
-    /// required for it, which cannot have registered yet.
-    fn refuse_if_required(&self, event: Event, pod: &PodSandbox) -> HandlerResult<()> {
+    /// A creation refused without calling the plugins when one of them is
+    /// required for it.
+    fn refuse_if_required(&self, up: &Upcall, cause: &str) -> HandlerResult<()> {
         let rt = &self.config.runtime;
-        if rt.is_exempt(&pod.namespace) {
+        if !up.is_creation() || rt.is_exempt(&up.pod().namespace) {
             return Ok(());
         }
-        match rt.required_plugins(event).next() {
+        match rt.required_plugins(up.event()).next() {
             Some(name) => Err(HandlerError::msg(format!(
-                "nri-proxy: required plugin {name:?} is not available for {}: the proxy has not started its plugins yet",
-                event.pretty_name()
+                "nri-proxy: required plugin {name:?} is not available for {}: {cause}",
+                up.event().pretty_name()
             ))),
             None => Ok(()),
         }
     }
 
-    fn put_pod(&self, pod: &PodSandbox) {
-        self.state
-            .update(|v| drop(v.pods.insert(pod.id.clone(), pod.clone())));
+    /// One upstream event: before the plugin side has started, only the
+    /// view changes; otherwise the event reaches the plugins in its turn
+    /// (after a resynchronization's events), within the runtime's budget.
+    async fn handle(&self, up: Upcall) -> HandlerResult<Answer> {
+        if !self.state.update_unless_started(|v| up.apply(v)) {
+            self.refuse_if_required(&up, NOT_STARTED)?;
+            return Ok(Answer::Done);
+        }
+        let timeout = Duration::from_nanos(self.request_timeout.load(Ordering::Relaxed));
+        let deadline = Instant::now() + self.config.budget(timeout);
+        let order = self.state.order.clone();
+        let turn = match order.clone().try_read_owned() {
+            Ok(turn) => turn,
+            Err(_) => {
+                let held = Held::new(&self.metrics.held);
+                let mut wait: WaitTurn = Box::pin(order.read_owned());
+                match tokio::time::timeout_at(deadline, &mut wait).await {
+                    Ok(turn) => turn,
+                    Err(_) => return self.answer_late(up, wait, held),
+                }
+            }
+        };
+        let a = self.adaptation.with_deadline(deadline);
+        let r = up.deliver(&a, &self.state).await.map_err(failed);
+        drop(turn);
+        r
     }
 
-    fn put_container(&self, c: &Container) {
-        self.state
-            .update(|v| drop(v.containers.insert(c.id.clone(), c.clone())));
+    /// The event's turn did not come within the budget: the runtime is
+    /// answered without the plugins (a creation that needs a required
+    /// plugin is refused), and the event reaches them in its turn, its
+    /// answer only logged.
+    fn answer_late(&self, up: Upcall, wait: WaitTurn, held: Held) -> HandlerResult<Answer> {
+        self.refuse_if_required(&up, BEHIND_RESYNC)?;
+        tracing::warn!(
+            event = up.event().pretty_name(),
+            id = up.id(),
+            "nri-proxy: answering the runtime without the plugins: they are still getting the events of a resynchronization; the event follows those"
+        );
+        self.metrics.late.inc();
+        let (a, state) = (self.adaptation.clone(), self.state.clone());
+        self.spawn_later(async move {
+            let _turn = wait.await;
+            drop(held);
+            if let Err(e) = up.deliver(&a, &state).await {
+                tracing::warn!(event = up.event().pretty_name(), id = up.id(), error = %e, "nri-proxy: a late event failed");
+            }
+        });
+        Ok(Answer::Done)
     }
 
-    /// A container notification that cannot fail the request.
-    async fn notify_container(
-        &self,
-        event: Event,
-        pod: PodSandbox,
-        c: Container,
-    ) -> HandlerResult<()> {
-        let Some(a) = self.gate(|v| drop(v.containers.insert(c.id.clone(), c.clone()))) else {
-            return Ok(());
-        };
-        let r = match event {
-            Event::PostCreateContainer => a.post_create_container(&pod, &c).await,
-            Event::StartContainer => a.start_container(&pod, &c).await,
-            Event::PostStartContainer => a.post_start_container(&pod, &c).await,
-            _ => a.post_update_container(&pod, &c).await,
-        };
-        self.put_container(&c);
-        r.map(drop).map_err(failed)
-    }
-
-    /// A pod notification that cannot fail the request.
-    async fn notify_pod(&self, event: Event, pod: PodSandbox) -> HandlerResult<()> {
-        let Some(a) = self.gate(|v| drop(v.pods.insert(pod.id.clone(), pod.clone()))) else {
-            return Ok(());
-        };
-        let r = match event {
-            Event::StopPodSandbox => a.stop_pod_sandbox(&pod).await,
-            _ => a.post_update_pod_sandbox(&pod).await,
-        };
-        self.put_pod(&pod);
-        r.map(drop).map_err(failed)
+    async fn handle_done(&self, up: Upcall) -> HandlerResult<()> {
+        self.handle(up).await.map(drop)
     }
 }
 
@@ -163,35 +207,40 @@ impl Plugin for Upstream {
         kind: SyncKind,
     ) -> HandlerResult<Vec<ContainerUpdate>> {
         let (n_pods, n_ctrs) = (pods.len(), containers.len());
-        let (changes, started) = {
+        let changes = {
             let mut g = self.state.lock();
-            (g.view.replace(pods, containers), g.started)
+            if g.started {
+                Some(g.view.resync(pods, containers))
+            } else {
+                g.view.replace(pods, containers);
+                None
+            }
         };
         tracing::info!(
             pods = n_pods,
             containers = n_ctrs,
             ?kind,
-            started,
+            started = changes.is_some(),
             "nri-proxy synchronized by the runtime"
         );
         self.synced.send_replace(true);
-        if started && !changes.is_empty() {
-            let a = self.adaptation.clone();
-            let mut set = self.resyncs.lock().unwrap_or_else(PoisonError::into_inner);
-            while set.try_join_next().is_some() {}
-            set.spawn(deliver(a, changes));
+        if let Some(changes) = changes.filter(|c| !c.is_empty()) {
+            // Taken before the runtime gets the answer: every event it
+            // sends after it waits for these.
+            let turn = self.state.order.clone().write_owned().await;
+            self.metrics.resyncs.inc();
+            let (a, state, m) = (
+                self.adaptation.clone(),
+                self.state.clone(),
+                self.metrics.clone(),
+            );
+            self.spawn_later(crate::resync::deliver(a, state, changes, turn, m));
         }
         Ok(Vec::new())
     }
 
     async fn run_pod_sandbox(&self, pod: PodSandbox) -> HandlerResult<()> {
-        let Some(a) = self.gate(|v| drop(v.pods.insert(pod.id.clone(), pod.clone()))) else {
-            return self.refuse_if_required(Event::RunPodSandbox, &pod);
-        };
-        let run = a.run_pod_sandbox(&pod).await.map_err(failed)?;
-        self.put_pod(&pod);
-        drop(run.guard);
-        Ok(())
+        self.handle_done(Upcall::RunPod(pod)).await
     }
 
     async fn update_pod_sandbox(
@@ -200,29 +249,22 @@ impl Plugin for Upstream {
         overhead: Option<LinuxResources>,
         resources: Option<LinuxResources>,
     ) -> HandlerResult<()> {
-        let Some(a) = self.gate(|v| drop(v.pods.insert(pod.id.clone(), pod.clone()))) else {
-            return Ok(());
-        };
-        let r = a.update_pod_sandbox(&pod, overhead, resources).await;
-        self.put_pod(&pod);
-        r.map(drop).map_err(failed)
+        self.handle_done(Upcall::UpdatePod(pod, overhead, resources))
+            .await
     }
 
     async fn post_update_pod_sandbox(&self, pod: PodSandbox) -> HandlerResult<()> {
-        self.notify_pod(Event::PostUpdatePodSandbox, pod).await
+        self.handle_done(Upcall::PodNote(Event::PostUpdatePodSandbox, pod))
+            .await
     }
 
     async fn stop_pod_sandbox(&self, pod: PodSandbox) -> HandlerResult<()> {
-        self.notify_pod(Event::StopPodSandbox, pod).await
+        self.handle_done(Upcall::PodNote(Event::StopPodSandbox, pod))
+            .await
     }
 
     async fn remove_pod_sandbox(&self, pod: PodSandbox) -> HandlerResult<()> {
-        let Some(a) = self.gate(|v| drop(v.pods.remove(&pod.id))) else {
-            return Ok(());
-        };
-        let r = a.remove_pod_sandbox(&pod).await;
-        self.state.update(|v| drop(v.pods.remove(&pod.id)));
-        r.map(drop).map_err(failed)
+        self.handle_done(Upcall::RemovePod(pod)).await
     }
 
     async fn create_container(
@@ -230,32 +272,24 @@ impl Plugin for Upstream {
         pod: PodSandbox,
         container: Container,
     ) -> HandlerResult<CreateContainerResponse> {
-        let c = &container;
-        let Some(a) = self.gate(|v| drop(v.containers.insert(c.id.clone(), c.clone()))) else {
-            self.refuse_if_required(Event::CreateContainer, &pod)?;
-            return Ok(CreateContainerResponse::default());
-        };
-        let out = a.create_container(&pod, c).await.map_err(failed)?;
-        self.put_container(c);
-        drop(out.guard);
-        Ok(CreateContainerResponse {
-            adjust: Some(out.adjustment),
-            update: out.updates,
-            evict: out.evictions,
-        })
+        match self.handle(Upcall::Create(pod, container)).await? {
+            Answer::Create(r) => Ok(r),
+            _ => Ok(CreateContainerResponse::default()),
+        }
     }
 
     async fn post_create_container(&self, pod: PodSandbox, c: Container) -> HandlerResult<()> {
-        self.notify_container(Event::PostCreateContainer, pod, c)
+        self.handle_done(Upcall::ContainerNote(Event::PostCreateContainer, pod, c))
             .await
     }
 
     async fn start_container(&self, pod: PodSandbox, c: Container) -> HandlerResult<()> {
-        self.notify_container(Event::StartContainer, pod, c).await
+        self.handle_done(Upcall::ContainerNote(Event::StartContainer, pod, c))
+            .await
     }
 
     async fn post_start_container(&self, pod: PodSandbox, c: Container) -> HandlerResult<()> {
-        self.notify_container(Event::PostStartContainer, pod, c)
+        self.handle_done(Upcall::ContainerNote(Event::PostStartContainer, pod, c))
             .await
     }
 
@@ -265,33 +299,17 @@ impl Plugin for Upstream {
         container: Container,
         resources: Option<LinuxResources>,
     ) -> HandlerResult<UpdateContainerResponse> {
-        let c = &container;
-        let Some(a) = self.gate(|v| drop(v.containers.insert(c.id.clone(), c.clone()))) else {
-            return Ok(UpdateContainerResponse::default());
-        };
-        let out = a
-            .update_container(&pod, c, resources.clone())
-            .await
-            .map_err(failed)?;
-        self.put_container(c);
-        let mut update = out.updates;
-        // The library ends with the target's full resources; an echo of
-        // the request would only claim fields upstream that no plugin here
-        // changed (and conflict with plugins that did, there).
-        if update.last().is_some_and(|u| {
-            u.container_id == c.id
-                && u.linux.as_ref().and_then(|l| l.resources.as_ref()) == resources.as_ref()
-        }) {
-            update.pop();
+        match self
+            .handle(Upcall::Update(pod, container, resources))
+            .await?
+        {
+            Answer::Update(r) => Ok(r),
+            _ => Ok(UpdateContainerResponse::default()),
         }
-        Ok(UpdateContainerResponse {
-            update,
-            evict: out.evictions,
-        })
     }
 
     async fn post_update_container(&self, pod: PodSandbox, c: Container) -> HandlerResult<()> {
-        self.notify_container(Event::PostUpdateContainer, pod, c)
+        self.handle_done(Upcall::ContainerNote(Event::PostUpdateContainer, pod, c))
             .await
     }
 
@@ -300,88 +318,13 @@ impl Plugin for Upstream {
         pod: PodSandbox,
         container: Container,
     ) -> HandlerResult<StopContainerResponse> {
-        let c = &container;
-        let Some(a) = self.gate(|v| drop(v.containers.insert(c.id.clone(), c.clone()))) else {
-            return Ok(StopContainerResponse::default());
-        };
-        let out = a.stop_container(&pod, c).await.map_err(failed)?;
-        self.put_container(c);
-        Ok(StopContainerResponse {
-            update: out.updates,
-        })
+        match self.handle(Upcall::Stop(pod, container)).await? {
+            Answer::Stop(r) => Ok(r),
+            _ => Ok(StopContainerResponse::default()),
+        }
     }
 
     async fn remove_container(&self, pod: PodSandbox, c: Container) -> HandlerResult<()> {
-        let Some(a) = self.gate(|v| drop(v.containers.remove(&c.id))) else {
-            return Ok(());
-        };
-        let r = a.remove_container(&pod, &c).await;
-        self.state.update(|v| drop(v.containers.remove(&c.id)));
-        r.map(drop).map_err(failed)
-    }
-}
-
-/// Delivers what a resynchronization found changed to the plugins behind
-/// the proxy, as the events that would have told them: Stop/Remove for
-/// what went, RunPodSandbox/CreateContainer (and StartContainer for a
-/// running container) for what appeared. Answers are only logged: the
-/// runtime has already done what they could have changed.
-async fn deliver(a: Adaptation, ch: Changes) {
-    tracing::info!(
-        gone_pods = ch.gone_pods.len(),
-        gone_containers = ch.gone_containers.len(),
-        new_pods = ch.new_pods.len(),
-        new_containers = ch.new_containers.len(),
-        "nri-proxy: delivering the differences of a resynchronization as events"
-    );
-    let log = |what: &str, id: &str, r: Result<(), nri_runtime::Error>| {
-        if let Err(e) = r {
-            tracing::warn!(event = what, id, error = %e, "nri-proxy: resync event failed");
-        }
-    };
-    for (pod, c) in &ch.gone_containers {
-        log(
-            "StopContainer",
-            &c.id,
-            a.stop_container(pod, c).await.map(drop),
-        );
-        log(
-            "RemoveContainer",
-            &c.id,
-            a.remove_container(pod, c).await.map(drop),
-        );
-    }
-    for pod in &ch.gone_pods {
-        log(
-            "StopPodSandbox",
-            &pod.id,
-            a.stop_pod_sandbox(pod).await.map(drop),
-        );
-        log(
-            "RemovePodSandbox",
-            &pod.id,
-            a.remove_pod_sandbox(pod).await.map(drop),
-        );
-    }
-    for pod in &ch.new_pods {
-        log(
-            "RunPodSandbox",
-            &pod.id,
-            a.run_pod_sandbox(pod).await.map(drop),
-        );
-    }
-    for (pod, c) in &ch.new_containers {
-        log(
-            "CreateContainer",
-            &c.id,
-            a.create_container(pod, c).await.map(drop),
-        );
-        if c.state == nri_api::api::ContainerState::ContainerRunning as i32 {
-            log(
-                "StartContainer",
-                &c.id,
-                a.start_container(pod, c).await.map(drop),
-            );
-        }
+        self.handle_done(Upcall::Remove(pod, c)).await
     }
 }

@@ -2,7 +2,7 @@
 //! are synchronized from, and what a resynchronization is compared with.
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use nri_api::api::{Container, PodSandbox};
 
@@ -48,8 +48,18 @@ impl View {
             })
     }
 
-    /// Replaces the view with the runtime's lists; returns what changed.
-    pub(crate) fn replace(&mut self, pods: Vec<PodSandbox>, containers: Vec<Container>) -> Changes {
+    /// Replaces the view with the runtime's lists (before the plugin side
+    /// has started: nobody has been told anything yet).
+    pub(crate) fn replace(&mut self, pods: Vec<PodSandbox>, containers: Vec<Container>) {
+        self.pods = pods.into_iter().map(|p| (p.id.clone(), p)).collect();
+        self.containers = containers.into_iter().map(|c| (c.id.clone(), c)).collect();
+    }
+
+    /// Compares the view with the runtime's lists after a reconnection:
+    /// refreshes what both have, returns what went and what appeared. The
+    /// view itself keeps what went and lacks what appeared until the
+    /// plugins have been told (see [`crate::event::Upcall::deliver`]).
+    pub(crate) fn resync(&mut self, pods: Vec<PodSandbox>, containers: Vec<Container>) -> Changes {
         let new = View {
             pods: pods.into_iter().map(|p| (p.id.clone(), p)).collect(),
             containers: containers.into_iter().map(|c| (c.id.clone(), c)).collect(),
@@ -75,7 +85,16 @@ impl View {
                 ch.new_containers.push((new.pod_of(c), c.clone()));
             }
         }
-        *self = new;
+        for (id, p) in new.pods {
+            if let Some(old) = self.pods.get_mut(&id) {
+                *old = p;
+            }
+        }
+        for (id, c) in new.containers {
+            if let Some(old) = self.containers.get_mut(&id) {
+                *old = c;
+            }
+        }
         ch
     }
 }
@@ -88,13 +107,21 @@ pub(crate) struct Gate {
     pub(crate) started: bool,
 }
 
-/// Shared [`Gate`].
+/// Shared [`Gate`], and the order of deliveries.
 #[derive(Debug, Default)]
-pub(crate) struct State(Mutex<Gate>);
+pub(crate) struct State {
+    gate: Mutex<Gate>,
+    /// Keeps the plugins' events in the runtime's order across a
+    /// resynchronization: its events hold it for writing while they are
+    /// delivered, every upstream event for reading while it is (the lock
+    /// is fair, so an event that arrives after the resynchronization
+    /// reaches the plugins after its events).
+    pub(crate) order: Arc<tokio::sync::RwLock<()>>,
+}
 
 impl State {
     pub(crate) fn lock(&self) -> MutexGuard<'_, Gate> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        self.gate.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Runs `f` on the view if the plugin side has not started yet (and

@@ -65,6 +65,29 @@ async fn a_hanging_plugin_costs_its_own_call_and_the_proxy_answers_in_time() {
         strikes,
         [("10-hang".to_owned(), 1), ("20-fast".to_owned(), 0)]
     );
+    // The strike is in the proxy's metrics, per plugin.
+    assert_eq!(
+        metric(
+            &proxy.proxy,
+            r#"nri_plugin_strikes_total{plugin="10-hang",operation="CreateContainer"}"#
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        metric(
+            &proxy.proxy,
+            r#"nri_plugin_consecutive_strikes{plugin="10-hang"}"#
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        metric(
+            &proxy.proxy,
+            r#"nri_plugin_consecutive_strikes{plugin="20-fast"}"#
+        ),
+        None,
+        "no strike, no series"
+    );
 
     behind.stop().await;
     proxy.stop().await;

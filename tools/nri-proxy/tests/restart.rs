@@ -104,3 +104,139 @@ async fn a_runtime_restart_is_delivered_as_events_and_plugins_stay_connected() {
     proxy.stop().await;
     up.stop().await;
 }
+
+/// Restarts the runtime under a running proxy whose plugin holds every
+/// CreateContainer until the test lets it go: the runtime now has pod p1
+/// with running container c1, which the plugin learns by events; returns
+/// once the plugin is held in the resynchronization's CreateContainer of
+/// c1.
+async fn restart_into_held_replay(
+    env: &Env,
+    request_timeout: Duration,
+) -> (Running, Behind, TestPlugin, nri_runtime::Adaptation) {
+    env.runtime.pods.lock().unwrap().push(pod("p0"));
+    let up = env.upstream(Duration::from_secs(2)).await;
+    let proxy = Running::start(env.config("", "")).await;
+    proxy.wait_serving(&env.proxy_socket).await;
+    let mut behind = Behind::default();
+    let hold = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let plugin = TestPlugin::adding("A", "1").held(hold);
+    behind.connect(&env.proxy_socket, "10", "ay", plugin.clone());
+    until("the plugin", || {
+        proxy.proxy.adaptation().plugins().len() == 1
+    })
+    .await;
+    up.stop().await;
+    until("the proxy to notice", || {
+        !proxy.proxy.upstream().is_connected()
+    })
+    .await;
+    env.runtime.pods.lock().unwrap().push(pod("p1"));
+    let mut c1 = ctr("p1", "c1");
+    c1.state = ContainerState::ContainerRunning as i32;
+    env.runtime.containers.lock().unwrap().push(c1);
+    let up = env.upstream(request_timeout).await;
+    until("the resync's CreateContainer", || {
+        plugin.events().iter().any(|e| e == "CreateContainer:c1")
+    })
+    .await;
+    (proxy, behind, plugin, up)
+}
+
+fn release(plugin: &TestPlugin, n: usize) {
+    plugin.hold_create.as_ref().unwrap().add_permits(n);
+}
+
+/// An event the runtime sends while the differences of its restart are
+/// still being delivered waits for them: the plugin sees the container
+/// created and started before it is removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_after_a_restart_reaches_the_plugins_after_the_resync_events() {
+    let env = Env::new();
+    let (proxy, behind, plugin, up) = restart_into_held_replay(&env, Duration::from_secs(10)).await;
+    let remove = {
+        let up = up.clone();
+        tokio::spawn(async move {
+            let mut c1 = ctr("p1", "c1");
+            c1.state = ContainerState::ContainerStopped as i32;
+            up.remove_container(&pod("p1"), &c1).await
+        })
+    };
+    until("the RemoveContainer held behind the resync", || {
+        metric(&proxy.proxy, "nri_proxy_events_held") == Some(1.0)
+    })
+    .await;
+    release(&plugin, 1);
+    remove.await.unwrap().unwrap();
+    assert_eq!(
+        plugin.events(),
+        [
+            "RunPodSandbox:p1",
+            "CreateContainer:c1",
+            "StartContainer:c1",
+            "RemoveContainer:c1",
+        ]
+    );
+    assert_eq!(metric(&proxy.proxy, "nri_proxy_events_held"), Some(0.0));
+    assert_eq!(
+        metric(&proxy.proxy, "nri_proxy_late_events_total"),
+        Some(0.0)
+    );
+    assert_eq!(metric(&proxy.proxy, "nri_proxy_resyncs_total"), Some(1.0));
+    assert_eq!(
+        metric(&proxy.proxy, "nri_proxy_resync_events_total"),
+        Some(3.0)
+    );
+    behind.stop().await;
+    proxy.stop().await;
+    up.stop().await;
+}
+
+/// When the resync events outlast the runtime's budget, the runtime is
+/// answered on time without the plugins, and the event still reaches them
+/// after the resync events, not before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_held_past_its_budget_is_answered_and_delivered_in_its_turn() {
+    let env = Env::new();
+    let (proxy, behind, plugin, up) =
+        restart_into_held_replay(&env, Duration::from_millis(400)).await;
+    let out = up
+        .create_container(&pod("p1"), &ctr("p1", "c2"))
+        .await
+        .unwrap();
+    assert!(
+        env_of(&out.adjustment).is_empty(),
+        "answered without the plugins: {:?}",
+        out.adjustment
+    );
+    assert_eq!(
+        metric(&proxy.proxy, "nri_proxy_late_events_total"),
+        Some(1.0)
+    );
+    assert!(
+        !plugin.events().iter().any(|e| e.ends_with(":c2")),
+        "{:?}",
+        plugin.events()
+    );
+    release(&plugin, 2);
+    until("the late CreateContainer", || {
+        plugin.events().iter().any(|e| e == "CreateContainer:c2")
+    })
+    .await;
+    assert_eq!(
+        plugin.events(),
+        [
+            "RunPodSandbox:p1",
+            "CreateContainer:c1",
+            "StartContainer:c1",
+            "CreateContainer:c2",
+        ]
+    );
+    until("nothing held", || {
+        metric(&proxy.proxy, "nri_proxy_events_held") == Some(0.0)
+    })
+    .await;
+    behind.stop().await;
+    proxy.stop().await;
+    up.stop().await;
+}

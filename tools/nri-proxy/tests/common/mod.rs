@@ -173,6 +173,9 @@ pub type Synced = (Vec<String>, Vec<String>);
 pub struct TestPlugin {
     pub env: Option<(String, String)>,
     pub create_delay: Option<Duration>,
+    /// CreateContainer waits for a permit of this semaphore (after logging
+    /// the event) before it answers.
+    pub hold_create: Option<Arc<tokio::sync::Semaphore>>,
     pub log: Arc<Mutex<Vec<String>>>,
     pub synced: Arc<Mutex<Vec<Synced>>>,
 }
@@ -186,6 +189,11 @@ impl TestPlugin {
     }
     pub fn slow(mut self, d: Duration) -> Self {
         self.create_delay = Some(d);
+        self
+    }
+    /// CreateContainer waits for a permit of `hold` before answering.
+    pub fn held(mut self, hold: Arc<tokio::sync::Semaphore>) -> Self {
+        self.hold_create = Some(hold);
         self
     }
     pub fn events(&self) -> Vec<String> {
@@ -230,6 +238,9 @@ impl Plugin for TestPlugin {
         self.note("CreateContainer", &c.id);
         if let Some(d) = self.create_delay {
             tokio::time::sleep(d).await;
+        }
+        if let Some(h) = &self.hold_create {
+            h.acquire().await.unwrap().forget();
         }
         let mut adjust = ContainerAdjustment::default();
         if let Some((k, v)) = &self.env {
@@ -308,6 +319,16 @@ impl Behind {
         }
         while self.tasks.join_next().await.is_some() {}
     }
+}
+
+/// The value of the Prometheus sample `name` (a metric without labels, or
+/// with its labels written out as in the text format) in the proxy's
+/// registry.
+pub fn metric(proxy: &Proxy, name: &str) -> Option<f64> {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, proxy.registry()).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
 /// Env values of an adjustment, in order.

@@ -1,0 +1,207 @@
+//! One upstream event as a value: what it does to the proxy's view, and
+//! its delivery to the plugins behind the proxy (live, late, or as part of
+//! a resynchronization), always in the same way: the view changes when the
+//! plugins have been told, as a runtime stores an object after its
+//! creation event and forgets it after its removal (the runtime library's
+//! synchronization barrier relies on that order).
+
+use nri_api::api::{
+    Container, CreateContainerResponse, Event, LinuxResources, PodSandbox, StopContainerResponse,
+    UpdateContainerResponse,
+};
+use nri_runtime::Adaptation;
+
+use crate::view::{State, View};
+
+/// An event of the runtime for the plugins behind the proxy.
+// Made once per event and moved, never stored in bulk: boxing the larger
+// variants would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone)]
+pub(crate) enum Upcall {
+    /// RunPodSandbox.
+    RunPod(PodSandbox),
+    /// UpdatePodSandbox with its overhead and resources.
+    UpdatePod(PodSandbox, Option<LinuxResources>, Option<LinuxResources>),
+    /// PostUpdatePodSandbox or StopPodSandbox (a pod notification).
+    PodNote(Event, PodSandbox),
+    /// RemovePodSandbox.
+    RemovePod(PodSandbox),
+    /// CreateContainer.
+    Create(PodSandbox, Container),
+    /// PostCreateContainer, StartContainer, PostStartContainer or
+    /// PostUpdateContainer (a container notification).
+    ContainerNote(Event, PodSandbox, Container),
+    /// UpdateContainer with the requested resources.
+    Update(PodSandbox, Container, Option<LinuxResources>),
+    /// StopContainer.
+    Stop(PodSandbox, Container),
+    /// RemoveContainer.
+    Remove(PodSandbox, Container),
+}
+
+/// What the plugins answered, for the runtime.
+// One per event, returned at once: see `Upcall`.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub(crate) enum Answer {
+    /// Nothing beyond success.
+    Done,
+    /// CreateContainer's merged answer.
+    Create(CreateContainerResponse),
+    /// UpdateContainer's merged answer.
+    Update(UpdateContainerResponse),
+    /// StopContainer's merged answer.
+    Stop(StopContainerResponse),
+}
+
+impl Upcall {
+    /// The event.
+    pub(crate) fn event(&self) -> Event {
+        match self {
+            Upcall::RunPod(_) => Event::RunPodSandbox,
+            Upcall::UpdatePod(..) => Event::UpdatePodSandbox,
+            Upcall::PodNote(e, _) | Upcall::ContainerNote(e, _, _) => *e,
+            Upcall::RemovePod(_) => Event::RemovePodSandbox,
+            Upcall::Create(..) => Event::CreateContainer,
+            Upcall::Update(..) => Event::UpdateContainer,
+            Upcall::Stop(..) => Event::StopContainer,
+            Upcall::Remove(..) => Event::RemoveContainer,
+        }
+    }
+
+    /// The pod the event is about (or the container's pod).
+    pub(crate) fn pod(&self) -> &PodSandbox {
+        match self {
+            Upcall::RunPod(p)
+            | Upcall::UpdatePod(p, ..)
+            | Upcall::PodNote(_, p)
+            | Upcall::RemovePod(p)
+            | Upcall::Create(p, _)
+            | Upcall::ContainerNote(_, p, _)
+            | Upcall::Update(p, ..)
+            | Upcall::Stop(p, _)
+            | Upcall::Remove(p, _) => p,
+        }
+    }
+
+    /// The id of the object the event is about.
+    pub(crate) fn id(&self) -> &str {
+        match self {
+            Upcall::Create(_, c)
+            | Upcall::ContainerNote(_, _, c)
+            | Upcall::Update(_, c, _)
+            | Upcall::Stop(_, c)
+            | Upcall::Remove(_, c) => &c.id,
+            _ => &self.pod().id,
+        }
+    }
+
+    /// Whether the event creates a pod or container (and so may be failed
+    /// for a missing required plugin).
+    pub(crate) fn is_creation(&self) -> bool {
+        matches!(self, Upcall::RunPod(_) | Upcall::Create(..))
+    }
+
+    /// Applies the event to the view: the object is stored, refreshed or
+    /// forgotten.
+    pub(crate) fn apply(&self, v: &mut View) {
+        match self {
+            Upcall::RunPod(p) | Upcall::UpdatePod(p, ..) | Upcall::PodNote(_, p) => {
+                v.pods.insert(p.id.clone(), p.clone());
+            }
+            Upcall::RemovePod(p) => {
+                v.pods.remove(&p.id);
+            }
+            Upcall::Create(_, c)
+            | Upcall::ContainerNote(_, _, c)
+            | Upcall::Update(_, c, _)
+            | Upcall::Stop(_, c) => {
+                v.containers.insert(c.id.clone(), c.clone());
+            }
+            Upcall::Remove(_, c) => {
+                v.containers.remove(&c.id);
+            }
+        }
+    }
+
+    /// Hands the event to the plugins behind the proxy through `a`, then
+    /// applies it to the view (before a creation's guard is released; a
+    /// failed creation is not stored).
+    pub(crate) async fn deliver(
+        &self,
+        a: &Adaptation,
+        state: &State,
+    ) -> Result<Answer, nri_runtime::Error> {
+        let store = || state.update(|v| self.apply(v));
+        let r = match self {
+            Upcall::RunPod(pod) => {
+                let out = a.run_pod_sandbox(pod).await?;
+                store();
+                drop(out.guard);
+                return Ok(Answer::Done);
+            }
+            Upcall::Create(pod, c) => {
+                let out = a.create_container(pod, c).await?;
+                store();
+                drop(out.guard);
+                return Ok(Answer::Create(CreateContainerResponse {
+                    adjust: Some(out.adjustment),
+                    update: out.updates,
+                    evict: out.evictions,
+                }));
+            }
+            Upcall::UpdatePod(pod, overhead, resources) => a
+                .update_pod_sandbox(pod, overhead.clone(), resources.clone())
+                .await
+                .map(|_| Answer::Done),
+            Upcall::PodNote(Event::StopPodSandbox, pod) => {
+                a.stop_pod_sandbox(pod).await.map(|_| Answer::Done)
+            }
+            Upcall::PodNote(_, pod) => a.post_update_pod_sandbox(pod).await.map(|_| Answer::Done),
+            Upcall::RemovePod(pod) => a.remove_pod_sandbox(pod).await.map(|_| Answer::Done),
+            Upcall::ContainerNote(e, pod, c) => {
+                let r = match e {
+                    Event::PostCreateContainer => a.post_create_container(pod, c).await,
+                    Event::StartContainer => a.start_container(pod, c).await,
+                    Event::PostStartContainer => a.post_start_container(pod, c).await,
+                    _ => a.post_update_container(pod, c).await,
+                };
+                r.map(|_| Answer::Done)
+            }
+            Upcall::Update(pod, c, resources) => a
+                .update_container(pod, c, resources.clone())
+                .await
+                .map(|out| Answer::Update(update_answer(c, resources.as_ref(), out))),
+            Upcall::Stop(pod, c) => a.stop_container(pod, c).await.map(|out| {
+                Answer::Stop(StopContainerResponse {
+                    update: out.updates,
+                })
+            }),
+            Upcall::Remove(pod, c) => a.remove_container(pod, c).await.map(|_| Answer::Done),
+        };
+        store();
+        r
+    }
+}
+
+/// The UpdateContainer answer: the library ends its updates with the
+/// target's full resources; an echo of the request would only claim fields
+/// upstream that no plugin here changed (and conflict with plugins that
+/// did, there), so it is left out.
+fn update_answer(
+    c: &Container,
+    requested: Option<&LinuxResources>,
+    out: nri_runtime::UpdateContainerOutcome,
+) -> UpdateContainerResponse {
+    let mut update = out.updates;
+    if update.last().is_some_and(|u| {
+        u.container_id == c.id && u.linux.as_ref().and_then(|l| l.resources.as_ref()) == requested
+    }) {
+        update.pop();
+    }
+    UpdateContainerResponse {
+        update,
+        evict: out.evictions,
+    }
+}

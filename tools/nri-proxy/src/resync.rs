@@ -1,0 +1,73 @@
+//! A resynchronization with the runtime (after it restarted) delivered to
+//! the plugins behind the proxy as the events that would have told them:
+//! the protocol has no second Synchronize.
+
+use std::sync::Arc;
+
+use nri_api::api::{ContainerState, Event};
+use nri_runtime::Adaptation;
+use tokio::sync::OwnedRwLockWriteGuard;
+
+use crate::event::Upcall;
+use crate::metrics::ProxyMetrics;
+use crate::view::{Changes, State};
+
+/// The events telling what changed: Stop/Remove for the containers and
+/// pods that went, RunPodSandbox, CreateContainer (and StartContainer for
+/// a running container) for what appeared, in that order.
+pub(crate) fn events(ch: Changes) -> Vec<Upcall> {
+    let mut out = Vec::new();
+    for (pod, c) in ch.gone_containers {
+        out.push(Upcall::Stop(pod.clone(), c.clone()));
+        out.push(Upcall::Remove(pod, c));
+    }
+    for pod in ch.gone_pods {
+        out.push(Upcall::PodNote(Event::StopPodSandbox, pod.clone()));
+        out.push(Upcall::RemovePod(pod));
+    }
+    out.extend(ch.new_pods.into_iter().map(Upcall::RunPod));
+    for (pod, c) in ch.new_containers {
+        let running = c.state == ContainerState::ContainerRunning as i32;
+        out.push(Upcall::Create(pod.clone(), c.clone()));
+        if running {
+            out.push(Upcall::ContainerNote(Event::StartContainer, pod, c));
+        }
+    }
+    out
+}
+
+/// Delivers the differences one event at a time, holding `turn` (the
+/// write side of the delivery order) until the last one is answered, so
+/// that the runtime's later events reach the plugins after them. Answers
+/// are only logged: the runtime has already done what they could have
+/// changed. The view follows each event, failed or not (the runtime has
+/// the object either way).
+pub(crate) async fn deliver(
+    a: Adaptation,
+    state: Arc<State>,
+    ch: Changes,
+    turn: OwnedRwLockWriteGuard<()>,
+    metrics: ProxyMetrics,
+) {
+    tracing::info!(
+        gone_pods = ch.gone_pods.len(),
+        gone_containers = ch.gone_containers.len(),
+        new_pods = ch.new_pods.len(),
+        new_containers = ch.new_containers.len(),
+        "nri-proxy: delivering the differences of a resynchronization as events"
+    );
+    for up in events(ch) {
+        metrics.replayed.inc();
+        if let Err(e) = up.deliver(&a, &state).await {
+            state.update(|v| up.apply(v));
+            tracing::warn!(
+                event = up.event().pretty_name(),
+                id = up.id(),
+                error = %e,
+                "nri-proxy: resync event failed"
+            );
+        }
+    }
+    drop(turn);
+    tracing::info!("nri-proxy: resynchronization delivered");
+}
