@@ -1,4 +1,4 @@
-//! Fuzz the merge core of nri-runtime: arbitrary bytes are cut into
+//! Fuzz the merge core (nri-merge): arbitrary bytes are cut into
 //! length-prefixed chunks (1 tag byte, 2 length bytes little-endian, body),
 //! each decoded with prost as a ContainerAdjustment, ContainerUpdate,
 //! ContainerEviction or whole CreateContainerResponse and applied from one of
@@ -12,9 +12,9 @@ use nri_api::api::{
     Container, ContainerAdjustment, ContainerEviction, ContainerUpdate, CreateContainerResponse,
     PodSandbox,
 };
-use nri_runtime::PluginId;
-use nri_runtime::merge::{CreateResult, Ownership, StopResult, UpdateResult};
-use nri_runtime::validate::{DefaultValidator, DefaultValidatorConfig, build_request};
+use nri_merge::PluginId;
+use nri_merge::{CreateResult, Ownership, StopResult, UpdateResult};
+use nri_merge::validate::{DefaultValidator, DefaultValidatorConfig, build_request};
 use prost::Message;
 
 struct Chunks<'a>(&'a [u8]);

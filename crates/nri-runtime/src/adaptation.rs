@@ -19,13 +19,13 @@ use crate::error::Error;
 use crate::failure::{
     ErrorClass, FailurePolicy, PluginError, PluginFailure, ValidationMode, is_teardown_event,
 };
-use crate::merge::{CreateResult, PluginId, StopResult, UpdateResult};
 use crate::metrics::{Metrics, audit_owners};
 use crate::plugin::{
     Budget, Notification, Plugin, PluginInfo, PluginList, PluginOrigin, hint_next, in_turn,
 };
 use crate::registry::{CreationGuard, Registry};
-use crate::validate::{self, DefaultValidator, Validator};
+use nri_merge::validate::{self, DefaultValidator, Validator};
+use nri_merge::{CreateResult, PluginId, StopResult, UpdateResult};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Life {
@@ -557,7 +557,7 @@ impl Adaptation {
                 None
             } else {
                 (resp.adjust.as_ref())
-                    .and_then(|a| crate::merge::append_delta(result.container(), a))
+                    .and_then(|a| crate::encode::append_delta(result.container(), a))
             };
             let applied = result.apply_response(&p.id, resp);
             if result.revision() != revision {
@@ -968,10 +968,10 @@ impl Shared {
         }
     }
 
-    fn merge_failure(&self, p: &Plugin, op: &str, e: Error) -> PluginFailure {
+    fn merge_failure(&self, p: &Plugin, op: &str, e: nri_merge::Error) -> PluginFailure {
         let name = p.name.as_str();
         match e {
-            Error::Conflict { .. } => {
+            nri_merge::Error::Conflict { .. } => {
                 self.metrics.plugin_conflict(name, op);
                 self.metrics
                     .plugin_invocation(name, op, Err(ErrorClass::Conflict));
@@ -1095,7 +1095,7 @@ impl Shared {
                 self.metrics
                     .plugin_invocation(&id.to_string(), op, Err(ErrorClass::Rejected));
                 tracing::warn!(validator = %id, reason = %rej.reason, "container adjustment rejected");
-                return Err(rej.into_error(id));
+                return Err(rej.into_error(id).into());
             }
             self.metrics.plugin_invocation(&id.to_string(), op, Ok(()));
         }
@@ -1134,7 +1134,7 @@ impl Shared {
                 Ok(resp) => {
                     if let Err(e) = validate::check_response(&p.id, &resp) {
                         tracing::warn!(validator = %p.id, error = %e, "container adjustment rejected");
-                        return Err(e);
+                        return Err(e.into());
                     }
                 }
                 Err(f) => self.validator_failed(&p, f, pod, errors)?,

@@ -10,10 +10,10 @@ use std::time::Duration;
 use nri_api::api::{Container, ContainerEviction, ContainerUpdate, Event, PodSandbox};
 
 use crate::failure::{FailurePolicy, PluginPolicy};
-use crate::merge::PluginId;
 use crate::metrics::{Metrics, NoopMetrics};
 use crate::peer::PeerLimits;
-use crate::validate::{DefaultValidatorConfig, Validator};
+use nri_merge::PluginId;
+use nri_merge::validate::{DefaultValidatorConfig, Validator};
 
 /// A boxed, sendable future (used by [`RuntimeCallbacks`]).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use crate::config::Config;
 use crate::error::Error;
 use crate::failure::{FailurePolicy, PluginPolicy, ValidationMode};
-use crate::validate::{DefaultValidator, DefaultValidatorConfig};
+use nri_merge::validate::{DefaultValidator, DefaultValidatorConfig};
 
 /// The syntax of a configuration file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,20 +109,19 @@ fn yes() -> bool {
 
 impl FileValidator {
     fn into_config(self) -> DefaultValidatorConfig {
-        DefaultValidatorConfig {
-            enable: self.enable,
-            reject_oci_hook_adjustment: self.reject_oci_hook_adjustment,
-            reject_runtime_default_seccomp_adjustment: self
-                .reject_runtime_default_seccomp_adjustment,
-            reject_unconfined_seccomp_adjustment: self.reject_unconfined_seccomp_adjustment,
-            reject_custom_seccomp_adjustment: self.reject_custom_seccomp_adjustment,
-            reject_namespace_adjustment: self.reject_namespace_adjustment,
-            reject_sysctl_adjustment: self.reject_sysctl_adjustment,
-            required_plugins: self.required_plugins,
-            tolerate_missing_plugins_annotation: self.tolerate_missing_plugins_annotation,
-            reject_fields: self.reject_fields,
-            ..DefaultValidatorConfig::default()
-        }
+        let mut c = DefaultValidatorConfig::default();
+        c.enable = self.enable;
+        c.reject_oci_hook_adjustment = self.reject_oci_hook_adjustment;
+        c.reject_runtime_default_seccomp_adjustment =
+            self.reject_runtime_default_seccomp_adjustment;
+        c.reject_unconfined_seccomp_adjustment = self.reject_unconfined_seccomp_adjustment;
+        c.reject_custom_seccomp_adjustment = self.reject_custom_seccomp_adjustment;
+        c.reject_namespace_adjustment = self.reject_namespace_adjustment;
+        c.reject_sysctl_adjustment = self.reject_sysctl_adjustment;
+        c.required_plugins = self.required_plugins;
+        c.tolerate_missing_plugins_annotation = self.tolerate_missing_plugins_annotation;
+        c.reject_fields = self.reject_fields;
+        c
     }
 }
 

@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use bytes::Bytes;
 use nri_api::api::{
-    ConfigureRequest, ConfigureResponse, Container, Empty, PodSandbox, RegisterPluginRequest,
-    SynchronizeRequest, SynchronizeResponse, UpdateContainersRequest, UpdateContainersResponse,
+    ConfigureRequest, ConfigureResponse, Empty, RegisterPluginRequest, SynchronizeResponse,
+    UpdateContainersRequest, UpdateContainersResponse,
 };
 use nri_api::{EventMask, RUNTIME_SERVICE, method};
 use nri_mux::{PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN};
@@ -17,11 +17,11 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::adaptation::Shared;
-use crate::encode::{Packer, SyncEncoder, SyncLimits, SyncObjects, SyncParts};
+use crate::encode::{SyncEncoder, SyncLimits, SyncObjects, SyncParts};
 use crate::error::Error;
-use crate::merge::PluginId;
 use crate::peer::{Peer, Refused};
 use crate::plugin::{Plugin, PluginInput, PluginOrigin, PluginParts};
+use nri_merge::PluginId;
 
 /// How long a refused plugin gets to read the refusal before the runtime
 /// closes the connection.
@@ -552,37 +552,6 @@ impl Shared {
             .and_then(|b| plugin.decode_answer(method::SYNCHRONIZE, b))
             .map_err(|e| format!("Synchronize failed: {e}"))
     }
-}
-
-/// Splits a snapshot into `SynchronizeRequest`s each encoding to at most
-/// `limit` bytes (one message when everything fits; a single object larger
-/// than the limit goes alone in its message). `more` is left false.
-pub fn split_sync(
-    pods: Vec<PodSandbox>,
-    containers: Vec<Container>,
-    limit: usize,
-) -> Vec<SynchronizeRequest> {
-    let mut out = Vec::new();
-    let mut cur = SynchronizeRequest::default();
-    let mut packer = Packer::new(limit);
-    // Starts a new message first when the object does not fit this one.
-    let mut place = |len: usize, cur: &mut SynchronizeRequest| {
-        if !packer.admit(len) {
-            out.push(std::mem::take(cur));
-            packer = Packer::new(limit);
-            packer.admit(len);
-        }
-    };
-    for p in pods {
-        place(p.encoded_len(), &mut cur);
-        cur.pods.push(p);
-    }
-    for c in containers {
-        place(c.encoded_len(), &mut cur);
-        cur.containers.push(c);
-    }
-    out.push(cur);
-    out
 }
 
 fn check_mask(events: i32) -> Result<EventMask, String> {

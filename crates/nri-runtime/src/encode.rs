@@ -18,6 +18,9 @@ use tokio::sync::mpsc;
 
 use crate::config::Snapshot;
 
+mod delta;
+pub(crate) use delta::append_delta;
+
 /// Field number of the pod in the per-event requests (`pod = 1`).
 const REQUEST_POD: u32 = 1;
 /// Field number of the container in the per-event requests (`container = 2`).
@@ -149,7 +152,7 @@ impl CreatePayload {
     ///
     /// `delta`, when given, is what the response that led to `revision`
     /// appended to the container at `revision - 1`
-    /// (`crate::merge::append_delta`). If the request cached is the one at
+    /// ([`append_delta`]). If the request cached is the one at
     /// `revision - 1`, the new request is that one followed by `delta` as
     /// a second `container` field, which every protobuf decoder merges
     /// into the first: a copy (or nothing, when the previous request is in

@@ -4,8 +4,9 @@ use nri_api::api::Field;
 
 /// Errors reported by the runtime library.
 ///
-/// The enum is `#[non_exhaustive]`: connection management, timeouts and
-/// failure policy add their own variants later.
+/// The merge and validation errors of `nri-merge` arrive as the variants of
+/// the same name (`From<nri_merge::Error>`), so a caller matches on one
+/// enum.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -123,6 +124,13 @@ pub enum Error {
         /// The callback's error, as text.
         message: String,
     },
+    /// An error of the merge core that has no variant of its own here (a
+    /// kind `nri-merge` added after this enum was written).
+    #[error(transparent)]
+    Merge {
+        /// The merge core's error.
+        source: nri_merge::Error,
+    },
     /// An operating-system operation failed (socket, directory, spawn).
     #[error("{context}: {message}")]
     Io {
@@ -140,6 +148,43 @@ pub enum Error {
         /// `"already started"`, `"not started"` or `"stopped"`.
         state: &'static str,
     },
+}
+
+impl From<nri_merge::Error> for Error {
+    fn from(e: nri_merge::Error) -> Self {
+        use nri_merge::Error as M;
+        match e {
+            M::Conflict {
+                field,
+                key,
+                container,
+                first_plugin,
+                second_plugin,
+            } => Error::Conflict {
+                field,
+                key,
+                container,
+                first_plugin,
+                second_plugin,
+            },
+            M::InvalidAdjustment { plugin, reason } => Error::InvalidAdjustment { plugin, reason },
+            M::InvalidUpdate {
+                plugin,
+                container,
+                reason,
+            } => Error::InvalidUpdate {
+                plugin,
+                container,
+                reason,
+            },
+            M::ValidationRejected { plugin, reason } => {
+                Error::ValidationRejected { plugin, reason }
+            }
+            M::InvalidPluginId { value, reason } => Error::InvalidPluginId { value, reason },
+            M::InvalidConfig { reason } => Error::InvalidConfig { reason },
+            other => Error::Merge { source: other },
+        }
+    }
 }
 
 impl Error {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
 use crate::error::Error;
-use crate::merge::PluginId;
+use nri_merge::PluginId;
 
 /// A plugin found in the plugin directory.
 #[derive(Debug, Clone, PartialEq, Eq)]

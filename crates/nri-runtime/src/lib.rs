@@ -1,19 +1,12 @@
 //! NRI (Node Resource Interface) runtime library, the Rust counterpart of
 //! containerd/nri's `pkg/adaptation`.
 //!
-//! This crate is built up in layers. The pure-logic core lives here:
-//!
-//! - [`merge`]: collecting the results of several plugins for one
-//!   CreateContainer, UpdateContainer or StopContainer event, with field
-//!   ownership and conflict detection ([`merge::CreateResult`],
-//!   [`merge::UpdateResult`], [`merge::StopResult`]).
-//! - [`validate`]: building the `ValidateContainerAdjustmentRequest` and the
-//!   built-in [`validate::DefaultValidator`].
-//!
-//! Nothing in these modules does I/O; the plugin connection management and
-//! event fan-out call into them.
-//!
-//! The I/O half:
+//! The pure-logic core, merging the results of several plugins with field
+//! ownership and validating the merged result, is its own crate,
+//! `nri-merge`; this crate connects plugins and fans events out to them,
+//! calling into it. What an embedder needs of it is re-exported here:
+//! [`PluginId`] and, in [`validate`], the [`Validator`](validate::Validator)
+//! trait and the built-in [`DefaultValidator`](validate::DefaultValidator).
 //!
 //! - [`Adaptation`] (built with [`Adaptation::builder`]): launches plugins
 //!   from the plugin directory, listens for external plugins, registers,
@@ -33,13 +26,22 @@
 //! `docs/runtime/` of the repository.
 
 pub mod error;
-pub mod merge;
-pub mod validate;
 
 pub use error::Error;
-pub use merge::PluginId;
+pub use nri_merge::PluginId;
 
-// ---- I/O half ----
+/// Validation of merged container adjustments, as far as an embedder needs
+/// it: in-process validators ([`Validator`](validate::Validator)) and the
+/// built-in [`DefaultValidator`](validate::DefaultValidator). The rest of
+/// the validation core (building the request, presence checks) is
+/// `nri_merge::validate`.
+pub mod validate {
+    pub use nri_merge::validate::{
+        DefaultValidator, DefaultValidatorConfig, EXAMPLE_TOLERATE_MISSING_PLUGINS_ANNOTATION,
+        REQUIRED_PLUGINS_ANNOTATION, Rejection, UpdateValidation, Validator,
+    };
+}
+
 mod adaptation;
 mod config;
 mod config_file;
@@ -65,7 +67,6 @@ pub use config::{
     RuntimeCallbacks, Snapshot,
 };
 pub use config_file::{ConfigDuration, ConfigFormat, ConfigSection};
-pub use connect::split_sync;
 pub use failure::{
     ErrorClass, FailurePolicy, PluginError, PluginFailure, PluginPolicy, ValidationMode,
 };

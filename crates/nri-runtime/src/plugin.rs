@@ -15,9 +15,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::failure::{ErrorClass, PluginFailure};
-use crate::merge::PluginId;
 use crate::metrics::Metrics;
 use crate::peer::{Peer, PeerGuard};
+use nri_merge::PluginId;
 
 /// The deadline of one event (see `Adaptation::with_deadline`): every
 /// plugin call of the event gets the smaller of the plugin's own timeout

@@ -17,10 +17,10 @@ use nri_api::api::{ContainerUpdate, Field, OwningPlugins};
 use crate::adaptation::Shared;
 use crate::error::Error;
 use crate::failure::ErrorClass;
-use crate::merge::{PluginId, check_unsolicited, merge_unsolicited};
 use crate::metrics::AUDIT_TARGET;
 use crate::peer::{Peer, Refused};
-use crate::validate::{UpdateValidation, is_updated};
+use nri_merge::validate::{UpdateValidation, is_updated};
+use nri_merge::{PluginId, check_unsolicited, merge_unsolicited};
 
 /// The name under which in-process validators' update checks are counted
 /// in [`Metrics::plugin_invocation`](crate::Metrics::plugin_invocation).
@@ -45,7 +45,7 @@ impl Shared {
                 reason: e.to_string(),
             };
             self.peers.report(peer, operation, &refused);
-            return Err(e);
+            return Err(e.into());
         }
         let name = plugin.to_string();
         let v = UpdateValidation::new(operation, &updates).with_plugin(&name);
@@ -83,7 +83,7 @@ impl Shared {
                 self.metrics
                     .plugin_invocation(&name, VALIDATE_UPDATES, Err(ErrorClass::Rejected));
                 tracing::warn!(validator = %id, operation = v.operation, reason = %rej.reason, "container updates rejected");
-                return Err(rej.into_error(id));
+                return Err(rej.into_error(id).into());
             }
             self.metrics
                 .plugin_invocation(&name, VALIDATE_UPDATES, Ok(()));

@@ -7,7 +7,6 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use nri_api::api::{Container, PodSandbox};
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn concurrent_creations_run_in_parallel() {
@@ -62,22 +61,6 @@ async fn large_sync_is_split_into_chunks() {
     let ctrs: usize = syncs.iter().map(|r| r.sync_containers.len()).sum();
     assert_eq!((pods, ctrs), (30, 30));
     a.stop().await;
-}
-
-#[test]
-fn split_sync_respects_the_limit_and_keeps_everything() {
-    use prost::Message;
-    let pods: Vec<PodSandbox> = (0..100).map(|k| pod(&format!("p{k}"))).collect();
-    let ctrs: Vec<Container> = (0..100).map(|k| ctr("p", &format!("c{k}"))).collect();
-    let one = nri_runtime::split_sync(pods.clone(), ctrs.clone(), 4 << 20);
-    assert_eq!(one.len(), 1, "everything in one message when it fits");
-    let many = nri_runtime::split_sync(pods, ctrs, 1000);
-    assert!(many.len() > 5);
-    for m in &many {
-        assert!(m.encoded_len() <= 1000 || m.pods.len() + m.containers.len() == 1);
-    }
-    assert_eq!(many.iter().map(|m| m.pods.len()).sum::<usize>(), 100);
-    assert_eq!(many.iter().map(|m| m.containers.len()).sum::<usize>(), 100);
 }
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]

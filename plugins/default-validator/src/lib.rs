@@ -9,18 +9,18 @@
 //! adjustments according to the YAML configuration with upstream's keys
 //! (see the README); off, it is never asked to validate anything.
 //!
-//! The rules are those of [`nri_runtime::validate::DefaultValidator`]
-//! (shared with our runtime library's built-in): OCI hook injection,
-//! seccomp policy changes by profile kind, namespace changes, sysctl
+//! The rules are those of [`nri_merge::validate::DefaultValidator`] (the
+//! merge core's, which our runtime library's built-in also uses): OCI hook
+//! injection, seccomp policy changes by profile kind, namespace changes, sysctl
 //! changes, required plugins (global list plus the pod annotation
 //! `required-plugins.noderesource.dev`, skipped when the configured
 //! toleration annotation is `true`), and our `rejectFields` extension.
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use nri_merge::validate::{DefaultValidator, DefaultValidatorConfig};
 use nri_plugin::api::{Event, ValidateContainerAdjustmentRequest};
 use nri_plugin::{ConfigureInfo, EventMask, HandlerError, HandlerResult, Plugin};
-use nri_runtime::validate::{DefaultValidator, DefaultValidatorConfig};
 use nri_sample_common::goyaml::{self, Field, Shape};
 use nri_sample_common::{Source, StrictError};
 
@@ -72,7 +72,7 @@ pub enum Error {
     Invalid {
         /// The validator's error.
         #[source]
-        source: nri_runtime::Error,
+        source: nri_merge::Error,
     },
     /// The configuration file cannot be read.
     #[error("cannot read configuration file {path}")]

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use nri_api::api::{
     CreateContainerRequest, LinuxContainer, RemovePodSandboxRequest, StartContainerRequest,
-    StateChangeEvent,
+    StateChangeEvent, SynchronizeRequest,
 };
 
 use super::*;
@@ -77,7 +77,7 @@ fn sync_requests_are_byte_identical_to_prost() {
         part: 1,
     };
     let got = all_messages(SyncEncoder::new(objects(&pods, &ctrs), one));
-    let mut want = crate::split_sync(pods.to_vec(), ctrs.to_vec(), 1);
+    let mut want = split_sync(pods.to_vec(), ctrs.to_vec(), 1);
     assert_eq!(got.len(), 5);
     assert_eq!(want.len(), 5);
     let n = want.len();
@@ -89,7 +89,6 @@ fn sync_requests_are_byte_identical_to_prost() {
 
 #[test]
 fn a_split_sync_keeps_every_object_in_order_and_respects_the_part_size() {
-    use nri_api::api::SynchronizeRequest;
     let pods: Vec<PodSandbox> = (0..50)
         .map(|k| PodSandbox {
             id: format!("p{k}"),
@@ -395,4 +394,56 @@ fn a_delta_request_decodes_to_the_merged_container() {
     }
     .encode_to_vec();
     assert_eq!(&third[..], &want[..]);
+}
+
+/// The reference split the encoder must match: splits a snapshot into `SynchronizeRequest`s each encoding to at most
+/// `limit` bytes (one message when everything fits; a single object larger
+/// than the limit goes alone in its message). `more` is left false.
+fn split_sync(
+    pods: Vec<PodSandbox>,
+    containers: Vec<Container>,
+    limit: usize,
+) -> Vec<SynchronizeRequest> {
+    let mut out = Vec::new();
+    let mut cur = SynchronizeRequest::default();
+    let mut packer = Packer::new(limit);
+    // Starts a new message first when the object does not fit this one.
+    let mut place = |len: usize, cur: &mut SynchronizeRequest| {
+        if !packer.admit(len) {
+            out.push(std::mem::take(cur));
+            packer = Packer::new(limit);
+            packer.admit(len);
+        }
+    };
+    for p in pods {
+        place(p.encoded_len(), &mut cur);
+        cur.pods.push(p);
+    }
+    for c in containers {
+        place(c.encoded_len(), &mut cur);
+        cur.containers.push(c);
+    }
+    out.push(cur);
+    out
+}
+
+#[test]
+fn split_sync_respects_the_limit_and_keeps_everything() {
+    use prost::Message;
+    let pods: Vec<PodSandbox> = (0..100)
+        .map(|k| PodSandbox {
+            id: format!("p{k}"),
+            ..pod()
+        })
+        .collect();
+    let ctrs: Vec<Container> = (0..100).map(ctr).collect();
+    let one = split_sync(pods.clone(), ctrs.clone(), 4 << 20);
+    assert_eq!(one.len(), 1, "everything in one message when it fits");
+    let many = split_sync(pods, ctrs, 1000);
+    assert!(many.len() > 5);
+    for m in &many {
+        assert!(m.encoded_len() <= 1000 || m.pods.len() + m.containers.len() == 1);
+    }
+    assert_eq!(many.iter().map(|m| m.pods.len()).sum::<usize>(), 100);
+    assert_eq!(many.iter().map(|m| m.containers.len()).sum::<usize>(), 100);
 }

@@ -6,8 +6,8 @@ mod merge_util;
 
 use merge_util::*;
 use nri_api::api::{ContainerUpdate, Field, LinuxResources, UpdateContainerResponse};
-use nri_runtime::Error;
-use nri_runtime::merge::{StopResult, UpdateResult, merge_unsolicited};
+use nri_merge::Error;
+use nri_merge::{StopResult, UpdateResult, merge_unsolicited};
 
 fn upd(id: &str, f: impl FnOnce(&mut ContainerUpdate)) -> ContainerUpdate {
     let mut u = ContainerUpdate::new(id);

@@ -2,7 +2,7 @@
 //! TOML-style keys.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use nri_runtime::validate::DefaultValidatorConfig;
+use nri_merge::validate::DefaultValidatorConfig;
 
 #[test]
 fn upstream_yaml_keys() {

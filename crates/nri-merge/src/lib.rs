@@ -1,5 +1,10 @@
-//! Merging the results of several plugins for one event, with field
-//! ownership and conflict detection.
+//! The merge core of NRI (Node Resource Interface): merging the results
+//! of several plugins for one event, with field ownership and conflict
+//! detection, and validating the merged result ([`validate`]).
+//!
+//! Pure logic: nothing here does I/O or needs an async runtime. The
+//! runtime library (`nri-runtime`) calls it from its event fan-out; the
+//! default validator plugin uses [`validate`] on its own.
 //!
 //! - [`CreateResult`]: CreateContainer (adjustment of the new container,
 //!   updates of other containers, evictions).
@@ -14,7 +19,7 @@
 //! name, mount destination, env var, device path, CDI device name, hugepage
 //! size, unified cgroup key, rlimit type, namespace type, sysctl, host network
 //! interface) belongs to the first plugin that changes it. A later change by
-//! another plugin is an [`Error::Conflict`](crate::Error::Conflict) naming the
+//! another plugin is an [`Error::Conflict`] naming the
 //! field, the key, the container and both plugins. The rules, including the
 //! exceptions (removal followed by a set, hooks), are on [`Ownership`]. The
 //! owners convert to the wire `OwningPlugins` with [`Ownership::to_wire`].
@@ -52,16 +57,17 @@
 
 mod check;
 mod create;
+pub mod error;
 mod owners;
 mod plugin;
 mod resources;
 mod updates;
+pub mod validate;
 
 pub use create::CreateResult;
-pub(crate) use create::append_delta;
+pub use error::Error;
 pub use owners::{
     ContainerOwners, HOOKS_OWNER_SEPARATOR, Owner, Ownership, REMOVAL_MARKER, is_compound,
-    mark_removal, split_removal,
 };
 pub use plugin::PluginId;
 pub use updates::{Eviction, StopResult, UpdateResult, check_unsolicited, merge_unsolicited};

@@ -6,11 +6,11 @@ use nri_api::api::{
     PodSandbox, StopContainerResponse, UpdateContainerRequest, UpdateContainerResponse,
 };
 
-use super::check::check_update;
-use super::owners::Ownership;
-use super::plugin::PluginId;
-use super::resources::{Targets, merge_resources};
+use crate::check::check_update;
 use crate::error::Error;
+use crate::owners::Ownership;
+use crate::plugin::PluginId;
+use crate::resources::{Targets, merge_resources};
 
 /// An eviction requested by a plugin: the runtime should stop the container.
 ///

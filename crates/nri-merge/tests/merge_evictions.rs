@@ -5,8 +5,8 @@ mod merge_util;
 
 use merge_util::*;
 use nri_api::api::ContainerEviction;
-use nri_runtime::Error;
-use nri_runtime::merge::UpdateResult;
+use nri_merge::Error;
+use nri_merge::UpdateResult;
 
 #[test]
 fn create_collects_evictions_once_per_container() {

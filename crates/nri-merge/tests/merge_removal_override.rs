@@ -7,7 +7,7 @@ mod merge_util;
 
 use merge_util::*;
 use nri_api::api::Field;
-use nri_runtime::Error;
+use nri_merge::Error;
 
 #[test]
 fn own_removal_then_set_is_allowed() {

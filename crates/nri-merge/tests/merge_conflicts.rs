@@ -6,7 +6,7 @@ mod merge_util;
 
 use merge_util::*;
 use nri_api::api::{ContainerUpdate, Field, LinuxScheduler};
-use nri_runtime::Error;
+use nri_merge::Error;
 
 fn conflict(e: Error) -> (Field, Option<String>, String, String, String) {
     match e {

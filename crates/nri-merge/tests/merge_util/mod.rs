@@ -7,8 +7,8 @@ use nri_api::api::{
     Container, ContainerAdjustment, LinuxContainer, LinuxDevice, LinuxNamespace, LinuxNetDevice,
     Mount, PodSandbox,
 };
-use nri_runtime::PluginId;
-use nri_runtime::merge::CreateResult;
+use nri_merge::CreateResult;
+use nri_merge::PluginId;
 
 pub const CTR: &str = "ctr0";
 
@@ -92,7 +92,7 @@ pub fn apply(
     r: &mut CreateResult,
     plugin: &str,
     a: ContainerAdjustment,
-) -> Result<(), nri_runtime::Error> {
+) -> Result<(), nri_merge::Error> {
     r.apply(&pid(plugin), Some(a), Vec::new(), Vec::new())
 }
 

@@ -40,7 +40,7 @@ pub fn is_compound(field: Field) -> bool {
 }
 
 /// Splits a removal marker off `key`: `"-foo"` gives `("foo", true)`.
-pub fn split_removal(key: &str) -> (&str, bool) {
+pub(crate) fn split_removal(key: &str) -> (&str, bool) {
     match key.strip_prefix(REMOVAL_MARKER) {
         Some(k) => (k, true),
         None => (key, false),
@@ -48,7 +48,7 @@ pub fn split_removal(key: &str) -> (&str, bool) {
 }
 
 /// Adds the removal marker to `key`.
-pub fn mark_removal(key: &str) -> String {
+pub(crate) fn mark_removal(key: &str) -> String {
     let mut s = String::with_capacity(key.len() + 1);
     s.push(REMOVAL_MARKER);
     s.push_str(key);

@@ -10,12 +10,12 @@ use nri_api::api::{
 };
 use prost::Message;
 
-use super::check::check_adjustment;
-use super::owners::{Ownership, split_removal};
-use super::plugin::PluginId;
-use super::resources::{Targets, merge_resources};
-use super::updates::{Eviction, collect_evictions, merge_updates, note};
+use crate::check::check_adjustment;
 use crate::error::Error;
+use crate::owners::{Ownership, split_removal};
+use crate::plugin::PluginId;
+use crate::resources::{Targets, merge_resources};
+use crate::updates::{Eviction, collect_evictions, merge_updates, note};
 
 /// Collector of plugin results for one CreateContainer event.
 ///
@@ -91,7 +91,7 @@ impl CreateResult {
 
 impl<'a> CreateResult<&'a Container> {
     /// [`CreateResult::new`] with the container borrowed.
-    pub(crate) fn borrowing(pod: PodSandbox, container: &'a Container) -> Self {
+    pub fn borrowing(pod: PodSandbox, container: &'a Container) -> Self {
         Self::holding(pod, container)
     }
 }
@@ -114,18 +114,18 @@ impl<C: Borrow<Container>> CreateResult<C> {
     /// No more requests will be built from this result (the last plugin's
     /// response is next): later adjustments need not be copied into the
     /// container unless [`container`](Self::container) is asked for.
-    pub(crate) fn requests_done(&mut self) {
+    pub fn requests_done(&mut self) {
         self.requests_done = true;
     }
 
     /// Replaces the pod (the fan-out starts without one and sets it only when
     /// validation needs it).
-    pub(crate) fn set_pod(&mut self, pod: PodSandbox) {
+    pub fn set_pod(&mut self, pod: PodSandbox) {
         self.pod = pod;
     }
 
     /// Changes whenever [`container`](Self::container) may have changed.
-    pub(crate) fn revision(&self) -> u64 {
+    pub fn revision(&self) -> u64 {
         self.revision
     }
 
@@ -321,71 +321,6 @@ impl<C: Borrow<Container>> CreateResult<C> {
     }
 }
 
-/// What applying `a` to `current` adds, as a container to merge into it,
-/// when the adjustment only appends: annotations set, env variables and
-/// mounts whose keys `current` does not have, OCI hooks and CDI devices.
-/// A protobuf decoder merges a second occurrence of a message field into
-/// the first (repeated fields are concatenated, map entries set, the last
-/// value wins), so the encoding of `current` followed by this container
-/// decodes to exactly the container [`CreateResult::apply`] makes from
-/// `current` and `a`. `None` when `a` removes, replaces or reorders
-/// anything, or changes another field: then the whole container has to be
-/// encoded again.
-pub(crate) fn append_delta(current: &Container, a: &ContainerAdjustment) -> Option<Container> {
-    let ContainerAdjustment {
-        annotations,
-        mounts,
-        env,
-        hooks,
-        linux,
-        rlimits,
-        cdi_devices,
-        args,
-    } = a;
-    if linux.is_some() || !rlimits.is_empty() || !args.is_empty() {
-        return None;
-    }
-    if annotations.keys().any(|k| split_removal(k).1) {
-        return None;
-    }
-    // Each key new to the container and given once (what `apply` appends
-    // at the end rather than moving or replacing).
-    let env_ok = env.iter().enumerate().all(|(i, e)| {
-        let k = e.key.as_str();
-        // A key with '=' never matches an entry's key: not worth a case.
-        !k.contains('=')
-            && !split_removal(k).1
-            && !current.env.iter().any(|x| env_has_key(x, k))
-            && !env.iter().take(i).any(|p| p.key == k)
-    });
-    let mounts_ok = mounts.iter().enumerate().all(|(i, m)| {
-        let k = m.destination.as_str();
-        !split_removal(k).1
-            && !current.mounts.iter().any(|x| x.destination == k)
-            && !mounts.iter().take(i).any(|p| p.destination == k)
-    });
-    if !env_ok || !mounts_ok {
-        return None;
-    }
-    Some(Container {
-        annotations: annotations.clone(),
-        mounts: mounts.clone(),
-        env: env
-            .iter()
-            .map(|e| format!("{}={}", e.key, e.value))
-            .collect(),
-        hooks: hooks.as_ref().filter(|h| has_hooks(h)).cloned(),
-        cdi_devices: cdi_devices.clone(),
-        ..Default::default()
-    })
-}
-
-/// `env_key(entry) == key` for a `key` without '=', without scanning the
-/// whole entry.
-fn env_has_key(entry: &str, key: &str) -> bool {
-    entry == key || (entry.as_bytes().get(key.len()) == Some(&b'=') && entry.starts_with(key))
-}
-
 fn linux(c: &mut Container) -> &mut LinuxContainer {
     c.linux.get_or_insert_with(LinuxContainer::default)
 }
@@ -470,7 +405,7 @@ impl Ctx<'_> {
         for (k, v) in src.iter().filter(|(k, _)| !split_removal(k).1) {
             self.owners.claim(self.id, field, Some(k), self.plugin)?;
             container.insert(k.clone(), v.clone());
-            merged.remove(&super::owners::mark_removal(k));
+            merged.remove(&crate::owners::mark_removal(k));
             merged.insert(k.clone(), v.clone());
         }
         Ok(())
@@ -825,7 +760,7 @@ impl CreateState {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use nri_api::api::{CdiDevice, CreateContainerRequest, Hook, KeyValue, Mount};
+    use nri_api::api::{CdiDevice, Hook, KeyValue, Mount};
     use proptest::prelude::*;
 
     use super::*;
@@ -897,38 +832,6 @@ mod tests {
         }
     }
 
-    fn request_bytes(c: &Container) -> Vec<u8> {
-        CreateContainerRequest {
-            pod: None,
-            container: Some(c.clone()),
-        }
-        .encode_to_vec()
-    }
-
-    proptest! {
-        /// Whenever an adjustment counts as an append, the request before
-        /// it followed by its delta decodes to the container `apply` makes.
-        #[test]
-        fn an_append_delta_merges_into_the_applied_container(
-            adjustments in proptest::collection::vec(adjustment(), 1..5)
-        ) {
-            let mut r = CreateResult::new(PodSandbox::default(), pristine());
-            for (i, a) in adjustments.iter().enumerate() {
-                let before = request_bytes(r.container());
-                let delta = append_delta(r.container(), a);
-                if r.apply(&pid(i), Some(a.clone()), vec![], vec![]).is_err() {
-                    continue;
-                }
-                if let Some(d) = delta {
-                    let mut bytes = before;
-                    prost::encoding::message::encode(2, &d, &mut bytes);
-                    let got = CreateContainerRequest::decode(&bytes[..]).unwrap();
-                    prop_assert_eq!(got.container.as_ref(), Some(r.container()));
-                }
-            }
-        }
-    }
-
     proptest! {
         /// After `requests_done` adjustments are merged against a scratch
         /// container: the merged result, the owners and the container (when
@@ -978,37 +881,4 @@ mod tests {
     }
 
     static PRISTINE: std::sync::LazyLock<Container> = std::sync::LazyLock::new(pristine);
-
-    #[test]
-    fn only_appends_have_a_delta() {
-        let c = pristine();
-        let env = |k: &str| ContainerAdjustment {
-            env: vec![KeyValue {
-                key: k.into(),
-                value: "v".into(),
-            }],
-            ..Default::default()
-        };
-        assert!(append_delta(&c, &env("new")).is_some());
-        // An existing variable is moved to the end, a removal removes.
-        assert!(append_delta(&c, &env("a")).is_none());
-        assert!(append_delta(&c, &env("-new")).is_none());
-        let ann = |k: &str| ContainerAdjustment {
-            annotations: BTreeMap::from([(k.into(), "v".into())]),
-            ..Default::default()
-        };
-        // Setting an annotation, new or not, is a merge.
-        assert!(append_delta(&c, &ann("b")).is_some());
-        assert!(append_delta(&c, &ann("-b")).is_none());
-        let args = ContainerAdjustment {
-            args: vec!["x".into()],
-            ..Default::default()
-        };
-        assert!(append_delta(&c, &args).is_none());
-        let linux = ContainerAdjustment {
-            linux: Some(LinuxContainerAdjustment::default()),
-            ..Default::default()
-        };
-        assert!(append_delta(&c, &linux).is_none());
-    }
 }

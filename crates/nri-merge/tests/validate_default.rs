@@ -10,8 +10,8 @@ use nri_api::api::{
     Hook, Hooks, LinuxSeccomp, SecurityProfile, ValidateContainerAdjustmentRequest,
     security_profile::ProfileType,
 };
-use nri_runtime::merge::CreateResult;
-use nri_runtime::validate::{DefaultValidator, DefaultValidatorConfig, Validator, build_request};
+use nri_merge::CreateResult;
+use nri_merge::validate::{DefaultValidator, DefaultValidatorConfig, Validator, build_request};
 
 fn validator(f: impl FnOnce(&mut DefaultValidatorConfig)) -> DefaultValidator {
     let mut c = DefaultValidatorConfig::default();
@@ -248,6 +248,6 @@ fn unknown_reject_field_is_a_config_error() {
     c.reject_fields = vec!["NoSuchField".into()];
     assert!(matches!(
         DefaultValidator::new(c),
-        Err(nri_runtime::Error::InvalidConfig { .. })
+        Err(nri_merge::Error::InvalidConfig { .. })
     ));
 }

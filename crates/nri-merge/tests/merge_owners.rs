@@ -7,7 +7,7 @@ mod merge_util;
 
 use merge_util::*;
 use nri_api::api::{Field, Hook, Hooks};
-use nri_runtime::merge::{Owner, Ownership};
+use nri_merge::{Owner, Ownership};
 
 #[test]
 fn wire_encoding_of_owners() {

@@ -1,7 +1,7 @@
 //! Plugin identity: "NN-name", ordered by index then name.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use nri_runtime::PluginId;
+use nri_merge::PluginId;
 
 #[test]
 fn display_parse_and_order() {

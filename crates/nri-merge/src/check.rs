@@ -11,8 +11,8 @@ use nri_api::api::{
     ContainerAdjustment, ContainerUpdate, LinuxContainerAdjustment, LinuxResources, OptionalInt64,
 };
 
-use super::plugin::PluginId;
 use crate::error::Error;
+use crate::plugin::PluginId;
 
 /// The marker that turns a key into a removal (`"-key"`).
 const REMOVAL_PREFIX: char = '-';

@@ -4,8 +4,8 @@
 mod merge_util;
 
 use merge_util::*;
-use nri_runtime::merge::CreateResult;
-use nri_runtime::validate::{
+use nri_merge::CreateResult;
+use nri_merge::validate::{
     DefaultValidator, DefaultValidatorConfig, REQUIRED_PLUGINS_ANNOTATION, build_request,
     parse_string_list,
 };

@@ -10,7 +10,7 @@ use super::{
     parse_bool,
 };
 use crate::error::Error;
-use crate::merge::{ContainerOwners, Ownership, PluginId};
+use crate::{ContainerOwners, Ownership, PluginId};
 
 /// Configuration of the [`DefaultValidator`].
 ///

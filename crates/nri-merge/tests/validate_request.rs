@@ -6,8 +6,8 @@ mod merge_util;
 
 use merge_util::*;
 use nri_api::api::{ContainerUpdate, PluginInstance, ValidateContainerAdjustmentResponse};
-use nri_runtime::Error;
-use nri_runtime::validate::{Rejection, UNKNOWN_REJECTION_REASON, build_request, check_response};
+use nri_merge::Error;
+use nri_merge::validate::{Rejection, UNKNOWN_REJECTION_REASON, build_request, check_response};
 
 #[test]
 fn request_has_pristine_container_and_merged_result() {

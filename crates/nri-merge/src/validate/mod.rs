@@ -15,7 +15,7 @@ use nri_api::api::{
 };
 
 use crate::error::Error;
-use crate::merge::{CreateResult, PluginId};
+use crate::{CreateResult, PluginId};
 
 pub use default::{DefaultValidator, DefaultValidatorConfig};
 pub use presence::{is_adjusted, is_updated};
