@@ -55,6 +55,7 @@
 //! reflected in the container seen by later plugins; every `apply` is
 //! all-or-nothing.
 
+mod adjust;
 mod check;
 mod create;
 pub mod error;

@@ -509,17 +509,19 @@ impl Adaptation {
         let op = ev.pretty_name();
         let sh = &self.shared;
         // The first request, encoded once, is also the barrier's record of
-        // the creation; the result borrows the container (and copies it
-        // only when a plugin adjusts it). The pod is only needed by
-        // validation (set there).
+        // the creation; the result borrows the pod and the container (and
+        // copies the container only when a plugin adjusts it).
         sh.await_required(ev, pod).await;
         let mut payload = crate::encode::CreatePayload::new(pod, container);
         let (plugins, guard) =
             sh.registry
                 .begin_creation(ev, pod, Some(container), payload.first());
         sh.check_required(ev, &plugins, pod)?;
-        let mut result = CreateResult::borrowing(PodSandbox::default(), container);
+        let mut result = CreateResult::new(pod, container);
         let mut errors = Vec::new();
+        // The request cache's key: bumped whenever an applied response
+        // changed the container the next plugin sees.
+        let mut revision = 0u64;
         // What the last response that changed the container appended to it,
         // when that is all it did (the next request is then the previous
         // one plus this).
@@ -533,7 +535,7 @@ impl Adaptation {
             }
             // As `in_turn` does, with every plugin noted in call order.
             hint_next(&plugins, i, ev);
-            let req = payload.request(result.revision(), result.container(), delta.as_ref());
+            let req = payload.request(revision, result.container(), delta.as_ref());
             let r: Result<CreateContainerResponse, _> =
                 match self.budget.time_for(p, &*sh.metrics, op) {
                     Ok(t) => {
@@ -550,17 +552,17 @@ impl Adaptation {
                 }
             };
             let (nu, ne) = (resp.update.len(), resp.evict.len());
-            let revision = result.revision();
+            let adjusted = resp.adjust.is_some();
             let appended = if Some(i) == last {
                 // No request after this one.
-                result.requests_done();
                 None
             } else {
                 (resp.adjust.as_ref())
                     .and_then(|a| crate::encode::append_delta(result.container(), a))
             };
             let applied = result.apply_response(&p.id, resp);
-            if result.revision() != revision {
+            if applied.is_ok() && adjusted {
+                revision += 1;
                 delta = appended;
             }
             match applied {
@@ -578,7 +580,7 @@ impl Adaptation {
         // creation now, and their changes count (see docs/runtime/sync.md).
         for slot in guard.close_late() {
             let p = &slot.plugin.clone();
-            let req = payload.request(result.revision(), result.container(), None);
+            let req = payload.request(revision, result.container(), None);
             if answered.contains(&&p.id) {
                 // A new instance of a plugin whose previous instance has
                 // answered for this container: it learns of the container,
@@ -598,15 +600,19 @@ impl Adaptation {
                 }
             };
             let (nu, ne) = (resp.update.len(), resp.evict.len());
+            let adjusted = resp.adjust.is_some();
             match result.apply_response(&p.id, resp) {
-                Ok(()) => sh.metrics.plugin_adjustments(&p.name, op, 0, nu, ne),
+                Ok(()) => {
+                    revision += u64::from(adjusted);
+                    sh.metrics.plugin_adjustments(&p.name, op, 0, nu, ne);
+                }
                 Err(e) => {
                     let f = sh.merge_failure(p, op, e);
                     sh.on_failure(p, ev, f, pod, &mut errors)?;
                 }
             }
         }
-        sh.validate(&plugins, pod, &mut result, &mut errors, self.budget)
+        sh.validate(&plugins, pod, &result, &mut errors, self.budget)
             .await?;
         let owners = result.owners().to_wire();
         for (plugin, n) in audit_owners(op, &owners) {
@@ -1071,7 +1077,7 @@ impl Shared {
         &self,
         plugins: &PluginList,
         pod: &PodSandbox,
-        result: &mut CreateResult<&Container>,
+        result: &CreateResult<&PodSandbox, &Container>,
         errors: &mut Vec<PluginError>,
         budget: Budget,
     ) -> Result<(), Error> {
@@ -1088,7 +1094,6 @@ impl Shared {
         if vplugins.is_empty() && self.validators.is_empty() {
             return Ok(());
         }
-        result.set_pod(pod.clone());
         let req = validate::build_request(result);
         for (id, v) in &self.validators {
             if let Err(rej) = v.validate(&req) {

@@ -9,6 +9,8 @@ mod default;
 mod presence;
 mod yaml;
 
+use std::borrow::Borrow;
+
 use nri_api::api::{
     Container, ContainerUpdate, OwningPlugins, PodSandbox, ValidateContainerAdjustmentRequest,
     ValidateContainerAdjustmentResponse,
@@ -163,9 +165,11 @@ pub fn check_response(
 /// Builds the validation request from a finished [`CreateResult`]: the
 /// pristine pod and container, the merged adjustment and updates, the owners
 /// and the plugins that took part ([`CreateResult::plugins`]).
-pub fn build_request<C: std::borrow::Borrow<Container>>(
-    result: &CreateResult<C>,
-) -> ValidateContainerAdjustmentRequest {
+pub fn build_request<P, C>(result: &CreateResult<P, C>) -> ValidateContainerAdjustmentRequest
+where
+    P: Borrow<PodSandbox>,
+    C: Borrow<Container>,
+{
     ValidateContainerAdjustmentRequest {
         pod: Some(result.pod().clone()),
         container: Some(result.pristine().clone()),
