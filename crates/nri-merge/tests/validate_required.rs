@@ -142,3 +142,10 @@ fn yaml_list_forms() {
         assert!(parse_string_list(bad).is_err(), "{bad}");
     }
 }
+
+#[test]
+fn yaml_errors_say_where() {
+    let err = parse_string_list("- a\n- b\n- [c]\n").unwrap_err();
+    assert!(err.contains("line 3, column 3"), "{err}");
+    assert!(!err.contains('\n'), "one line: {err}");
+}
