@@ -1,7 +1,7 @@
 //! The embeddable runtime side of NRI: [`Adaptation`].
 
 use std::future::Future;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use nri_api::api::{
     Container, ContainerAdjustment, ContainerEviction, ContainerUpdate, CreateContainerResponse,
@@ -19,6 +19,7 @@ use crate::error::Error;
 use crate::failure::{
     ErrorClass, FailurePolicy, PluginError, PluginFailure, ValidationMode, is_teardown_event,
 };
+use crate::lock;
 use crate::metrics::{Metrics, audit_owners};
 use crate::plugin::{
     Budget, Notification, Plugin, PluginInfo, PluginList, PluginOrigin, hint_next, in_turn,
@@ -48,10 +49,6 @@ pub(crate) struct Shared {
     socket_installed: Mutex<bool>,
     /// When `start` was called (the start-up grace counts from there).
     started_at: Mutex<Option<tokio::time::Instant>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Shared {

@@ -1,7 +1,7 @@
 //! Plugin connections: multiplexer and ttRPC setup, registration,
 //! configuration, chunked Synchronize, activation.
 
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use bytes::Bytes;
 use nri_api::api::{
@@ -237,7 +237,7 @@ impl Shared {
             child: pending.child.take(),
             peers: self.peers.clone(),
         }));
-        *identity.lock().unwrap_or_else(PoisonError::into_inner) = Some(id.clone());
+        *crate::lock(&identity) = Some(id.clone());
         // Registered and configured: its requests may be as large as the
         // protocol allows (and are checked before decoding).
         request_len.set(nri_ttrpc::codec::MAX_MESSAGE_LEN);
@@ -298,10 +298,7 @@ impl Shared {
         let peer_of = {
             let identity = identity.clone();
             move || -> Peer {
-                let id = identity
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .clone();
+                let id = crate::lock(&identity).clone();
                 Peer {
                     registered: id.is_some(),
                     name: id.map_or_else(|| who.description.clone(), |id| id.to_string()),
@@ -352,10 +349,7 @@ impl Shared {
             let guard = self.peers.clone();
             let peer_of = peer_of.clone();
             move |_ctx, payload: Bytes| {
-                let id = identity
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .clone();
+                let id = crate::lock(&identity).clone();
                 // Refused before the payload is decoded.
                 let checked = match (&id, weak.upgrade()) {
                     (Some(_), Some(_)) => {
@@ -584,11 +578,7 @@ async fn kill_child(child: &mut Option<tokio::process::Child>) {
 /// Reaps a launched plugin's process after its connection closed: it
 /// usually exits by itself; if not within a second, it is killed.
 pub(crate) async fn reap(plugin: &Plugin) {
-    let child = plugin
-        .child
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .take();
+    let child = crate::lock(&plugin.child).take();
     if let Some(mut c) = child {
         if tokio::time::timeout(std::time::Duration::from_secs(1), c.wait())
             .await

@@ -27,7 +27,7 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use nri_api::api::Container;
 
@@ -146,7 +146,7 @@ pub(crate) struct KnownContainers(Mutex<HashSet<String>>);
 
 impl KnownContainers {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::lock(&self.0)
     }
 
     pub(crate) fn created(&self, id: &str) {

@@ -2,7 +2,8 @@
 //! timeout strikes.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
+
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -15,6 +16,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::failure::{ErrorClass, PluginFailure};
+use crate::lock;
 use crate::metrics::Metrics;
 use crate::peer::{Peer, PeerGuard};
 use nri_merge::PluginId;
@@ -178,10 +180,6 @@ impl nri_ttrpc::InputDriver for PluginInput {
     fn request_written(&self) {
         self.send_queued_hint();
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 pub(crate) struct PluginParts {
@@ -529,10 +527,7 @@ impl Plugin {
             .await
             .map(|_| ());
         if res.is_ok() {
-            let mut warned = self
-                .deprecation_warned
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut warned = lock(&self.deprecation_warned);
             if !warned.contains(event) {
                 warned.set(event);
                 tracing::warn!(plugin = %self.id, event = op, "plugin uses the deprecated StateChange dialect");

@@ -28,7 +28,7 @@
 //! never waits for a quiet moment.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
 use nri_api::api::{
@@ -38,6 +38,7 @@ use prost::Message as _;
 use tokio::sync::{oneshot, watch};
 
 use crate::failure::PluginFailure;
+use crate::lock;
 use crate::metrics::Metrics;
 use crate::plugin::{Plugin, PluginList};
 
@@ -139,10 +140,6 @@ impl Inflight {
         let r = CreateContainerRequest::decode(self.request.clone())?;
         Ok((r.pod.unwrap_or_default(), r.container))
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Something a syncing plugin gets after its snapshot.
