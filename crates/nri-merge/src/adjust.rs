@@ -239,7 +239,19 @@ pub(crate) fn merge_adjustment(
     Ok(())
 }
 
+/// The Linux part of an adjustment, in upstream's order of fields.
 fn adjust_linux(
+    cx: &mut Ctx<'_>,
+    l: &LinuxContainerAdjustment,
+    cl: &mut LinuxContainer,
+    adjust: &mut ContainerAdjustment,
+) -> Result<(), Error> {
+    adjust_linux_resources(cx, l, cl, adjust)?;
+    adjust_linux_isolation(cx, l, cl, adjust)
+}
+
+/// Devices, cgroup resources and path, OOM score, I/O priority, seccomp.
+fn adjust_linux_resources(
     cx: &mut Ctx<'_>,
     l: &LinuxContainerAdjustment,
     cl: &mut LinuxContainer,
@@ -313,7 +325,16 @@ fn adjust_linux(
             &mut adj_linux(adjust).seccomp_policy,
         )?;
     }
+    Ok(())
+}
 
+/// Namespaces, sysctls, network devices, scheduler, RDT, memory policy.
+fn adjust_linux_isolation(
+    cx: &mut Ctx<'_>,
+    l: &LinuxContainerAdjustment,
+    cl: &mut LinuxContainer,
+    adjust: &mut ContainerAdjustment,
+) -> Result<(), Error> {
     if !l.namespaces.is_empty() {
         // Removing a namespace conflicts like setting one (upstream
         // claims for both): a plugin cannot silently undo another

@@ -42,6 +42,54 @@ pub(crate) fn merge_resources(
     mut to: Targets<'_>,
 ) -> Result<(), Error> {
     let targets = &mut to.targets;
+    merge_memory_cpu(claim, src, targets)?;
+    for l in &src.hugepage_limits {
+        claim(Field::HugepageLimits, Some(&l.page_size))?;
+        for t in targets.iter_mut() {
+            t.hugepage_limits.retain(|x| x.page_size != l.page_size);
+            t.hugepage_limits.push(l.clone());
+        }
+    }
+    if to.devices {
+        for t in targets.iter_mut() {
+            t.devices.extend(src.devices.iter().cloned());
+        }
+    }
+    for (k, v) in &src.unified {
+        claim(Field::CgroupsUnified, Some(k))?;
+        for t in targets.iter_mut() {
+            t.unified.insert(k.clone(), v.clone());
+        }
+    }
+    if let Some(v) = src.blockio_class.as_ref() {
+        claim(Field::BlockioClass, None)?;
+        for t in targets.iter_mut() {
+            t.blockio_class = Some(v.clone());
+        }
+    }
+    if let Some(v) = src.rdt_class.as_ref() {
+        claim(Field::RdtClass, None)?;
+        for t in targets.iter_mut() {
+            t.rdt_class = Some(v.clone());
+        }
+    }
+    // Upstream reads the pids of the base copy here instead of the plugin's
+    // update, so pids from plugin updates are lost; we take the plugin's.
+    if let Some(p) = src.pids.as_ref() {
+        claim(Field::PidsLimit, None)?;
+        for t in targets.iter_mut() {
+            t.pids = Some(LinuxPids { limit: p.limit });
+        }
+    }
+    Ok(())
+}
+
+/// The memory and CPU parts of [`merge_resources`].
+fn merge_memory_cpu(
+    claim: &mut Claim<'_>,
+    src: &LinuxResources,
+    targets: &mut [&mut LinuxResources],
+) -> Result<(), Error> {
     merge_optional!(
         claim,
         src,
@@ -85,44 +133,6 @@ pub(crate) fn merge_resources(
             for t in targets.iter_mut() {
                 t.cpu.get_or_insert_with(LinuxCpu::default).mems = cpu.mems.clone();
             }
-        }
-    }
-    for l in &src.hugepage_limits {
-        claim(Field::HugepageLimits, Some(&l.page_size))?;
-        for t in targets.iter_mut() {
-            t.hugepage_limits.retain(|x| x.page_size != l.page_size);
-            t.hugepage_limits.push(l.clone());
-        }
-    }
-    if to.devices {
-        for t in targets.iter_mut() {
-            t.devices.extend(src.devices.iter().cloned());
-        }
-    }
-    for (k, v) in &src.unified {
-        claim(Field::CgroupsUnified, Some(k))?;
-        for t in targets.iter_mut() {
-            t.unified.insert(k.clone(), v.clone());
-        }
-    }
-    if let Some(v) = src.blockio_class.as_ref() {
-        claim(Field::BlockioClass, None)?;
-        for t in targets.iter_mut() {
-            t.blockio_class = Some(v.clone());
-        }
-    }
-    if let Some(v) = src.rdt_class.as_ref() {
-        claim(Field::RdtClass, None)?;
-        for t in targets.iter_mut() {
-            t.rdt_class = Some(v.clone());
-        }
-    }
-    // Upstream reads the pids of the base copy here instead of the plugin's
-    // update, so pids from plugin updates are lost; we take the plugin's.
-    if let Some(p) = src.pids.as_ref() {
-        claim(Field::PidsLimit, None)?;
-        for t in targets.iter_mut() {
-            t.pids = Some(LinuxPids { limit: p.limit });
         }
     }
     Ok(())

@@ -140,22 +140,7 @@ fn every_resource_field_is_merged() {
     )
     .unwrap();
     let res = linux(r.adjustment()).resources.as_ref().unwrap();
-    let mem = res.memory.as_ref().unwrap();
-    assert_eq!(mem.limit.unwrap().value, 1 << 30);
-    assert_eq!(mem.reservation.unwrap().value, 1 << 29);
-    assert_eq!(mem.swap.unwrap().value, 1 << 31);
-    assert_eq!(mem.kernel.unwrap().value, 1);
-    assert_eq!(mem.kernel_tcp.unwrap().value, 2);
-    assert_eq!(mem.swappiness.unwrap().value, 10);
-    assert!(mem.disable_oom_killer.unwrap().value);
-    assert!(mem.use_hierarchy.unwrap().value);
-    let cpu = res.cpu.as_ref().unwrap();
-    assert_eq!(cpu.shares.unwrap().value, 512);
-    assert_eq!(cpu.quota.unwrap().value, 1000);
-    assert_eq!(cpu.period.unwrap().value, 100_000);
-    assert_eq!(cpu.realtime_runtime.unwrap().value, 5);
-    assert_eq!(cpu.realtime_period.unwrap().value, 6);
-    assert_eq!((cpu.cpus.as_str(), cpu.mems.as_str()), ("0-3", "0"));
+    assert_memory_and_cpu(res);
     assert_eq!(res.hugepage_limits[0].limit, 4096);
     assert_eq!(res.blockio_class.as_ref().unwrap().value, "gold");
     assert_eq!(res.rdt_class.as_ref().unwrap().value, "silver");
@@ -385,4 +370,24 @@ fn into_response_carries_everything() {
     assert_eq!(resp.adjust.unwrap().env[0].key, "A");
     assert_eq!(resp.update[0].container_id, "other");
     assert_eq!(resp.evict[0].container_id, "victim");
+}
+
+/// The memory and CPU settings of `every_resource_field_is_merged`.
+fn assert_memory_and_cpu(res: &nri_api::api::LinuxResources) {
+    let mem = res.memory.as_ref().unwrap();
+    assert_eq!(mem.limit.unwrap().value, 1 << 30);
+    assert_eq!(mem.reservation.unwrap().value, 1 << 29);
+    assert_eq!(mem.swap.unwrap().value, 1 << 31);
+    assert_eq!(mem.kernel.unwrap().value, 1);
+    assert_eq!(mem.kernel_tcp.unwrap().value, 2);
+    assert_eq!(mem.swappiness.unwrap().value, 10);
+    assert!(mem.disable_oom_killer.unwrap().value);
+    assert!(mem.use_hierarchy.unwrap().value);
+    let cpu = res.cpu.as_ref().unwrap();
+    assert_eq!(cpu.shares.unwrap().value, 512);
+    assert_eq!(cpu.quota.unwrap().value, 1000);
+    assert_eq!(cpu.period.unwrap().value, 100_000);
+    assert_eq!(cpu.realtime_runtime.unwrap().value, 5);
+    assert_eq!(cpu.realtime_period.unwrap().value, 6);
+    assert_eq!((cpu.cpus.as_str(), cpu.mems.as_str()), ("0-3", "0"));
 }
