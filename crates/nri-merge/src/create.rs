@@ -243,3 +243,91 @@ fn reflect(container: &mut Container, plugin: &PluginId, a: &ContainerAdjustment
         tracing::error!(plugin = %plugin, error = %e, "nri-merge: reflecting a merged adjustment failed");
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use nri_api::api::{
+        Container, ContainerAdjustment, LinuxContainer, LinuxNamespace, LinuxRdt, Mount,
+    };
+
+    use super::*;
+
+    fn pristine() -> Container {
+        Container {
+            id: "ctr".into(),
+            env: vec!["A=1".into(), "B=2".into()],
+            args: vec!["sleep".into()],
+            annotations: BTreeMap::from([("a".into(), "1".into())]),
+            mounts: vec![Mount {
+                destination: "/m".into(),
+                ..Default::default()
+            }],
+            linux: Some(LinuxContainer {
+                namespaces: vec![LinuxNamespace {
+                    r#type: "network".into(),
+                    path: "/proc/1/ns/net".into(),
+                }],
+                sysctl: BTreeMap::from([("net.x".into(), "1".into())]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// Responses of several plugins touching every kind of field, with
+    /// removals of the container's entries and of earlier plugins' ones.
+    fn responses() -> Vec<ContainerAdjustment> {
+        let mut a = ContainerAdjustment::default();
+        a.add_annotation("b", "2")
+            .remove_annotation("a")
+            .add_env("C", "3")
+            .remove_env("A")
+            .remove_mount("/m")
+            .add_mount(Mount {
+                destination: "/n".into(),
+                ..Default::default()
+            })
+            .set_args(["sh"])
+            .set_linux_memory_limit(1 << 20)
+            .remove_namespace("network")
+            .set_linux_sysctl("net.y", "2")
+            .add_cdi_device("vendor.com/dev=0");
+        let mut b = ContainerAdjustment::default();
+        b.remove_annotation("b")
+            .add_env("E", "9")
+            .remove_env("C")
+            .add_rlimit("RLIMIT_NOFILE", 10, 5)
+            .remove_linux_sysctl("net.x")
+            .set_linux_cpu_shares(3);
+        b.linux.get_or_insert_with(Default::default).rdt = Some(LinuxRdt {
+            remove: true,
+            ..Default::default()
+        });
+        let mut c = ContainerAdjustment::default();
+        c.add_annotation("c", "3").add_env("D", "4");
+        vec![a, b, c]
+    }
+
+    /// The container later plugins see is what one walk per response over
+    /// the event's owners, merged adjustment and a copy of the container
+    /// makes: reflecting with owners of its own changes nothing.
+    #[test]
+    fn the_reflected_container_is_the_one_a_single_walk_makes() {
+        let p = pristine();
+        let mut r = CreateResult::new(PodSandbox::default(), &p);
+        let (mut owners, mut merged, mut walked) =
+            (Ownership::new(), ContainerAdjustment::default(), p.clone());
+        for (i, a) in responses().into_iter().enumerate() {
+            let plugin = PluginId::new(format!("{}0", i + 1), "p").unwrap();
+            let name = plugin.to_string();
+            merge_adjustment(&mut owners, &mut merged, &mut walked, "ctr", &name, &a).unwrap();
+            r.apply(&plugin, Some(a), vec![], vec![]).unwrap();
+            assert_eq!(r.container(), &walked, "after plugin {plugin}");
+        }
+        assert_eq!(r.adjustment(), &merged);
+        assert_eq!(r.owners(), &owners);
+    }
+}
