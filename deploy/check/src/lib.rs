@@ -25,8 +25,33 @@ pub const PLUGINS: &[&str] = &[
     "default-validator",
 ];
 
+/// The proxy (`tools/nri-proxy`), deployed beside the sample plugins: its
+/// base is `deploy/nri-proxy`, its DaemonSet `nri-proxy`.
+pub const PROXY: &str = "nri-proxy";
+
 /// Where every plugin's NRI socket directory comes from.
 pub const NRI_SOCKET_DIR: &str = "/var/run/nri";
+
+/// The proxy's own socket directory on the host (the one host path
+/// mounted read-write: the proxy creates its socket there).
+pub const PROXY_SOCKET_DIR: &str = "/var/run/nri-proxy";
+
+/// Every deployment of `deploy/`: the sample plugins and the proxy.
+pub fn deployments() -> Vec<&'static str> {
+    let mut v = PLUGINS.to_vec();
+    v.push(PROXY);
+    v
+}
+
+/// The host paths of `plugin` that must be mounted read-write (all others
+/// read-only).
+pub fn writable_host_paths(plugin: &str) -> BTreeSet<&'static str> {
+    if plugin == PROXY {
+        BTreeSet::from([PROXY_SOCKET_DIR])
+    } else {
+        BTreeSet::new()
+    }
+}
 
 /// The host paths a plugin may mount (all read-only): the NRI socket
 /// directory, plus what the plugin itself reads.
@@ -40,6 +65,9 @@ pub fn expected_host_paths(plugin: &str) -> BTreeSet<&'static str> {
         "v010-adapter" => {
             s.insert("/opt/nri/bin");
             s.insert("/etc/nri");
+        }
+        PROXY => {
+            s.insert(PROXY_SOCKET_DIR);
         }
         _ => {}
     }
@@ -107,12 +135,12 @@ pub fn load_images(deploy: &Path) -> Result<(String, Vec<ImageDef>), String> {
     Ok((version, out))
 }
 
-/// Checks the list of images: exactly [`PLUGINS`], one entry each, unique
-/// image names, each a kustomize base directory.
+/// Checks the list of images: exactly [`deployments`], one entry each,
+/// unique image names, each a kustomize base directory.
 pub fn check_image_list(deploy: &Path, images: &[ImageDef]) -> Vec<String> {
     let mut problems = Vec::new();
     let listed: BTreeSet<&str> = images.iter().map(|i| i.plugin.as_str()).collect();
-    let wanted: BTreeSet<&str> = PLUGINS.iter().copied().collect();
+    let wanted: BTreeSet<&str> = deployments().into_iter().collect();
     if listed != wanted || listed.len() != images.len() {
         problems.push(format!(
             "images.yaml lists {listed:?}, expected each of {wanted:?} once"
@@ -195,10 +223,16 @@ pub fn check_containerfile(text: &str) -> Vec<String> {
     problems
 }
 
-/// Checks that `plugins/<plugin>/Cargo.toml` is package `package` with a
-/// binary `binary`.
+/// Checks that `plugins/<plugin>/Cargo.toml` (the proxy:
+/// `tools/nri-proxy/Cargo.toml`) is package `package` with a binary
+/// `binary`.
 pub fn check_crate(repo: &Path, def: &ImageDef) -> Vec<String> {
-    let path = repo.join("plugins").join(&def.plugin).join("Cargo.toml");
+    let dir = if def.plugin == PROXY {
+        "tools"
+    } else {
+        "plugins"
+    };
+    let path = repo.join(dir).join(&def.plugin).join("Cargo.toml");
     let Ok(text) = std::fs::read_to_string(&path) else {
         return vec![format!("{}: missing", path.display())];
     };
@@ -351,7 +385,11 @@ pub fn check_daemonset(
     if s(ds, &["apiVersion"]) != Some("apps/v1") {
         p.push("apiVersion is not apps/v1".to_owned());
     }
-    let want_name = format!("nri-plugin-{}", def.plugin);
+    let want_name = if def.plugin == PROXY {
+        PROXY.to_owned()
+    } else {
+        format!("nri-plugin-{}", def.plugin)
+    };
     if s(ds, &["metadata", "name"]) != Some(want_name.as_str()) {
         p.push(format!("metadata.name is not {want_name:?}"));
     }
@@ -411,7 +449,11 @@ pub fn check_daemonset(
             .and_then(Value::as_array)
             .map(|a| a.iter().filter_map(Value::as_str).collect())
             .unwrap_or_default();
-        if !args
+        if def.plugin == PROXY {
+            if !args.windows(2).any(|w| w[0] == "--config") {
+                p.push(cp(format!("args {args:?} do not pass --config FILE")));
+            }
+        } else if !args
             .windows(2)
             .any(|w| w[0] == "-name" && w[1] == def.plugin)
         {
@@ -495,9 +537,16 @@ pub fn check_daemonset(
     if got != expected {
         p.push(format!("host paths {got:?}, expected {expected:?}"));
     }
+    let writable = writable_host_paths(&def.plugin);
     for (path, ro) in &host_mounts {
-        if !ro {
+        let rw = writable.contains(path.as_str());
+        if !ro && !rw {
             p.push(format!("host path {path:?} is not mounted read-only"));
+        }
+        if *ro && rw {
+            p.push(format!(
+                "host path {path:?} is mounted read-only, but the socket is created there"
+            ));
         }
     }
     p

@@ -25,7 +25,7 @@ fn deploy_files_are_consistent() {
 #[test]
 fn image_tag_is_the_workspace_version() {
     let (version, images) = load_images(&deploy()).unwrap();
-    assert_eq!(images.len(), PLUGINS.len());
+    assert_eq!(images.len(), deployments().len());
     let cargo = std::fs::read_to_string(repo_root().join("Cargo.toml")).unwrap();
     let ws = cargo
         .split("[workspace.package]")
@@ -43,7 +43,7 @@ fn copy_deploy() -> tempfile::TempDir {
     for f in ["images.yaml", "Containerfile"] {
         std::fs::copy(src.join(f), tmp.path().join(f)).unwrap();
     }
-    for p in PLUGINS {
+    for p in deployments() {
         std::fs::create_dir(tmp.path().join(p)).unwrap();
         for e in std::fs::read_dir(src.join(p)).unwrap() {
             let e = e.unwrap();
@@ -136,6 +136,30 @@ fn checks_catch_mistakes() {
             "scratch",
         ),
         ("Containerfile", "+crt-static", "+foo", "static"),
+        (
+            "nri-proxy/daemonset.yaml",
+            "mountPath: /var/run/nri-proxy\n",
+            "mountPath: /var/run/nri-proxy\n              readOnly: true\n",
+            "mounted read-only, but the socket is created there",
+        ),
+        (
+            "nri-proxy/daemonset.yaml",
+            "mountPath: /var/run/nri\n              readOnly: true",
+            "mountPath: /var/run/nri",
+            "\"/var/run/nri\" is not mounted read-only",
+        ),
+        (
+            "nri-proxy/daemonset.yaml",
+            "\"--config\"",
+            "\"--conf\"",
+            "do not pass --config",
+        ),
+        (
+            "nri-proxy/daemonset.yaml",
+            "configMap:\n            name: nri-proxy",
+            "configMap:\n            name: nri-proxy-cfg",
+            "not among the resources",
+        ),
     ];
     for (file, from, to, want) in cases {
         let tmp = copy_deploy();

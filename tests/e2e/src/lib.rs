@@ -32,6 +32,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, anyhow, bail};
 
+pub mod oci;
+
 /// The containerd versions the harness provides, as `harness.sh start` takes them.
 pub const VERSIONS: [&str; 3] = ["2.1", "2.3", "2.4"];
 

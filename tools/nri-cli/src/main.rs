@@ -3,7 +3,8 @@
 //! Subcommands live in their own modules (`sim`, `conformance`, `bench`,
 //! the hidden `__bundled-plugin`): each is a module with an `Args` struct
 //! (clap `Args` derive, with `after_help` examples) and a `run` function
-//! returning the [`ExitCode`], plus one variant in [`Command`].
+//! returning the [`ExitCode`], plus one variant in [`Command`]. `proxy` is
+//! the `nri-proxy` binary's code (`nri_proxy::cli`).
 
 use std::process::ExitCode;
 
@@ -27,7 +28,7 @@ pub const EXIT_USAGE: u8 = 2;
     name = "nri",
     version,
     about = "NRI (Node Resource Interface) tools: simulate a runtime for your plugins, check a runtime's conformance, benchmark",
-    after_help = "Examples:\n  nri sim                          run the built-in demo with the bundled plugins\n  nri sim my-scenario.yaml         replay a scenario\n  nri sim --plugin ./target/debug/my-plugin   try your plugin on a standard lifecycle\n  nri sim --help                   scenario options\n  sudo nri conformance --cri-endpoint unix:///run/containerd/containerd.sock --image busybox:latest\n                                   check a runtime against the NRI lifecycle contract\n  nri bench --quick                Rust vs Go benchmark, smoke variant"
+    after_help = "Examples:\n  nri sim                          run the built-in demo with the bundled plugins\n  nri sim my-scenario.yaml         replay a scenario\n  nri sim --plugin ./target/debug/my-plugin   try your plugin on a standard lifecycle\n  nri sim --help                   scenario options\n  sudo nri conformance --cri-endpoint unix:///run/containerd/containerd.sock --image busybox:latest\n                                   check a runtime against the NRI lifecycle contract\n  nri bench --quick                Rust vs Go benchmark, smoke variant\n  nri proxy --config /etc/nri-proxy/config.yaml   run plugins behind one NRI plugin (as nri-proxy)"
 )]
 struct Cli {
     /// More logs from the embedded runtime on stderr (-v warnings, -vv info, -vvv debug).
@@ -45,6 +46,9 @@ enum Command {
     Conformance(conformance::Args),
     /// Benchmark the Rust NRI plugin SDK and runtime library against the Go reference.
     Bench(bench::Args),
+    /// Run plugins behind one NRI plugin with nri-runtime's failure policies,
+    /// deadlines, metrics and audit trail (the nri-proxy binary).
+    Proxy(nri_proxy::cli::Args),
     /// Runs a bundled plugin (started by `nri sim`; not for direct use).
     #[command(name = "__bundled-plugin", hide = true)]
     BundledPlugin(bundled_plugin::Args),
@@ -91,6 +95,19 @@ fn main() -> ExitCode {
             init_logs(cli.verbose);
             bench::run(args, cli.verbose)
         }
+        Command::Proxy(args) => match nri_proxy::cli::main(&args) {
+            Ok(()) => ExitCode::from(EXIT_OK),
+            Err(e) => {
+                let mut msg = format!("nri proxy: {e}");
+                let mut cause = std::error::Error::source(&e);
+                while let Some(c) = cause {
+                    msg.push_str(&format!(": {c}"));
+                    cause = c.source();
+                }
+                eprintln!("{msg}");
+                ExitCode::from(EXIT_FAILED)
+            }
+        },
         Command::BundledPlugin(args) => bundled_plugin::run(args),
     }
 }

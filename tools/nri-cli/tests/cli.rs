@@ -1,4 +1,4 @@
-//! `nri conformance` and `nri bench` with the real binary: help, and the
+//! `nri conformance`, `nri bench` and `nri proxy` with the real binary: help, and the
 //! failures that must be clear (no socket, no benchmark binaries). No real
 //! conformance run or benchmark here.
 
@@ -169,4 +169,43 @@ fn bench_rejects_bad_values() {
         let o = nri().args(args).output().unwrap();
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
     }
+}
+
+/// `nri proxy` is the nri-proxy binary: `--check` reads the configuration
+/// file, a good one is "ok", a bad one fails naming the line and the key.
+#[test]
+fn proxy_checks_its_configuration_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.yaml");
+    std::fs::write(
+        &good,
+        "socket-path: /run/p/nri.sock\nproxy:\n  name: proxy\n  index: \"50\"\n",
+    )
+    .unwrap();
+    let o = nri()
+        .args(["proxy", "--check", "--config"])
+        .arg(&good)
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    assert!(t.contains("good.yaml: ok"), "{t}");
+
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "socket-path: /run/p/nri.sock\nproxy:\n  nmae: proxy\n",
+    )
+    .unwrap();
+    let o = nri()
+        .args(["proxy", "--check", "--config"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("bad.yaml") && t.contains("nmae") && t.contains('3'),
+        "{t}"
+    );
 }

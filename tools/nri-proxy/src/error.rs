@@ -28,6 +28,16 @@ pub enum Error {
     /// could not be set up, or ended for good.
     #[error("upstream: {0}")]
     Upstream(#[source] nri_plugin::Error),
+    /// The process could not be set up (the async runtime, signal
+    /// handlers).
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
     /// The metrics address cannot be served.
     #[error("metrics address {address}: {source}")]
     Metrics {

@@ -33,6 +33,7 @@
 //! `proxy:` section ([`ProxyConfig`]); see the crate's README.
 
 mod callbacks;
+pub mod cli;
 mod config;
 mod error;
 mod event;

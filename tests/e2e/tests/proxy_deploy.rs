@@ -1,0 +1,279 @@
+//! `deploy/nri-proxy` proven on real containerd, without a registry: the
+//! proxy is built static for this machine's target (min-size profile,
+//! stripped; under 10 MB), packed into an image laid out as
+//! `deploy/Containerfile`'s final stage says, imported into containerd
+//! and run as a pod with crictl with the DaemonSet's arguments, mounts
+//! (host paths under WORK, the ConfigMap's files) and security context.
+//! The image containerd reports has the Containerfile's entrypoint and
+//! user; the running container has the security context applied; a plugin
+//! connecting to the proxy's socket in its host directory adjusts a
+//! workload container.
+//!
+//! One change to the deployment: the test pod uses the host network (the
+//! harness has no pod network), so the ConfigMap's metrics address
+//! `0.0.0.0:9464` becomes `127.0.0.1:0` (tests run in parallel).
+
+use std::fs;
+use std::path::Path;
+
+use anyhow::{Context as _, Result, ensure};
+use nri_e2e_tests::oci::{ImageDefinition, pack_image, static_binary};
+use nri_e2e_tests::{
+    ContainerOpts, Containerd, Target, check_budget, e2e_enabled, plugin_binary, poll, timeout,
+    workspace_root,
+};
+use serde_json::{Value, json};
+
+const BUDGET: std::time::Duration = std::time::Duration::from_secs(90);
+/// The stripped static proxy must stay under this size.
+const MAX_SIZE: u64 = 10 * 1024 * 1024;
+const ENV_KEY: &str = "NRI_E2E_DEPLOYED_PROXY";
+
+fn yaml(path: &Path) -> Result<Value> {
+    let text = fs::read_to_string(path).with_context(|| path.display().to_string())?;
+    serde_saphyr::from_str(&text).with_context(|| path.display().to_string())
+}
+
+/// The image reference of `deploy/images.yaml` for the proxy.
+fn image_ref(deploy: &Path) -> Result<String> {
+    let v = yaml(&deploy.join("images.yaml"))?;
+    let version = v["version"].as_str().context("no version")?;
+    let image = v["images"]
+        .as_array()
+        .context("no images")?
+        .iter()
+        .find(|i| i["plugin"] == "nri-proxy")
+        .and_then(|i| i["image"].as_str())
+        .context("no nri-proxy in images.yaml")?;
+    Ok(format!("{image}:{version}"))
+}
+
+/// The CRI container config of the DaemonSet's (only) container: its
+/// args (no command: the image's entrypoint runs), its mounts with host
+/// paths moved under `host` and ConfigMap volumes written there from the
+/// base's ConfigMaps (`edit` may change a file), its security context.
+fn container_config(
+    ds: &Value,
+    configmaps: &[Value],
+    host: &Path,
+    edit: impl Fn(&str) -> String,
+) -> Result<Value> {
+    let spec = &ds["spec"]["template"]["spec"];
+    let c = &spec["containers"][0];
+    ensure!(
+        c["command"].is_null(),
+        "the DaemonSet overrides the entrypoint"
+    );
+    let volumes = spec["volumes"].as_array().context("no volumes")?;
+    let mut mounts = Vec::new();
+    for m in c["volumeMounts"].as_array().context("no volumeMounts")? {
+        let v = volumes
+            .iter()
+            .find(|v| v["name"] == m["name"])
+            .context("a mount without volume")?;
+        let dir = if let Some(p) = v["hostPath"]["path"].as_str() {
+            host.join(p.trim_start_matches('/'))
+        } else {
+            let name = v["configMap"]["name"].as_str().context("unknown volume")?;
+            let cm = configmaps
+                .iter()
+                .find(|c| c["metadata"]["name"] == name)
+                .context("ConfigMap not in the base")?;
+            let dir = host.join("configmaps").join(name);
+            fs::create_dir_all(&dir)?;
+            for (k, text) in cm["data"].as_object().context("ConfigMap without data")? {
+                fs::write(dir.join(k), edit(text.as_str().unwrap_or_default()))?;
+            }
+            dir
+        };
+        fs::create_dir_all(&dir)?;
+        mounts.push(json!({
+            "container_path": m["mountPath"],
+            "host_path": dir,
+            "readonly": m["readOnly"].as_bool().unwrap_or(false),
+        }));
+    }
+    let sc = &c["securityContext"];
+    let drop: Vec<Value> = sc["capabilities"]["drop"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    ensure!(
+        sc["seccompProfile"]["type"] == "RuntimeDefault",
+        "seccomp profile is not RuntimeDefault"
+    );
+    Ok(json!({
+        "metadata": {"name": c["name"], "attempt": 0},
+        "image": {"image": c["image"]},
+        "args": c["args"],
+        "log_path": format!("{}.log", c["name"].as_str().unwrap_or("c")),
+        "mounts": mounts,
+        "linux": {"security_context": {
+            "run_as_user": {"value": sc["runAsUser"].as_i64().context("no runAsUser")?},
+            "readonly_rootfs": sc["readOnlyRootFilesystem"].as_bool().unwrap_or(false),
+            "privileged": sc["privileged"].as_bool().unwrap_or(false),
+            "no_new_privs": !sc["allowPrivilegeEscalation"].as_bool().unwrap_or(true),
+            "capabilities": {"drop_capabilities": drop},
+            "seccomp": {"profile_type": 0},
+        }},
+    }))
+}
+
+/// Builds, packs and imports the image; checks it against the
+/// Containerfile; returns the reference.
+fn image(cd: &Containerd, deploy: &Path, def: &ImageDefinition) -> Result<String> {
+    let bin = static_binary("nri-proxy", "nri-proxy")?;
+    let size = fs::metadata(&bin)?.len();
+    eprintln!(
+        "[e2e] static stripped nri-proxy: {size} bytes ({:.2} MiB)",
+        size as f64 / 1048576.0
+    );
+    ensure!(
+        size < MAX_SIZE,
+        "the static proxy is {size} bytes, over 10 MB"
+    );
+    let reference = image_ref(deploy)?;
+    let tar = cd.work().join("nri-proxy-image.tar");
+    pack_image(&bin, def, &reference, &cd.work().join("image"), &tar)?;
+    cd.run(&[
+        "ctr",
+        cd.work().to_str().unwrap_or_default(),
+        "images",
+        "import",
+        tar.to_str().unwrap_or_default(),
+    ])?;
+    let info: Value = serde_json::from_str(&cd.crictl(&["inspecti", "-o", "json", &reference])?)?;
+    let config = &info["info"]["imageSpec"]["config"];
+    ensure!(
+        config["Entrypoint"] == json!(def.entrypoint),
+        "the image's entrypoint {} is not the Containerfile's {:?}",
+        config["Entrypoint"],
+        def.entrypoint
+    );
+    let user = config["User"].as_str().unwrap_or_default();
+    ensure!(
+        user == def.user,
+        "the image's user {user:?} is not {:?}",
+        def.user
+    );
+    Ok(reference)
+}
+
+fn run(version: &str) -> Result<()> {
+    let label = format!("proxy deploy {version}");
+    let deploy = workspace_root().join("deploy");
+    let def = ImageDefinition::parse(&fs::read_to_string(deploy.join("Containerfile"))?)?;
+    let ds = yaml(&deploy.join("nri-proxy/daemonset.yaml"))?;
+    let cm = yaml(&deploy.join("nri-proxy/configmap.yaml"))?;
+    let sc = &ds["spec"]["template"]["spec"]["containers"][0]["securityContext"];
+    ensure!(
+        def.runs_as_root() == (sc["runAsUser"] == 0),
+        "the DaemonSet's runAsUser {} does not match the image's user {:?}",
+        sc["runAsUser"],
+        def.user
+    );
+    let adjuster = plugin_binary("nri-plugin", Target::Example, "adjuster")?;
+    let mut cd = Containerd::new(version, &label)?;
+    cd.start()?;
+    let reference = image(&cd, &deploy, &def)?;
+
+    // The node's directories: the runtime's socket in /var/run/nri (a hard
+    // link to containerd's socket), the proxy's socket directory, the
+    // ConfigMap's files.
+    let host = cd.work().join("host");
+    fs::create_dir_all(host.join("var/run/nri"))?;
+    fs::hard_link(cd.nri_socket(), host.join("var/run/nri/nri.sock"))?;
+    let mut ctr = container_config(&ds, &[cm], &host, |text| {
+        text.replace("0.0.0.0:9464", "127.0.0.1:0")
+    })?;
+    ctr["image"]["image"] = json!(reference);
+    let file = cd.work().join("proxy-container.json");
+    fs::write(&file, serde_json::to_vec(&ctr)?)?;
+    let pod = cd.pod("nri-proxy", &[])?;
+    let w = cd.work().to_str().unwrap_or_default().to_owned();
+    let id = cd.run(&["create", &w, &pod, file.to_str().unwrap_or_default()])?;
+    cd.run(&["start-container", &w, &id])?;
+    cd.wait_plugin_synchronized("nri-proxy")?;
+
+    // The security context is applied.
+    let spec = &cd.inspect(&id)?["info"]["runtimeSpec"];
+    ensure!(spec["root"]["readonly"] == true, "root not read-only");
+    ensure!(
+        spec["process"]["noNewPrivileges"] == true,
+        "noNewPrivileges not set"
+    );
+    ensure!(spec["process"]["user"]["uid"] == 0, "not uid 0");
+    let bounding = &spec["process"]["capabilities"]["bounding"];
+    ensure!(
+        bounding.as_array().is_none_or(Vec::is_empty),
+        "capabilities left: {bounding}"
+    );
+    ensure!(!spec["linux"]["seccomp"].is_null(), "no seccomp profile");
+
+    let sock = host.join("var/run/nri-proxy/nri.sock");
+    poll("the proxy's socket", timeout(), || {
+        Ok(sock.exists().then_some(()))
+    })?;
+    let value = format!("deployed-{version}");
+    let mut adj = cd.spawn_plugin(
+        "adjuster",
+        &adjuster,
+        &[
+            "--socket",
+            sock.to_str().unwrap_or_default(),
+            "--name",
+            "e2e-adjuster",
+            "--index",
+            "10",
+            "--env",
+            &format!("{ENV_KEY}={value}"),
+        ],
+        &[],
+    )?;
+    poll("the adjuster behind the proxy", timeout(), || {
+        let log = cd.container_log("nri-proxy", "proxy").join("\n");
+        Ok(
+            (log.contains("synchronized and active") && log.contains("10-e2e-adjuster"))
+                .then_some(()),
+        )
+    })?;
+    let wpod = cd.pod("workload", &[])?;
+    let c = cd.container(&wpod, "c1", &ContainerOpts::default())?;
+    adj.wait_for(&["adjusting", "c1"])?;
+    let env = cd.exec_ok(&c, &["env"])?;
+    ensure!(
+        env.lines().any(|l| l == format!("{ENV_KEY}={value}")),
+        "the workload lacks the adjustment of the plugin behind the deployed proxy:\n{env}"
+    );
+    cd.rm(&c)?;
+    cd.rmp(&wpod)?;
+    cd.passed();
+    Ok(())
+}
+
+fn test(version: &str) {
+    let name = format!("proxy_deploy_{version}");
+    if !e2e_enabled(&name) {
+        return;
+    }
+    let t0 = std::time::Instant::now();
+    if let Err(e) = run(version) {
+        panic!("{name}: {e:#}");
+    }
+    check_budget(&name, t0.elapsed(), BUDGET);
+}
+
+#[test]
+fn proxy_deploy_containerd_2_1() {
+    test("2.1");
+}
+
+#[test]
+fn proxy_deploy_containerd_2_3() {
+    test("2.3");
+}
+
+#[test]
+fn proxy_deploy_containerd_2_4() {
+    test("2.4");
+}
