@@ -36,7 +36,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N")]
     pub sync_pods: Option<usize>,
     /// Only these cells.
-    #[arg(long, value_name = "CELLS", value_parser = ["runtime", "plugin"])]
+    #[arg(long, value_name = "CELLS", value_parser = ["runtime", "plugin", "proxy"])]
     pub only: Option<String>,
     /// Skip the Go stacks (no Go peers needed).
     #[arg(long)]
@@ -100,8 +100,18 @@ impl BenchArgs {
             TokioFlavour::MultiThread
         };
         match self.only.as_deref() {
-            Some("runtime") => o.plugin_cells = false,
-            Some("plugin") => o.runtime_cells = false,
+            Some("runtime") => {
+                o.plugin_cells = false;
+                o.proxy_cells = false;
+            }
+            Some("plugin") => {
+                o.runtime_cells = false;
+                o.proxy_cells = false;
+            }
+            Some("proxy") => {
+                o.runtime_cells = false;
+                o.plugin_cells = false;
+            }
             _ => {}
         }
         o

@@ -24,6 +24,12 @@ pub enum Stack {
     RustRust,
     /// Rust runtime, Go plugins: the runtime library under test.
     RustGo,
+    /// Go runtime, `nri-proxy` (`nri-bench-proxy`) with K Rust plugins
+    /// behind it: the proxy on the runtime operators run.
+    GoProxy,
+    /// Rust runtime, `nri-proxy` with K Rust plugins behind it (beside
+    /// `RustRust`: the latency the proxy adds).
+    RustProxy,
 }
 
 impl Stack {
@@ -34,11 +40,17 @@ impl Stack {
             Stack::GoRust => "go/rust",
             Stack::RustRust => "rust/rust",
             Stack::RustGo => "rust/go",
+            Stack::GoProxy => "go/proxy/rust",
+            Stack::RustProxy => "rust/proxy/rust",
         }
     }
 
     fn go_runtime(self) -> bool {
-        matches!(self, Stack::GoGo | Stack::GoRust)
+        matches!(self, Stack::GoGo | Stack::GoRust | Stack::GoProxy)
+    }
+
+    fn proxy(self) -> bool {
+        matches!(self, Stack::GoProxy | Stack::RustProxy)
     }
 
     fn go_plugin(self) -> bool {
@@ -94,6 +106,8 @@ pub struct BenchOptions {
     pub runtime_cells: bool,
     /// Run the plugin-SDK cells.
     pub plugin_cells: bool,
+    /// Run the proxy cells (`nri-proxy` between the runtime and K plugins).
+    pub proxy_cells: bool,
     /// Include the Go stacks (needs the Go peers).
     pub with_go: bool,
     /// Directory of `nri-go-bench` and `nri-go-plugin`.
@@ -130,6 +144,7 @@ impl Default for BenchOptions {
             sync_containers_per_pod: 5,
             runtime_cells: true,
             plugin_cells: true,
+            proxy_cells: true,
             with_go: true,
             go_bin_dir,
             rust_bin_dir: exe_dir,
@@ -243,6 +258,32 @@ impl BenchOptions {
                 concurrency: 1,
                 stacks: rt_stacks.clone(),
             });
+        }
+        if o.proxy_cells {
+            let stacks = if o.with_go {
+                vec![
+                    Stack::GoGo,
+                    Stack::GoRust,
+                    Stack::GoProxy,
+                    Stack::RustRust,
+                    Stack::RustProxy,
+                ]
+            } else {
+                vec![Stack::RustRust, Stack::RustProxy]
+            };
+            for k in [1usize, 4] {
+                let n = (o.n / k).max(min_n);
+                cells.push(lat(
+                    format!("proxy-noop-k{k}"),
+                    format!("CreateContainer noop K={k}, direct and through nri-proxy"),
+                    Event::CreateContainer,
+                    Flavour::Noop,
+                    k,
+                    n,
+                    1,
+                    &stacks,
+                ));
+            }
         }
         if o.plugin_cells && !pl_stacks.is_empty() {
             for (id, n) in [("plugin-n", o.plugin_n), ("plugin-long", o.plugin_long_n)] {
@@ -410,7 +451,13 @@ struct Bins {
     go_plugin: PathBuf,
     rust_runtime: PathBuf,
     rust_plugin: PathBuf,
+    rust_proxy: PathBuf,
 }
+
+/// Environment of `nri-bench-proxy`: how many plugins it runs behind it.
+pub const ENV_PROXY_K: &str = "NRI_BENCH_PROXY_K";
+/// Environment of `nri-bench-proxy`: the plugin executable it runs behind it.
+pub const ENV_PROXY_PLUGIN: &str = "NRI_BENCH_PROXY_PLUGIN";
 
 fn check_bin(p: &Path, hint: &'static str) -> Result<(), Error> {
     if p.is_file() {
@@ -430,17 +477,26 @@ fn run_one(bins: &Bins, o: &BenchOptions, cell: &Cell, stack: Stack) -> Result<R
         } else {
             &bins.rust_runtime
         },
-        if stack.go_plugin() {
+        if stack.proxy() {
+            &bins.rust_proxy
+        } else if stack.go_plugin() {
             &bins.go_plugin
         } else {
             &bins.rust_plugin
         },
     );
     let mut cmd = Command::new(prog);
+    // Through the proxy the runtime has one plugin, the proxy, with the
+    // cell's K plugins behind it.
+    let k = if stack.proxy() { 1 } else { cell.k };
+    if stack.proxy() {
+        cmd.env(ENV_PROXY_K, cell.k.to_string())
+            .env(ENV_PROXY_PLUGIN, &bins.rust_plugin);
+    }
     cmd.arg("--mode")
         .arg(cell.mode.as_str())
         .arg("--k")
-        .arg(cell.k.to_string())
+        .arg(k.to_string())
         .arg("--flavour")
         .arg(cell.flavour.as_str())
         .arg("--event")
@@ -565,6 +621,7 @@ pub fn run(opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchR
             .rust_plugin_bin
             .clone()
             .unwrap_or_else(|| o.rust_bin_dir.join("nri-bench-plugin")),
+        rust_proxy: o.rust_bin_dir.join("nri-bench-proxy"),
     };
     let go_hint = "build the Go peers: bash scripts/build-go-peers.sh (or set NRI_INTEROP_BIN)";
     let rust_hint = "build them: cargo build --release -p nri-bench";
@@ -574,6 +631,9 @@ pub fn run(opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchR
     }
     check_bin(&bins.rust_runtime, rust_hint)?;
     check_bin(&bins.rust_plugin, rust_hint)?;
+    if o.proxy_cells {
+        check_bin(&bins.rust_proxy, rust_hint)?;
+    }
 
     let cells = o.cells();
     let t0 = Instant::now();
@@ -815,6 +875,22 @@ fn targets(report: &BenchReport) -> Vec<TargetCheck> {
                 met: None,
             },
         });
+    }
+    // The proxy: the Go runtime through the proxy to K Rust plugins beats
+    // the Go runtime with K Go plugins.
+    for k in [1, 4] {
+        let id = format!("proxy-noop-k{k}");
+        if report.cell(&id).is_some() {
+            t.push(ratio_check(
+                report,
+                &id,
+                "latency_median_us",
+                Stack::GoProxy,
+                gg,
+                format!("CreateContainer noop K={k}: Go runtime -> nri-proxy -> K Rust plugins vs K Go plugins"),
+                Want::AtMost(1.0),
+            ));
+        }
     }
     // Runtime library.
     if report.cell("create-noop-k1").is_some() {

@@ -11,6 +11,8 @@
 //! | [`Stack::GoRust`] | `nri-go-bench` | `nri-bench-plugin` (on `nri-plugin`) |
 //! | [`Stack::RustRust`] | `nri-bench-runtime` (on `nri-runtime`, [`harness`]) | `nri-bench-plugin` |
 //! | [`Stack::RustGo`] | `nri-bench-runtime` | `nri-go-plugin --bench` |
+//! | [`Stack::GoProxy`] | `nri-go-bench` | `nri-bench-proxy` (nri-proxy) with K `nri-bench-plugin` behind it |
+//! | [`Stack::RustProxy`] | `nri-bench-runtime` | `nri-bench-proxy` with K `nri-bench-plugin` behind it |
 //!
 //! The plugin SDK is compared under the same Go runtime (`GoRust` vs
 //! `GoGo`), the runtime library under the same Go plugins (`RustGo` vs
@@ -41,8 +43,8 @@ mod table;
 
 pub use cli::BenchArgs;
 pub use driver::{
-    BenchOptions, BenchReport, Cell, CellReport, Machine, MetricSummary, Stack, StackResult,
-    TargetCheck, run,
+    BenchOptions, BenchReport, Cell, CellReport, ENV_PROXY_K, ENV_PROXY_PLUGIN, Machine,
+    MetricSummary, Stack, StackResult, TargetCheck, run,
 };
 pub use table::print_table;
 

@@ -217,6 +217,8 @@ fn write_all(r: &BenchReport, w: &mut dyn Write) -> std::io::Result<()> {
         writeln!(w)?;
     }
 
+    proxy_table(r, w)?;
+
     if !r.targets.is_empty() {
         writeln!(w, "### Targets\n")?;
         writeln!(w, "| target | wanted | measured | met |")?;
@@ -236,5 +238,52 @@ fn write_all(r: &BenchReport, w: &mut dyn Write) -> std::io::Result<()> {
             )?;
         }
     }
+    Ok(())
+}
+
+/// The proxy cells: what the proxy adds to a direct connection (median
+/// latency, proxy stack minus the direct stack under the same runtime and
+/// with the same K Rust plugins), its CPU per event and its RSS.
+fn proxy_table(r: &BenchReport, w: &mut dyn Write) -> std::io::Result<()> {
+    let cells: Vec<&CellReport> = r
+        .cells
+        .iter()
+        .filter(|c| c.cell.id.starts_with("proxy-"))
+        .collect();
+    if cells.is_empty() {
+        return Ok(());
+    }
+    writeln!(w, "### nri-proxy beside a direct connection\n")?;
+    writeln!(
+        w,
+        "| cell | stack | median µs | added µs (vs direct) | proxy CPU µs/ev | proxy idle RSS MB | proxy RSS after MB |"
+    )?;
+    writeln!(w, "|---|---|---|---|---|---|---|")?;
+    for c in cells {
+        for (proxy, direct) in [
+            (Stack::GoProxy, Stack::GoRust),
+            (Stack::RustProxy, Stack::RustRust),
+        ] {
+            let g = |k: &str| c.metric(proxy, k);
+            let Some(lat) = g("latency_median_us") else {
+                continue;
+            };
+            let added = c
+                .metric(direct, "latency_median_us")
+                .map_or("-".to_owned(), |d| num(lat.median - d.median));
+            writeln!(
+                w,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                c.cell.label,
+                proxy.label(),
+                cell_value(Some(lat)),
+                added,
+                cell_value(g("plugins_cpu_us_per_event")),
+                mb(g("plugin_idle_rss_kb")),
+                mb(g("plugin_after_rss_kb")),
+            )?;
+        }
+    }
+    writeln!(w)?;
     Ok(())
 }
