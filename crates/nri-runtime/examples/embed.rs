@@ -2,9 +2,11 @@
 //! socket, runs one pod with one container through every lifecycle event
 //! and prints the merged adjustment.
 //!
-//!     cargo run -p nri-runtime --example embed -- /tmp/nri-demo.sock
+//!     cargo run -p nri-runtime --example embed -- /tmp/nri-demo/nri.sock
 //!
 //! Connect plugins to the socket while it waits (10 s) before the lifecycle.
+//! The socket's directory is created (mode 0700) if missing; an existing one
+//! must not be writable by others (so not `/tmp` itself).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -47,7 +49,7 @@ async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt().with_env_filter("info").init();
     let socket = std::env::args()
         .nth(1)
-        .unwrap_or_else(|| "/tmp/nri-demo.sock".into());
+        .unwrap_or_else(|| "/tmp/nri-demo/nri.sock".into());
     let runtime = Arc::new(ToyRuntime::default());
     let nri = Adaptation::builder("toy-runtime", "0.1")
         .socket_path(&socket)

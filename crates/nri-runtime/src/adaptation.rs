@@ -314,14 +314,7 @@ impl Adaptation {
                     }
                 };
                 let name = d.id.to_string();
-                if let Some(out) = child.stdout.take() {
-                    self.shared
-                        .spawn(crate::launch::forward_lines(name.clone(), "stdout", out));
-                }
-                if let Some(err) = child.stderr.take() {
-                    self.shared
-                        .spawn(crate::launch::forward_lines(name.clone(), "stderr", err));
-                }
+                crate::output::forward_child(&self.shared, &name, &mut child);
                 let pending = Pending {
                     origin: PluginOrigin::Launched { pid: child.id() },
                     launched_id: Some(d.id.clone()),

@@ -141,6 +141,21 @@ pub enum Error {
         /// The OS error, as text.
         message: String,
     },
+    /// The directory of the socket for external plugins could let someone
+    /// else replace the socket (it is writable by its group or by others,
+    /// or owned by another user than the runtime's effective user or
+    /// root, or not a directory); the socket was not created.
+    #[error("refusing to create the NRI socket in {path}: {reason}")]
+    InsecureSocketDirectory {
+        /// The directory.
+        path: String,
+        /// Its owner (uid).
+        owner: u32,
+        /// Its mode (permission bits, with setuid/setgid/sticky).
+        mode: u32,
+        /// What is wrong with it, and what to do.
+        reason: String,
+    },
     /// `start` was called twice, or an event was sent before `start` or
     /// after `stop`.
     #[error("adaptation is {state}")]

@@ -6,8 +6,6 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
-
 use crate::error::Error;
 use nri_merge::PluginId;
 
@@ -132,19 +130,6 @@ pub(crate) fn spawn(
         message: e.to_string(),
     })?;
     Ok((child, stream))
-}
-
-/// Forwards a plugin's output line by line to `tracing` (target
-/// `nri::plugin`, fields `plugin`, `stream`).
-pub(crate) async fn forward_lines<R: AsyncRead + Unpin>(
-    plugin: String,
-    stream: &'static str,
-    r: R,
-) {
-    let mut lines = BufReader::new(r).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        tracing::info!(target: "nri::plugin", plugin = %plugin, stream, "{line}");
-    }
 }
 
 /// Stops a launched plugin: SIGTERM, up to `grace` to exit, then SIGKILL.

@@ -52,6 +52,7 @@ pub mod failure;
 pub mod launch;
 mod listener;
 pub mod metrics;
+mod output;
 mod peer;
 mod plugin;
 mod registry;
@@ -73,6 +74,9 @@ pub use failure::{
 #[cfg(feature = "prometheus")]
 pub use metrics::PrometheusMetrics;
 pub use metrics::{AUDIT_TARGET, Metrics, NoopMetrics};
+pub use output::{
+    DEFAULT_MAX_OUTPUT_LINE, DEFAULT_OUTPUT_LINES_PER_SECOND, OutputLimits, TRUNCATED_MARKER,
+};
 pub use peer::{
     DECODED_SIZE_FLOOR, DEFAULT_DECODED_RATIO, DEFAULT_EXTRA_UPDATES, DEFAULT_MAX_IN_FLIGHT,
     DEFAULT_MAX_PENDING_CONNECTIONS, DEFAULT_MAX_REGISTER_LEN, PeerLimits,

@@ -72,6 +72,12 @@ pub trait Metrics: Send + Sync + 'static {
     fn peer_refused(&self, peer: &str, reason: &str) {
         let _ = (peer, reason);
     }
+
+    /// `lines` of a launched plugin's output (`stream`: `stdout` or
+    /// `stderr`) were dropped, over `OutputLimits::lines_per_second`.
+    fn plugin_output_dropped(&self, plugin: &str, stream: &str, lines: u64) {
+        let _ = (plugin, stream, lines);
+    }
 }
 
 /// A [`Metrics`] sink that drops everything (the default).
@@ -188,6 +194,12 @@ mod prom {
     }
 
     #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+    struct OutputLabels {
+        plugin: String,
+        stream: String,
+    }
+
+    #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
     struct AdjLabels {
         plugin: String,
         operation: String,
@@ -213,6 +225,7 @@ mod prom {
         strikes: Family<OpLabels, Counter>,
         consecutive: Family<PluginLabels, Gauge>,
         refusals: Family<RefusalLabels, Counter>,
+        output_dropped: Family<OutputLabels, Counter>,
         active: Gauge,
     }
 
@@ -229,6 +242,7 @@ mod prom {
                 strikes: Family::default(),
                 consecutive: Family::default(),
                 refusals: Family::default(),
+                output_dropped: Family::default(),
                 active: Gauge::default(),
             };
             let r = registry.sub_registry_with_prefix("nri");
@@ -266,6 +280,11 @@ mod prom {
                 "peer_refusals",
                 "Messages from peers refused before decoding, by reason",
                 m.refusals.clone(),
+            );
+            r.register(
+                "plugin_output_dropped_lines",
+                "Lines of launched plugins' output dropped over the rate limit",
+                m.output_dropped.clone(),
             );
             r.register("active_plugins", "Active NRI plugins", m.active.clone());
             m
@@ -358,6 +377,15 @@ mod prom {
                     reason: reason.to_owned(),
                 })
                 .inc();
+        }
+
+        fn plugin_output_dropped(&self, plugin: &str, stream: &str, lines: u64) {
+            self.output_dropped
+                .get_or_create(&OutputLabels {
+                    plugin: plugin.to_owned(),
+                    stream: stream.to_owned(),
+                })
+                .inc_by(lines);
         }
     }
 }

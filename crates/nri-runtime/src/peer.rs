@@ -19,7 +19,8 @@
 //!   larger than that);
 //! * a connection may have [`PeerLimits::max_in_flight`] requests
 //!   unanswered, and [`PeerLimits::max_pending_connections`] connections
-//!   may be waiting to register at once.
+//!   may be waiting to register at once;
+//! * a launched plugin's output is logged within [`PeerLimits::output`].
 //!
 //! Every refusal is logged with the peer's pid and uid and counted
 //! ([`Metrics::peer_refused`]); it costs the peer that request (or, for
@@ -32,6 +33,7 @@ use std::sync::{Arc, Mutex};
 use nri_api::api::Container;
 
 use crate::metrics::Metrics;
+use crate::output::OutputLimits;
 use crate::plugin::PluginOrigin;
 
 /// Default of [`PeerLimits::max_register_len`]: 4 KiB.
@@ -74,6 +76,9 @@ pub struct PeerLimits {
     /// Connections accepted on the socket that have not registered yet
     /// (default 16); more are closed at once.
     pub max_pending_connections: usize,
+    /// Limits on what a launched plugin's stdout and stderr may put in the
+    /// runtime's log (line length, lines per second).
+    pub output: OutputLimits,
 }
 
 impl Default for PeerLimits {
@@ -84,6 +89,7 @@ impl Default for PeerLimits {
             decoded_ratio: DEFAULT_DECODED_RATIO,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             max_pending_connections: DEFAULT_MAX_PENDING_CONNECTIONS,
+            output: OutputLimits::default(),
         }
     }
 }
