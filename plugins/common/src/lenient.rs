@@ -104,6 +104,14 @@ impl Strict {
         self.current.load(Ordering::Relaxed)
     }
 
+    /// Applies the `strict:` key of a configuration read elsewhere (see
+    /// [`crate::fence::read_config`]): its value when given, else the
+    /// flag's.
+    pub fn set(&self, config: Option<bool>) {
+        self.current
+            .store(config.unwrap_or(self.flag), Ordering::Relaxed);
+    }
+
     /// Applies the runtime's configuration text of a plugin whose Go
     /// counterpart takes none: `strict: true|false` sets the mode (the
     /// flag's value when absent); anything else is ignored with a warning,

@@ -13,6 +13,8 @@
 //! - [`goyaml`]: YAML decoded exactly as the Go plugins decode it, and
 //!   [`Strict`]/[`Source`]: what Go drops silently is warned about, or
 //!   refused in strict mode;
+//! - [`fence`]: the allow-lists operators put around the injecting
+//!   plugins (pod namespaces, and per plugin the values it may inject);
 //! - `testing` (feature): drive the Go runtime peer in integration tests;
 //!   `parity` (feature `testing`): compare a plugin with the Go plugin's
 //!   golden outcome of its `nri sim` scenario.
@@ -21,6 +23,7 @@ use std::path::PathBuf;
 
 mod args;
 mod dump;
+pub mod fence;
 pub mod goyaml;
 mod lenient;
 mod logging;

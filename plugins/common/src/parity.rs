@@ -81,6 +81,36 @@ pub fn run(scenario: &Path, plugin: &str, binary: &Path) -> Outcome {
     Outcome::from_records(&rec.0)
 }
 
+/// Whether the step labelled `label` of `outcome` succeeded.
+///
+/// # Panics
+///
+/// When there is no such step.
+pub fn step_ok(outcome: &Outcome, label: &str) -> bool {
+    outcome
+        .steps
+        .iter()
+        .find(|s| s.label.as_deref() == Some(label))
+        .unwrap_or_else(|| panic!("no step labelled {label:?}"))
+        .ok
+}
+
+/// The final spec changes of container `pod/container` as text, one line
+/// per change (empty when unchanged or never created).
+pub fn spec_text(outcome: &Outcome, container: &str) -> String {
+    outcome
+        .specs
+        .get(container)
+        .map(|lines| {
+            lines
+                .iter()
+                .map(nri_sim::spec::DiffLine::text)
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
 /// The difference keys listed in a README's "Differences from the Go
 /// plugin" section (which must exist).
 pub fn listed_differences(readme: &str) -> Vec<String> {

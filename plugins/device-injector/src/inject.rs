@@ -11,8 +11,11 @@ use nri_plugin::api::{
     LinuxSchedulerFlag, LinuxSchedulerPolicy, Mount, MpolFlag, MpolMode, OptionalFileMode,
     OptionalUInt32,
 };
+use nri_sample_common::fence::Refused;
 use nri_sample_common::goyaml::{Field, Shape};
 use nri_sample_common::{AnnotationError, Source, container_annotation, decode_annotation};
+
+use crate::fence::Fence;
 use serde::{Deserialize, Serialize};
 
 /// Device nodes: current and deprecated key prefix.
@@ -52,6 +55,9 @@ pub enum InjectError {
         /// What is wrong.
         reason: String,
     },
+    /// Outside the operator's allow-list (`allow` in the configuration).
+    #[error(transparent)]
+    Refused(#[from] Refused),
 }
 
 /// An annotated device node.
@@ -190,10 +196,14 @@ pub struct Request<'a> {
     pub annotations: &'a BTreeMap<String, String>,
     /// Pod name (for messages).
     pub pod: &'a str,
+    /// Pod namespace (for the allow-list and messages).
+    pub namespace: &'a str,
     /// Container name.
     pub container: &'a str,
     /// Refuse what Go drops silently.
     pub strict: bool,
+    /// The operator's allow-list.
+    pub fence: &'a Fence,
 }
 
 impl Request<'_> {
@@ -224,6 +234,12 @@ fn devices(r: &Request<'_>, a: &mut ContainerAdjustment) -> Result<(), InjectErr
         return Ok(());
     };
     let list: Vec<Device> = decode_annotation(&src, &Shape::Seq(&DEVICE), &Vec::new(), r.strict)?;
+    if !list.is_empty() {
+        r.fence.pod(r, src.annotation)?;
+    }
+    for d in &list {
+        r.fence.device(r, src.annotation, d)?;
+    }
     for d in list {
         tracing::info!("{}: injected device {:?}", r.name(), d.path);
         a.add_device(LinuxDevice {
@@ -245,6 +261,12 @@ fn cdi_devices(r: &Request<'_>, a: &mut ContainerAdjustment) -> Result<(), Injec
     };
     let names: Vec<String> =
         decode_annotation(&src, &Shape::Seq(&Shape::Str), &Vec::new(), r.strict)?;
+    if !names.is_empty() {
+        r.fence.pod(r, src.annotation)?;
+    }
+    for n in &names {
+        r.fence.cdi_device(r, src.annotation, n)?;
+    }
     for n in names {
         tracing::info!("{}: injected CDI device {n:?}", r.name());
         a.add_cdi_device(n);
@@ -257,6 +279,12 @@ fn mounts(r: &Request<'_>, a: &mut ContainerAdjustment) -> Result<(), InjectErro
         return Ok(());
     };
     let list: Vec<MountSpec> = decode_annotation(&src, &Shape::Seq(&MOUNT), &Vec::new(), r.strict)?;
+    if !list.is_empty() {
+        r.fence.pod(r, src.annotation)?;
+    }
+    for m in &list {
+        r.fence.mount(r, src.annotation, m)?;
+    }
     for m in list {
         tracing::info!(
             "{}: injected mount {:?} -> {:?}",
@@ -282,6 +310,8 @@ fn io_priority(r: &Request<'_>, a: &mut ContainerAdjustment) -> Result<(), Injec
     let p: IoPrio = decode_annotation(&src, &IO_PRIO, &IoPrio::default(), r.strict)?;
     match IoPrioClass::from_str_name(&p.class) {
         Some(class) => {
+            r.fence.pod(r, src.annotation)?;
+            r.fence.io_class(r, src.annotation, class.as_str_name())?;
             tracing::info!(
                 "{}: injected I/O priority {}:{}",
                 r.name(),
@@ -328,6 +358,8 @@ fn scheduler(r: &Request<'_>, a: &mut ContainerAdjustment) -> Result<(), InjectE
             LinuxSchedulerPolicy::SchedNone
         }
     };
+    r.fence.pod(r, src.annotation)?;
+    r.fence.policy(r, src.annotation, policy.as_str_name())?;
     let mut flags = Vec::with_capacity(s.flags.len());
     for f in &s.flags {
         let flag = match LinuxSchedulerFlag::from_str_name(f) {
@@ -362,6 +394,12 @@ fn net_devices(r: &Request<'_>, a: &mut ContainerAdjustment) -> Result<(), Injec
     };
     let list: Vec<NetDevice> =
         decode_annotation(&src, &Shape::Seq(&NET_DEVICE), &Vec::new(), r.strict)?;
+    if !list.is_empty() {
+        r.fence.pod(r, src.annotation)?;
+    }
+    for d in &list {
+        r.fence.net_device(r, src.annotation, d)?;
+    }
     for d in list {
         tracing::info!(
             "{}: injected network device {:?} -> {:?}",
@@ -380,6 +418,12 @@ fn sysctls(r: &Request<'_>, a: &mut ContainerAdjustment) -> Result<(), InjectErr
     };
     let map: BTreeMap<String, String> =
         decode_annotation(&src, &Shape::Map(&Shape::Str), &BTreeMap::new(), r.strict)?;
+    if !map.is_empty() {
+        r.fence.pod(r, src.annotation)?;
+    }
+    for k in map.keys() {
+        r.fence.sysctl(r, src.annotation, k)?;
+    }
     for (k, v) in map {
         tracing::info!("{}: adjusted sysctl {k}={v}", r.name());
         a.set_linux_sysctl(k, v);
@@ -408,6 +452,7 @@ fn memory_policy(r: &Request<'_>, a: &mut ContainerAdjustment) -> Result<(), Inj
                 .ok_or_else(|| bad(format!("invalid memory policy flag {f:?}")))
         })
         .collect::<Result<Vec<_>, _>>()?;
+    r.fence.pod(r, src.annotation)?;
     tracing::info!("{}: adjusted memory policy to {p:?}", r.name());
     a.set_linux_memory_policy(mode, p.nodes, &flags);
     Ok(())

@@ -12,8 +12,10 @@ fn adjust(a: &BTreeMap<String, String>, ctr: &str) -> Result<ContainerAdjustment
     adjustment(&Request {
         annotations: a,
         pod: "pod",
+        namespace: "default",
         container: ctr,
         strict: false,
+        fence: &Fence::default(),
     })
 }
 
@@ -21,8 +23,10 @@ fn strict(a: &BTreeMap<String, String>, ctr: &str) -> Result<ContainerAdjustment
     adjustment(&Request {
         annotations: a,
         pod: "pod",
+        namespace: "default",
         container: ctr,
         strict: true,
+        fence: &Fence::default(),
     })
 }
 

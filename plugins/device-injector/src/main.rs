@@ -8,14 +8,18 @@ use std::process::ExitCode;
 
 use nri_plugin::api::{Container, CreateContainerResponse, PodSandbox};
 use nri_plugin::{ConfigureInfo, EventMask, HandlerError, HandlerResult, Plugin};
+use nri_sample_common::fence::Current;
 use nri_sample_common::{
     COMMON_USAGE, CommonArgs, Strict, init_logging, parse_args, run_plugin, usage_exit,
 };
 
+mod fence;
 mod inject;
 
 struct DeviceInjector {
     strict: Strict,
+    /// The operator's allow-list (`allow` in the configuration).
+    fence: Current<fence::Fence>,
     /// The `-config` file's text (used when the runtime passes none).
     config: String,
 }
@@ -24,8 +28,13 @@ struct DeviceInjector {
 impl Plugin for DeviceInjector {
     async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<Option<EventMask>> {
         tracing::info!(runtime = %info.runtime.name, version = %info.runtime.version, "connected");
-        self.strict
-            .configure(CommonArgs::effective_config(&info.config, &self.config));
+        let text = CommonArgs::effective_config(&info.config, &self.config);
+        let (strict, fence) = fence::configure(text).map_err(|e| {
+            tracing::error!(error = %e, "configuration refused");
+            HandlerError::from(e)
+        })?;
+        self.strict.set(strict);
+        self.fence.set(fence);
         Ok(None)
     }
 
@@ -39,8 +48,10 @@ impl Plugin for DeviceInjector {
         let request = inject::Request {
             annotations: &pod.annotations,
             pod: &pod.name,
+            namespace: &pod.namespace,
             container: &ctr.name,
             strict: self.strict.get(),
+            fence: &self.fence.get(),
         };
         let adjust = inject::adjustment(&request).map_err(|e| {
             tracing::error!("{name}: {e}");
@@ -72,6 +83,7 @@ fn main() -> ExitCode {
     };
     let plugin = DeviceInjector {
         strict: Strict::new(args.strict),
+        fence: Current::default(),
         config,
     };
     run_plugin(plugin, &args, "device-injector", |b| b)

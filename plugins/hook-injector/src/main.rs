@@ -9,10 +9,16 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use nri_plugin::api::{Container, ContainerAdjustment, CreateContainerResponse, PodSandbox};
 use nri_plugin::{ConfigureInfo, EventMask, HandlerError, HandlerResult, Plugin};
-use nri_sample_common::{COMMON_USAGE, init_logging, parse_args, run_plugin, usage_exit};
+use nri_sample_common::fence::Current;
+use nri_sample_common::{
+    COMMON_USAGE, CommonArgs, init_logging, parse_args, run_plugin, usage_exit,
+};
 
+mod fence;
 mod hooks;
+mod startup;
 
+use fence::{Fence, Pod};
 use hooks::{Fingerprint, HookConfig, Target};
 
 type Loaded = Arc<Vec<(String, HookConfig)>>;
@@ -22,14 +28,20 @@ struct HookInjector {
     /// Rescan the directories for changes before each container creation.
     watch: bool,
     cache: Mutex<(Fingerprint, Loaded)>,
+    /// The operator's allow-list (`allow` in the configuration).
+    fence: Current<Fence>,
+    /// The `-config` file's text (used when the runtime passes none).
+    config: String,
 }
 
 impl HookInjector {
-    fn new(dirs: Vec<PathBuf>, watch: bool) -> Self {
+    fn new(dirs: Vec<PathBuf>, watch: bool, config: String) -> Self {
         let me = HookInjector {
             dirs,
             watch,
             cache: Mutex::new((Vec::new(), Arc::new(Vec::new()))),
+            fence: Current::default(),
+            config,
         };
         me.reload(hooks::fingerprint(&me.dirs));
         me
@@ -77,9 +89,12 @@ impl HookInjector {
 impl Plugin for HookInjector {
     async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<Option<EventMask>> {
         tracing::info!(runtime = %info.runtime.name, version = %info.runtime.version, "connected");
-        if !info.config.trim().is_empty() {
-            tracing::warn!("this plugin takes no configuration; ignoring the runtime's");
-        }
+        let text = CommonArgs::effective_config(&info.config, &self.config);
+        let fence = Fence::configure(text).map_err(|e| {
+            tracing::error!(error = %e, "configuration refused");
+            HandlerError::from(e)
+        })?;
+        self.fence.set(fence);
         Ok(None)
     }
 
@@ -98,7 +113,12 @@ impl Plugin for HookInjector {
             has_bind_mounts: !ctr.mounts.is_empty(),
         };
         tracing::debug!("{name}: args {:?}, annotations {annotations:?}", ctr.args);
-        let selected = hooks::select(&self.hooks(), target).map_err(|e| {
+        let pod_ref = Pod {
+            namespace: &pod.namespace,
+            name: &pod.name,
+        };
+        let admitted = self.fence.get().admit(&self.hooks(), target, pod_ref)?;
+        let selected = hooks::select(&admitted, target).map_err(|e| {
             tracing::error!("{name}: failed to generate hooks: {e}");
             HandlerError::msg(format!("hook generation failed: {e}"))
         })?;
@@ -145,9 +165,24 @@ fn main() -> ExitCode {
     if dirs.is_empty() {
         dirs = vec![hooks::DEFAULT_DIR.into(), hooks::OVERRIDE_DIR.into()];
     }
+    let problems = startup::check(&dirs);
+    if !problems.is_empty() {
+        for e in &problems {
+            tracing::error!("{}", nri_plugin::error_chain(e));
+        }
+        tracing::error!(
+            invalid = problems.len(),
+            "failed to set up the hook manager: fix or remove the files named above"
+        );
+        return ExitCode::FAILURE;
+    }
+    let config = match args.config_text() {
+        Ok(c) => c,
+        Err(e) => return usage_exit(&e, &format!("{USAGE}{COMMON_USAGE}")),
+    };
     if !disable_watch {
         tracing::info!("watching directories {dirs:?} for new changes");
     }
-    let plugin = HookInjector::new(dirs, !disable_watch);
+    let plugin = HookInjector::new(dirs, !disable_watch, config);
     run_plugin(plugin, &args, "hook-injector", |b| b)
 }

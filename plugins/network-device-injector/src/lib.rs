@@ -21,9 +21,13 @@ use nri_plugin::api::{
     Container, ContainerAdjustment, CreateContainerResponse, LinuxNetDevice, PodSandbox,
 };
 use nri_plugin::{ConfigureInfo, EventMask, HandlerResult, NriVersion, Plugin, SyncKind};
+use nri_sample_common::fence::{ConfigError, Current, Refused};
 use nri_sample_common::goyaml::{Field, Shape};
 use nri_sample_common::{AnnotationError, Source, Strict, StrictError, decode_annotation};
 use serde::{Deserialize, Serialize};
+
+mod fence;
+pub use fence::Fence;
 
 /// The annotation key upstream's code reads (with `/pod` or bare).
 pub const NETDEVICE_KEY: &str = "netdevice.noderesource.dev";
@@ -80,6 +84,12 @@ pub enum Error {
         /// The interfaces asked for.
         devices: Vec<String>,
     },
+    /// Outside the operator's allow-list (`allow` in the configuration).
+    #[error(transparent)]
+    Refused(#[from] Refused),
+    /// The configuration cannot be read (the plugin does not register).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
 }
 
 /// One annotated network device (upstream's YAML fields; see
@@ -314,6 +324,10 @@ pub struct NetDeviceInjector {
     unsupported: Mutex<Option<(String, NriVersion)>>,
     /// Strict mode (`-strict`, or `strict: true` in the configuration).
     strict: Strict,
+    /// The operator's allow-list (`allow` in the configuration).
+    fence: Current<Fence>,
+    /// The `-config` file's text (used when the runtime passes none).
+    config: String,
 }
 
 impl Default for NetDeviceInjector {
@@ -333,11 +347,31 @@ impl NetDeviceInjector {
 
     /// A plugin with no state, strict (`-strict`) or not.
     pub fn with_strict(strict: bool) -> Self {
+        Self::with_config(strict, String::new())
+    }
+
+    /// A plugin with no state, strict (`-strict`) or not, with the
+    /// `-config` text used when the runtime passes no configuration.
+    pub fn with_config(strict: bool, config: String) -> Self {
         NetDeviceInjector {
             pods: Mutex::new(Pods::default()),
             unsupported: Mutex::new(None),
             strict: Strict::new(strict),
+            fence: Current::default(),
+            config,
         }
+    }
+
+    /// Applies a configuration text: `strict` and the allow-list.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`]; the settings in force are kept.
+    pub fn apply_config(&self, text: &str) -> Result<(), Error> {
+        let (strict, fence) = Fence::configure(text)?;
+        self.strict.set(strict);
+        self.fence.set(fence);
+        Ok(())
     }
 
     fn pods(&self) -> MutexGuard<'_, Pods> {
@@ -349,6 +383,11 @@ impl NetDeviceInjector {
         let devices = pod_netdevices(pod, self.strict.get())?;
         if devices.is_empty() {
             return Ok(devices);
+        }
+        if let Some((key, _)) = effective_annotation(&pod.annotations) {
+            self.fence
+                .get()
+                .check(&pod.namespace, &pod.name, &key, &devices)?;
         }
         let unsupported = self
             .unsupported
@@ -375,8 +414,16 @@ impl NetDeviceInjector {
 #[nri_plugin::plugin]
 impl Plugin for NetDeviceInjector {
     async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<Option<EventMask>> {
-        // The Go plugin takes no configuration; only `strict` is read.
-        self.strict.configure(&info.config);
+        // The Go plugin takes no configuration; `strict` and `allow` are ours.
+        let text = if info.config.trim().is_empty() {
+            self.config.as_str()
+        } else {
+            info.config.as_str()
+        };
+        self.apply_config(text).map_err(|e| {
+            tracing::error!(error = %e, "configuration refused");
+            e
+        })?;
         let version = info.runtime.nri_version.version;
         let unsupported = (version < NET_DEVICES_SINCE).then(|| {
             tracing::warn!(

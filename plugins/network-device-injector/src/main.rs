@@ -18,8 +18,12 @@ fn main() -> ExitCode {
         eprintln!("network-device-injector: {e}");
         return ExitCode::FAILURE;
     }
+    let config = match args.config_text() {
+        Ok(c) => c,
+        Err(e) => return usage_exit(&e, &usage()),
+    };
     run_plugin(
-        NetDeviceInjector::with_strict(args.strict),
+        NetDeviceInjector::with_config(args.strict, config),
         &args,
         "network-device-injector",
         |b| b,

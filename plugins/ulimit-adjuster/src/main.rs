@@ -6,14 +6,18 @@ use std::process::ExitCode;
 
 use nri_plugin::api::{Container, CreateContainerResponse, PodSandbox};
 use nri_plugin::{ConfigureInfo, EventMask, HandlerError, HandlerResult, Plugin};
+use nri_sample_common::fence::Current;
 use nri_sample_common::{
     COMMON_USAGE, CommonArgs, Strict, init_logging, parse_args, run_plugin, usage_exit,
 };
 
+mod fence;
 mod ulimits;
 
 struct UlimitAdjuster {
     strict: Strict,
+    /// The operator's allow-list (`allow` in the configuration).
+    fence: Current<fence::Fence>,
     /// The `-config` file's text (used when the runtime passes none).
     config: String,
 }
@@ -22,8 +26,13 @@ struct UlimitAdjuster {
 impl Plugin for UlimitAdjuster {
     async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<Option<EventMask>> {
         tracing::info!(runtime = %info.runtime.name, version = %info.runtime.version, "connected");
-        self.strict
-            .configure(CommonArgs::effective_config(&info.config, &self.config));
+        let text = CommonArgs::effective_config(&info.config, &self.config);
+        let (strict, fence) = fence::configure(text).map_err(|e| {
+            tracing::error!(error = %e, "configuration refused");
+            HandlerError::from(e)
+        })?;
+        self.strict.set(strict);
+        self.fence.set(fence);
         Ok(None)
     }
 
@@ -32,11 +41,18 @@ impl Plugin for UlimitAdjuster {
         pod: PodSandbox,
         ctr: Container,
     ) -> HandlerResult<CreateContainerResponse> {
-        let adjust = ulimits::adjustment(&pod.annotations, &pod.name, &ctr.name, self.strict.get())
-            .map_err(|e| {
-                tracing::warn!(pod = %pod.name, container = %ctr.name, "{e}");
-                HandlerError::from(e)
-            })?;
+        let adjust = ulimits::adjustment(
+            &pod.annotations,
+            &pod.namespace,
+            &pod.name,
+            &ctr.name,
+            self.strict.get(),
+            &self.fence.get(),
+        )
+        .map_err(|e| {
+            tracing::warn!(pod = %pod.name, container = %ctr.name, "{e}");
+            HandlerError::from(e)
+        })?;
         if !adjust.rlimits.is_empty() {
             tracing::info!(pod = %pod.name, container = %ctr.name, rlimits = adjust.rlimits.len(), "adjusted rlimits");
         }
@@ -65,6 +81,7 @@ fn main() -> ExitCode {
     };
     let plugin = UlimitAdjuster {
         strict: Strict::new(args.strict),
+        fence: Current::default(),
         config,
     };
     run_plugin(plugin, &args, "ulimit-adjuster", |b| b)

@@ -4,9 +4,12 @@
 use std::collections::BTreeMap;
 
 use nri_plugin::api::ContainerAdjustment;
+use nri_sample_common::fence::Refused;
 use nri_sample_common::goyaml::{Field, Shape};
 use nri_sample_common::{AnnotationError, Source, decode_annotation};
 use serde::{Deserialize, Serialize};
+
+use crate::fence::Fence;
 
 /// Current annotation key prefix.
 pub const ULIMIT_KEY: &str = "ulimits.noderesource.dev";
@@ -66,6 +69,9 @@ pub enum UlimitError {
         /// Soft limit.
         soft: u64,
     },
+    /// Outside the operator's allow-list (`allow` in the configuration).
+    #[error(transparent)]
+    Refused(#[from] Refused),
 }
 
 /// One entry of the annotation.
@@ -162,20 +168,24 @@ pub fn parse_ulimits(
     Ok(Some((key, list)))
 }
 
-/// The adjustment for container `ctr` of pod `pod` with `annotations`:
-/// one rlimit per entry, in order. Empty without an annotation.
+/// The adjustment for container `ctr` of pod `namespace/pod` with
+/// `annotations`: one rlimit per entry, in order, if `fence` allows them
+/// all. Empty without an annotation.
 ///
 /// # Errors
 ///
-/// See [`parse_ulimits`].
+/// See [`parse_ulimits`]; [`UlimitError::Refused`] outside the fence.
 pub fn adjustment(
     annotations: &BTreeMap<String, String>,
+    namespace: &str,
     pod: &str,
     ctr: &str,
     strict: bool,
+    fence: &Fence,
 ) -> Result<ContainerAdjustment, UlimitError> {
     let mut adjust = ContainerAdjustment::default();
     if let Some((key, list)) = parse_ulimits(annotations, pod, ctr, strict)? {
+        fence.check(namespace, pod, &key, &list)?;
         for u in list {
             tracing::debug!(%key, r#type = %u.r#type, hard = u.hard, soft = u.soft, "adjust rlimit");
             adjust.add_rlimit(u.r#type, u.hard, u.soft);
@@ -188,6 +198,15 @@ pub fn adjustment(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    fn unfenced(
+        a: &BTreeMap<String, String>,
+        pod: &str,
+        ctr: &str,
+        strict: bool,
+    ) -> Result<ContainerAdjustment, UlimitError> {
+        adjustment(a, "default", pod, ctr, strict, &Fence::default())
+    }
 
     fn ann(k: &str, v: &str) -> BTreeMap<String, String> {
         BTreeMap::from([(k.to_owned(), v.to_owned())])
@@ -218,19 +237,19 @@ mod tests {
     fn go_number_rules_and_lenient_keys() {
         let k = "ulimits.noderesource.dev/container.c";
         let a = ann(k, "- {type: nofile, hard: 4096.0, soft: 1e3, max: 9}");
-        let adj = adjustment(&a, "p", "c", false).unwrap();
+        let adj = unfenced(&a, "p", "c", false).unwrap();
         assert_eq!((adj.rlimits[0].hard, adj.rlimits[0].soft), (4096, 1000));
-        let e = adjustment(&a, "p", "c", true).unwrap_err();
+        let e = unfenced(&a, "p", "c", true).unwrap_err();
         assert!(e.to_string().contains("max"), "{e}");
         let a = ann(k, "- {type: nofile, hard: 2, hard: 3}");
-        assert_eq!(adjustment(&a, "p", "c", false).unwrap().rlimits[0].hard, 3);
-        assert!(adjustment(&a, "p", "c", true).is_err());
+        assert_eq!(unfenced(&a, "p", "c", false).unwrap().rlimits[0].hard, 3);
+        assert!(unfenced(&a, "p", "c", true).is_err());
         for bad in [
             "- {type: nofile, hard: 1.5}",
             "- {type: nofile, hard: '1'}",
             "- {type: 1}",
         ] {
-            assert!(adjustment(&ann(k, bad), "p", "c", false).is_err(), "{bad}");
+            assert!(unfenced(&ann(k, bad), "p", "c", false).is_err(), "{bad}");
         }
     }
 
@@ -240,7 +259,7 @@ mod tests {
             "ulimits.nri.containerd.io/container.sleep",
             "- type: memlock\n  hard: 987654\n  soft: 645321\n- type: RLIMIT_NOFILE\n  hard: 4096\n  soft: 1024\n- type: nproc\n  hard: 9000\n",
         );
-        let adj = adjustment(&a, "p", "sleep", false).unwrap();
+        let adj = unfenced(&a, "p", "sleep", false).unwrap();
         let got: Vec<_> = adj
             .rlimits
             .iter()
@@ -255,7 +274,7 @@ mod tests {
             ]
         );
         assert!(
-            adjustment(&a, "p", "other", false)
+            unfenced(&a, "p", "other", false)
                 .unwrap()
                 .rlimits
                 .is_empty()
@@ -272,7 +291,7 @@ mod tests {
             "ulimits.noderesource.dev/container.c".into(),
             "- {type: cpu, hard: 2, soft: 2}".into(),
         );
-        let adj = adjustment(&a, "p", "c", false).unwrap();
+        let adj = unfenced(&a, "p", "c", false).unwrap();
         assert_eq!(adj.rlimits.len(), 1);
         assert_eq!(adj.rlimits[0].r#type, "RLIMIT_CPU");
     }
@@ -280,15 +299,15 @@ mod tests {
     #[test]
     fn pod_keys_are_not_read() {
         let a = ann("ulimits.noderesource.dev/pod", "- {type: core, hard: 1}");
-        assert!(adjustment(&a, "p", "c", false).unwrap().rlimits.is_empty());
+        assert!(unfenced(&a, "p", "c", false).unwrap().rlimits.is_empty());
         let a = ann("ulimits.noderesource.dev/container.c", "");
-        assert!(adjustment(&a, "p", "c", false).unwrap().rlimits.is_empty());
+        assert!(unfenced(&a, "p", "c", false).unwrap().rlimits.is_empty());
     }
 
     #[test]
     fn errors_name_the_key() {
         let k = "ulimits.noderesource.dev/container.c";
-        let e = adjustment(&ann(k, "- type: foo\n  hard: 1"), "p", "c", false).unwrap_err();
+        let e = unfenced(&ann(k, "- type: foo\n  hard: 1"), "p", "c", false).unwrap_err();
         assert_eq!(
             e,
             UlimitError::Type {
@@ -297,7 +316,7 @@ mod tests {
             }
         );
         assert!(e.to_string().contains(k));
-        let e = adjustment(
+        let e = unfenced(
             &ann(k, "- {type: nofile, hard: 1, soft: 2}"),
             "p",
             "c",
@@ -321,7 +340,7 @@ mod tests {
             "- [",
             "- {type: nofile, hard: lots}",
         ] {
-            let e = adjustment(&ann(k, bad), "p", "c", false).unwrap_err();
+            let e = unfenced(&ann(k, bad), "p", "c", false).unwrap_err();
             assert!(matches!(e, UlimitError::Parse { .. }), "{bad}: {e}");
             assert!(e.to_string().contains(k), "{e}");
         }

@@ -1,0 +1,310 @@
+#![allow(clippy::unwrap_used)]
+use std::collections::BTreeMap;
+
+use nri_plugin::api::ContainerAdjustment;
+
+use super::*;
+use crate::inject::{InjectError, adjustment};
+
+/// A restrictive allow-list, as in the DaemonSet's example.
+const FENCED: &str = r#"
+allow:
+  namespaces: [gpu-jobs, "ml-*"]
+  devices:
+    - {type: c, major: 195, minor: 0-254, path: "/dev/nvidia*"}
+    - {path: /dev/fuse, type: c, major: 10, minor: 229}
+  mountSources: [/srv/datasets, tmpfs]
+  cdiDevices: ["nvidia.com/gpu=*"]
+  sysctls: [net.core.somaxconn, net.ipv4.ip_unprivileged_port_start]
+  networkDevices: ["sriov-*"]
+  ioPriorityClasses: [IOPRIO_CLASS_BE, IOPRIO_CLASS_IDLE]
+  schedulingPolicies: [SCHED_OTHER, SCHED_BATCH, SCHED_IDLE]
+"#;
+
+fn run(
+    fence: &Fence,
+    namespace: &str,
+    key: &str,
+    value: &str,
+) -> Result<ContainerAdjustment, InjectError> {
+    let a = BTreeMap::from([(key.to_owned(), value.to_owned())]);
+    adjustment(&Request {
+        annotations: &a,
+        pod: "p",
+        namespace,
+        container: "c",
+        strict: false,
+        fence,
+    })
+}
+
+fn fenced() -> Fence {
+    configure(FENCED).unwrap().1
+}
+
+fn refused(r: Result<ContainerAdjustment, InjectError>) -> Refused {
+    match r {
+        Err(InjectError::Refused(r)) => r,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+const DEV: &str = "devices.noderesource.dev/container.c";
+const MNT: &str = "mounts.noderesource.dev/pod";
+const CDI: &str = "cdi-devices.noderesource.dev/container.c";
+const SYSCTL: &str = "sysctl.noderesource.dev/container.c";
+const NET: &str = "network-devices.noderesource.dev/container.c";
+const IO: &str = "io-priority.noderesource.dev/container.c";
+const SCHED: &str = "scheduling-policy.noderesource.dev/container.c";
+const MPOL: &str = "memory-policy.noderesource.dev/container.c";
+
+#[test]
+fn allowed_requests_are_injected() {
+    let f = fenced();
+    let ok = [
+        (DEV, "- {path: /dev/nvidia0, type: c, major: 195, minor: 0}"),
+        (DEV, "- {path: /dev/fuse, type: c, major: 10, minor: 229}"),
+        (
+            MNT,
+            "- {source: /srv/datasets/imagenet, destination: /data, type: bind, options: [ro]}",
+        ),
+        (MNT, "- {source: tmpfs, destination: /scratch, type: tmpfs}"),
+        (CDI, "[nvidia.com/gpu=0]"),
+        (SYSCTL, "{net.core.somaxconn: 256}"),
+        (SYSCTL, "{net/core/somaxconn: 256}"),
+        (NET, "- {hostIf: sriov-vf3, name: net1}"),
+        (IO, "{class: IOPRIO_CLASS_BE, priority: 4}"),
+        (SCHED, "{policy: SCHED_BATCH}"),
+        (MPOL, "{mode: MPOL_INTERLEAVE, nodes: '0-1'}"),
+    ];
+    for ns in ["gpu-jobs", "ml-train"] {
+        for (k, v) in ok {
+            let a = run(&f, ns, k, v).unwrap_or_else(|e| panic!("{ns} {k}={v}: {e}"));
+            assert_ne!(a, ContainerAdjustment::default(), "{k}={v}");
+        }
+    }
+}
+
+#[test]
+fn requests_outside_are_refused_with_pod_annotation_value_and_rule() {
+    let f = fenced();
+    let cases = [
+        (
+            DEV,
+            "- {path: /dev/mem, type: c, major: 1, minor: 1}",
+            "device \"/dev/mem\" (c 1:1)",
+            "allow.devices",
+        ),
+        // The right path with other numbers is refused: numbers decide access.
+        (
+            DEV,
+            "- {path: /dev/nvidia0, type: c, major: 1, minor: 1}",
+            "(c 1:1)",
+            "allow.devices",
+        ),
+        (
+            DEV,
+            "- {path: /dev/nvidia0, type: b, major: 195, minor: 0}",
+            "(b 195:0)",
+            "allow.devices",
+        ),
+        (
+            DEV,
+            "- {path: /dev/nvidiactl, type: c, major: 195, minor: 255}",
+            "195:255",
+            "allow.devices",
+        ),
+        (
+            MNT,
+            "- {source: /, destination: /host, type: bind, options: [rbind, rw]}",
+            "mount source \"/\"",
+            "allow.mountSources [/srv/datasets, tmpfs]",
+        ),
+        (
+            MNT,
+            "- {source: /srv/datasets/../../etc, destination: /x, type: bind}",
+            "/srv/datasets/../../etc",
+            "allow.mountSources",
+        ),
+        (
+            MNT,
+            "- {source: /srv/datasets-private, destination: /x, type: bind}",
+            "datasets-private",
+            "allow.mountSources",
+        ),
+        (
+            CDI,
+            "[vendor.com/net=0]",
+            "CDI device \"vendor.com/net=0\"",
+            "allow.cdiDevices [nvidia.com/gpu=*]",
+        ),
+        (
+            SYSCTL,
+            "{kernel.core_pattern: '|/tmp/x'}",
+            "sysctl \"kernel.core_pattern\"",
+            "allow.sysctls",
+        ),
+        (
+            SYSCTL,
+            "{kernel/core_pattern: '|/tmp/x'}",
+            "sysctl \"kernel/core_pattern\"",
+            "allow.sysctls",
+        ),
+        (
+            SYSCTL,
+            "{net.core.rmem_max: 1}",
+            "net.core.rmem_max",
+            "allow.sysctls",
+        ),
+        (
+            NET,
+            "- {hostIf: eth0, name: net1}",
+            "host interface \"eth0\"",
+            "allow.networkDevices [sriov-*]",
+        ),
+        (
+            IO,
+            "{class: IOPRIO_CLASS_RT, priority: 0}",
+            "I/O priority class \"IOPRIO_CLASS_RT\"",
+            "allow.ioPriorityClasses",
+        ),
+        (
+            SCHED,
+            "{policy: SCHED_FIFO, priority: 99}",
+            "scheduling policy \"SCHED_FIFO\"",
+            "allow.schedulingPolicies",
+        ),
+    ];
+    for (k, v, value, rule) in cases {
+        let r = refused(run(&f, "gpu-jobs", k, v));
+        assert_eq!(r.pod, "gpu-jobs/p", "{v}");
+        assert_eq!(r.annotation, k, "{v}");
+        assert!(r.value.contains(value), "{v}: {}", r.value);
+        assert!(r.rule.starts_with(rule), "{v}: {}", r.rule);
+        let text = InjectError::Refused(r).to_string();
+        assert!(text.contains("gpu-jobs/p") && text.contains(k), "{text}");
+    }
+}
+
+#[test]
+fn pods_outside_the_namespaces_are_refused_for_every_setting() {
+    let f = fenced();
+    for (k, v) in [
+        (DEV, "- {path: /dev/nvidia0, type: c, major: 195, minor: 0}"),
+        (MNT, "- {source: tmpfs, destination: /scratch, type: tmpfs}"),
+        (CDI, "[nvidia.com/gpu=0]"),
+        (SYSCTL, "{net.core.somaxconn: 256}"),
+        (NET, "- {hostIf: sriov-vf3, name: net1}"),
+        (IO, "{class: IOPRIO_CLASS_BE, priority: 4}"),
+        (SCHED, "{policy: SCHED_OTHER}"),
+        (MPOL, "{mode: MPOL_INTERLEAVE, nodes: '0-1'}"),
+    ] {
+        let r = refused(run(&f, "default", k, v));
+        assert_eq!(r.pod, "default/p");
+        assert_eq!(r.value, "namespace \"default\"");
+        assert_eq!(r.rule, "allow.namespaces [gpu-jobs, ml-*]");
+        assert_eq!(r.annotation, k);
+    }
+    // A pod that asks for nothing is not affected.
+    assert!(run(&f, "default", "other/key", "x").is_ok());
+    assert!(run(&f, "default", DEV, "").is_ok());
+    assert!(run(&f, "default", DEV, "[]").is_ok());
+}
+
+#[test]
+fn without_an_allow_list_everything_goes_as_upstream() {
+    for text in ["", "strict: false", "allow: {}", "allow:"] {
+        let (_, f) = configure(text).unwrap();
+        for (k, v) in [
+            (DEV, "- {path: /dev/mem, type: c, major: 1, minor: 1}"),
+            (
+                MNT,
+                "- {source: /, destination: /host, type: bind, options: [rbind, rw]}",
+            ),
+            (CDI, "[vendor.com/net=0]"),
+            (SYSCTL, "{kernel.core_pattern: '|/tmp/x'}"),
+            (NET, "- {hostIf: eth0, name: net1}"),
+            (IO, "{class: IOPRIO_CLASS_RT, priority: 0}"),
+            (SCHED, "{policy: SCHED_FIFO, priority: 99}"),
+        ] {
+            let fenced = run(&f, "default", k, v).unwrap();
+            let plain = run(&Fence::default(), "default", k, v).unwrap();
+            assert_eq!(fenced, plain, "{text:?}: {k}");
+        }
+    }
+}
+
+#[test]
+fn one_list_fences_only_its_setting() {
+    let (_, f) = configure("allow: {sysctls: [net.core]}").unwrap();
+    assert!(
+        run(
+            &f,
+            "default",
+            DEV,
+            "- {path: /dev/mem, type: c, major: 1, minor: 1}"
+        )
+        .is_ok()
+    );
+    assert!(run(&f, "default", SYSCTL, "{net.core.somaxconn: 1}").is_ok());
+    assert!(run(&f, "default", SYSCTL, "{vm.overcommit_memory: 1}").is_err());
+    // An empty list allows nothing.
+    let (_, f) = configure("allow: {devices: []}").unwrap();
+    assert!(
+        run(
+            &f,
+            "default",
+            DEV,
+            "- {path: /dev/null, type: c, major: 1, minor: 3}"
+        )
+        .is_err()
+    );
+}
+
+#[test]
+fn bad_allow_lists_are_configuration_errors() {
+    for bad in [
+        "allow: {device: []}",
+        "allow: {devices: [{major: x}]}",
+        "allow: {devices: [{minor: 5-1}]}",
+        "allow: {devices: [{type: q}]}",
+        "allow: {devices: [{}]}",
+        "allow: {sysctls: ['kernel..x']}",
+        "allow: {namespaces: default}",
+        "{broken",
+    ] {
+        assert!(configure(bad).is_err(), "{bad}");
+    }
+    let (strict, _) =
+        configure("strict: true\nallow: {devices: [{major: 1, minor: '*'}]}").unwrap();
+    assert_eq!(strict, Some(true));
+}
+
+/// The example of the DaemonSet's ConfigMap (deploy/device-injector) reads,
+/// fences and lets the GPU case through.
+#[test]
+fn the_deploy_example_is_a_valid_fence() {
+    let cm = include_str!("../../../deploy/device-injector/configmap.yaml");
+    let doc = nri_sample_common::parse_yaml(cm).unwrap();
+    let text = doc["data"]["config.yaml"].as_str().unwrap();
+    let (_, f) = configure(text).unwrap();
+    assert!(
+        run(
+            &f,
+            "gpu-jobs",
+            DEV,
+            "- {path: /dev/nvidia0, type: c, major: 195, minor: 0}"
+        )
+        .is_ok()
+    );
+    assert!(
+        run(
+            &f,
+            "gpu-jobs",
+            DEV,
+            "- {path: /dev/mem, type: c, major: 1, minor: 1}"
+        )
+        .is_err()
+    );
+    assert!(run(&f, "default", CDI, "[nvidia.com/gpu=0]").is_err());
+}
