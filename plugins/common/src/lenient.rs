@@ -6,7 +6,9 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::goyaml::{DecodeError, Decoded, Field, Notice, Shape, decode_sigs_value};
+use crate::goyaml::{
+    DecodeError, Decoded, Field, Notice, Shape, decode_sigs_value, decode_v3_value,
+};
 
 /// Where a value came from, for warnings and errors.
 #[derive(Debug, Clone, Copy)]
@@ -142,6 +144,27 @@ impl Strict {
     }
 }
 
+/// The `strict` key of a plugin's configuration `text`, when it has one:
+/// read with `sigs.k8s.io/yaml` rules, or with yaml.v3's when `v3` (the
+/// rules of the plugin's other keys). `None` when absent, or when the text
+/// does not decode (the plugin's own decoding reports that). A plugin
+/// whose configuration has other keys reads this first, so `strict: true`
+/// applies to the rest of the same text, and lists `strict` among its
+/// keys.
+pub fn strict_key(text: &str, v3: bool) -> Option<bool> {
+    let start = serde_json::json!({ "strict": null });
+    let decoded = if v3 {
+        decode_v3_value(text, &STRICT_CONFIG, start)
+    } else {
+        decode_sigs_value(text, &STRICT_CONFIG, start)
+    };
+    decoded
+        .ok()?
+        .value
+        .get("strict")
+        .and_then(serde_json::Value::as_bool)
+}
+
 /// Decodes an annotation value with `sigs.k8s.io/yaml` rules and reports
 /// what Go would drop (see [`Source::notices`]).
 ///
@@ -194,6 +217,18 @@ mod tests {
         assert!(!s.get());
         s.configure("something: else");
         assert!(s.get());
+    }
+
+    #[test]
+    fn strict_key_in_either_dialect() {
+        assert_eq!(strict_key("strict: true\nother: 1", false), Some(true));
+        assert_eq!(strict_key("strict: on", false), Some(true));
+        assert_eq!(strict_key("strict: no", true), Some(false));
+        assert_eq!(strict_key("other: 1", true), None);
+        assert_eq!(strict_key("", false), None);
+        assert_eq!(strict_key("{broken", false), None);
+        // yaml.v3 refuses a repeated key: the plugin's decoding says so.
+        assert_eq!(strict_key("strict: true\nstrict: false", true), None);
     }
 
     #[test]

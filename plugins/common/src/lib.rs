@@ -36,7 +36,7 @@ mod yaml;
 
 pub use args::{COMMON_USAGE, CommonArgs, FlagValue, LogLevel, parse_args};
 pub use dump::{dump, erased::Dump, to_yaml};
-pub use lenient::{AnnotationError, Source, Strict, StrictError, decode_annotation};
+pub use lenient::{AnnotationError, Source, Strict, StrictError, decode_annotation, strict_key};
 pub use logging::{LogOutput, LogWriter, init_logging};
 pub use run::run_plugin;
 pub use yaml::{DecodeError, decode_yaml, fold_keys, parse_yaml};

@@ -39,6 +39,8 @@ const CONFIG: Shape = Shape::Struct(&[
     Field::new("requiredPlugins", Shape::Seq(&Shape::Str)),
     Field::new("tolerateMissingPluginsAnnotation", Shape::Str),
     Field::new("rejectFields", Shape::Seq(&Shape::Str)),
+    // Ours: the `-strict` flag as a key (see `strict_key`).
+    Field::new("strict", Shape::Bool),
 ]);
 
 /// The subscription of an enabled validator.
@@ -88,12 +90,14 @@ pub enum Error {
 /// Parses a configuration (YAML or JSON) as upstream's validator reads
 /// it: its keys exactly, everything off by default. An empty text is the
 /// default configuration: disabled. Unknown keys are ignored with a
-/// warning, or refused when `strict`.
+/// warning, or refused when `strict`; a `strict: true|false` key in the
+/// text overrides `strict` (the `-strict` flag).
 ///
 /// # Errors
 ///
 /// [`Error::Decode`], [`Error::Strict`], [`Error::Invalid`].
 pub fn parse_config(text: &str, strict: bool) -> Result<DefaultValidator, Error> {
+    let strict = nri_sample_common::strict_key(text, true).unwrap_or(strict);
     let decoded = goyaml::decode_v3(text, &CONFIG, &DefaultValidatorConfig::default())
         .map_err(|source| Error::Decode { source })?;
     let src = Source {

@@ -119,6 +119,14 @@ tolerateMissingPluginsAnnotation: tolerate.example.com
         "tolerate.example.com"
     );
 
+    // `strict` as a key, over the flag, for the rest of the same text.
+    let typo = "enable: true\nrequiredplugins: [x]\n";
+    assert!(parse_config(typo, false).is_ok());
+    let e = parse_config(&format!("strict: true\n{typo}"), false).unwrap_err();
+    assert!(matches!(e, Error::Strict { .. }), "{e}");
+    assert!(parse_config(&format!("strict: false\n{typo}"), true).is_ok());
+    assert!(parse_config("strict: true\nenable: true\n", false).is_ok());
+
     // Upstream's YAML names are matched exactly: the TOML spellings and
     // other cases are unknown keys, ignored (refused when strict).
     for other in [

@@ -46,6 +46,8 @@ pub struct Config {
 }
 
 const CONFIG: Shape = Shape::Struct(&[
+    // Ours: the `-strict` flag as a key (see `strict_key`).
+    Field::new("strict", Shape::Bool),
     Field::new("logFile", Shape::Str),
     Field::new("events", Shape::Seq(&Shape::Str)),
     Field::new("addAnnotation", Shape::Str),
@@ -121,6 +123,7 @@ impl Config {
         if text.is_empty() {
             return Ok((self.clone(), flag_mask));
         }
+        let strict = nri_sample_common::strict_key(text, false).unwrap_or(strict);
         let src = Source {
             pod: "",
             container: "",
@@ -263,6 +266,23 @@ mod tests {
             flags
                 .with_config("events: [all]\nlogfile2: x", None, true)
                 .is_err()
+        );
+        // `strict` as a key, over the flag.
+        let typo = "events: [all]\nlogfile2: x";
+        assert!(
+            flags
+                .with_config(&format!("strict: yes\n{typo}"), None, false)
+                .is_err()
+        );
+        assert!(
+            flags
+                .with_config(&format!("strict: false\n{typo}"), None, true)
+                .is_ok()
+        );
+        assert!(
+            flags
+                .with_config("strict: true\nevents: [all]", None, false)
+                .is_ok()
         );
     }
 

@@ -48,13 +48,18 @@ struct Config {
 /// keys match case-insensitively (`CfgParam1` works too), a number or
 /// boolean for a string becomes its text, unknown keys are ignored (with a
 /// warning; refused with `-strict`).
-const CONFIG_SHAPE: Shape = Shape::Struct(&[Field::new("cfgParam1", Shape::Str)]);
+const CONFIG_SHAPE: Shape = Shape::Struct(&[
+    Field::new("cfgParam1", Shape::Str),
+    // Ours: the `-strict` flag as a key (see `strict_key`).
+    Field::new("strict", Shape::Bool),
+]);
 
 /// Parses the configuration text; empty text gives the defaults.
 fn parse_config(text: &str, strict: bool) -> Result<Config, AnnotationError> {
     if text.trim().is_empty() {
         return Ok(Config::default());
     }
+    let strict = nri_sample_common::strict_key(text, false).unwrap_or(strict);
     let src = Source {
         pod: "",
         container: "",
@@ -355,6 +360,15 @@ mod tests {
         assert!(parse_config("cfgParam1: [1]", false).is_err());
         // Unknown keys: ignored, refused when strict.
         assert!(parse_config("other: 1", true).is_err());
+        // `strict` as a key, over the flag.
+        assert!(parse_config("strict: true\nother: 1", false).is_err());
+        assert!(parse_config("strict: false\nother: 1", true).is_ok());
+        assert_eq!(
+            parse_config("strict: true\ncfgParam1: x", false)
+                .unwrap()
+                .cfg_param1,
+            "x"
+        );
     }
 
     #[test]
