@@ -1,0 +1,368 @@
+//! Memory attacks on the runtime, each against a separate victim process
+//! (`src/bin/victim.rs`: a real `nri_runtime::Adaptation`), so that its
+//! peak memory (`VmHWM`) is measured alone. Under each attack the victim's
+//! peak RSS must stay under 100 MB, and a well-behaved plugin must get 100
+//! container creations through while the attack goes on:
+//!
+//! - 4 MiB `UpdateContainers` requests of empty updates (2 bytes each on
+//!   the wire, about 400 bytes decoded) on a connection that has not
+//!   registered, over and over, from one connection and from several.
+//!
+//! Each test takes a few seconds (most of it the victim scanning 4 MiB
+//! messages in a debug build).
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+
+use common::*;
+use nri_api::api::{ContainerUpdate, UpdateContainersRequest};
+use nri_api::method;
+use nri_fault_tests::{empty_entries, peak_rss_kib};
+use prost::Message;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::net::UnixStream;
+use tokio::process::{Child, ChildStdin, ChildStdout};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// The victim's peak RSS must stay under 100 MB (in KiB, as `VmHWM`).
+const PEAK_LIMIT_KIB: u64 = 100_000_000 / 1024;
+/// Creations the well-behaved plugin must complete during an attack.
+const CREATIONS: u64 = 100;
+/// The attack messages: as large as ttRPC lets a message be (4 MiB), less
+/// room for its envelope.
+const ATTACK_LEN: usize = 4 * 1024 * 1024 - 1024;
+/// gRPC status codes a refused attack message may get.
+const RESOURCE_EXHAUSTED: i32 = 8;
+const FAILED_PRECONDITION: i32 = 9;
+const UNAVAILABLE: i32 = 14;
+
+// ------------------------------------------------------------------ victim
+
+/// The victim process and its stdin/stdout protocol (see `victim.rs`).
+struct Victim {
+    child: Child,
+    stdin: ChildStdin,
+    out: Lines<BufReader<ChildStdout>>,
+    active: usize,
+    socket: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Victim {
+    async fn start() -> Victim {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("nri/nri.sock");
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_victim"))
+            .arg("--socket")
+            .arg(&socket)
+            .env("RUST_LOG", "error")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let out = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut v = Victim {
+            child,
+            stdin,
+            out,
+            active: 0,
+            socket,
+            _dir: dir,
+        };
+        assert_eq!(v.line().await, "listening");
+        v
+    }
+
+    fn pid(&self) -> String {
+        self.child.id().unwrap().to_string()
+    }
+
+    /// The next line of the victim (an `active N` notice is noted too).
+    async fn raw_line(&mut self) -> String {
+        let l = tokio::time::timeout(WAIT, self.out.next_line())
+            .await
+            .expect("the victim answers in time")
+            .unwrap()
+            .expect("the victim is alive");
+        if let Some(n) = l.strip_prefix("active ") {
+            self.active = n.parse().unwrap();
+        }
+        l
+    }
+
+    /// The next line that is not an `active N` notice.
+    async fn line(&mut self) -> String {
+        loop {
+            let l = self.raw_line().await;
+            if !l.starts_with("active ") {
+                return l;
+            }
+        }
+    }
+
+    /// Waits until `n` plugins are registered.
+    async fn active(&mut self, n: usize) {
+        while self.active != n {
+            let l = self.raw_line().await;
+            assert!(
+                l.starts_with("active "),
+                "unexpected line {l:?} while waiting for {n} plugins"
+            );
+        }
+    }
+
+    async fn send(&mut self, cmd: &str) {
+        self.stdin
+            .write_all(format!("{cmd}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+
+    /// Runs `n` container lifecycles: (creations the good plugin adjusted,
+    /// others).
+    async fn cycle(&mut self, n: u64) -> (u64, u64) {
+        self.send(&format!("cycle {n}")).await;
+        let l = self.line().await;
+        let mut w = l.strip_prefix("cycled ").expect(&l).split(' ');
+        let mut next = || w.next().unwrap().parse::<u64>().unwrap();
+        (next(), next())
+    }
+
+    /// The refusals (by reason) and failed plugin calls (by plugin).
+    async fn report(&mut self) -> (BTreeMap<String, u64>, BTreeMap<String, u64>) {
+        self.send("report").await;
+        let parse = |l: String, what: &str| -> BTreeMap<String, u64> {
+            l.strip_prefix(what)
+                .expect(&l)
+                .split_whitespace()
+                .map(|kv| {
+                    let (k, v) = kv.split_once('=').unwrap();
+                    (k.to_owned(), v.parse().unwrap())
+                })
+                .collect()
+        };
+        let refused = parse(self.line().await, "refused");
+        let failed = parse(self.line().await, "failed");
+        (refused, failed)
+    }
+
+    fn peak_kib(&self) -> u64 {
+        peak_rss_kib(&self.pid()).expect("the victim is alive")
+    }
+
+    async fn quit(mut self) {
+        self.send("quit").await;
+        let status = tokio::time::timeout(WAIT, self.child.wait())
+            .await
+            .expect("the victim exits")
+            .unwrap();
+        assert!(status.success(), "victim: {status}");
+    }
+}
+
+// ----------------------------------------------------------------- attacks
+
+/// Attacks running in the background, each counting the attack messages
+/// it got through to the victim.
+struct Attacks {
+    stop: CancellationToken,
+    set: JoinSet<()>,
+    sent: Arc<watch::Sender<u64>>,
+    /// Status codes the victim answered attack requests with.
+    codes: Arc<std::sync::Mutex<BTreeMap<i32, u64>>>,
+}
+
+impl Attacks {
+    fn new() -> Attacks {
+        Attacks {
+            stop: CancellationToken::new(),
+            set: JoinSet::new(),
+            sent: Arc::new(watch::channel(0).0),
+            codes: Arc::default(),
+        }
+    }
+
+    fn sent(&self) -> u64 {
+        *self.sent.borrow()
+    }
+
+    /// Waits until `n` attack messages went out (the attack is under way).
+    async fn under_way(&self, n: u64) {
+        let mut rx = self.sent.subscribe();
+        tokio::time::timeout(WAIT, rx.wait_for(|s| *s >= n))
+            .await
+            .expect("the attack got going")
+            .unwrap();
+    }
+
+    /// `conns` connections that never register, each sending 4 MiB
+    /// `UpdateContainers` requests of empty updates one after the other
+    /// (and connecting again when the victim drops them).
+    fn unregistered_flood(&mut self, socket: &Path, conns: usize) {
+        let payload = empty_entries(update_key(), ATTACK_LEN);
+        for _ in 0..conns {
+            let (socket, payload) = (socket.to_owned(), payload.clone());
+            let (stop, sent, codes) = (self.stop.clone(), self.sent.clone(), self.codes.clone());
+            self.set.spawn(async move {
+                while !stop.is_cancelled() {
+                    let Ok(stream) = UnixStream::connect(&socket).await else {
+                        continue;
+                    };
+                    let mut p =
+                        RawPlugin::from_stream(stream, RawOpts::default(), Arc::new(|_, _| None));
+                    while !p.is_closed() {
+                        let r = tokio::select! {
+                            _ = stop.cancelled() => return,
+                            r = p.call(method::UPDATE_CONTAINERS, payload.clone()) => r,
+                        };
+                        let code = r.map_or_else(|st| st.code, |_| 0);
+                        *codes.lock().unwrap().entry(code).or_default() += 1;
+                        sent.send_modify(|n| *n += 1);
+                    }
+                }
+            });
+        }
+    }
+
+    async fn stop(mut self) -> BTreeMap<i32, u64> {
+        self.stop.cancel();
+        self.set.shutdown().await;
+        self.codes.lock().unwrap().clone()
+    }
+}
+
+/// The key byte of `UpdateContainersRequest.update` (an empty entry
+/// encodes as `key, 0`).
+fn update_key() -> u8 {
+    key_of(UpdateContainersRequest {
+        update: vec![ContainerUpdate::default()],
+        evict: vec![],
+    })
+}
+
+/// The first byte of a message with one empty entry in one repeated field.
+fn key_of(m: impl Message) -> u8 {
+    let b = m.encode_to_vec();
+    assert_eq!(b.len(), 2, "{b:?}");
+    b[0]
+}
+
+// ------------------------------------------------------------------- tests
+
+/// What one attack run measured.
+struct Outcome {
+    baseline_kib: u64,
+    peak_kib: u64,
+    during: u64,
+    refused: BTreeMap<String, u64>,
+    failed: BTreeMap<String, u64>,
+    codes: BTreeMap<i32, u64>,
+}
+
+/// Starts a victim with the good plugin, starts the attack (and waits
+/// until `plugins` are registered and `warm_up` attack messages went out),
+/// runs
+/// [`CREATIONS`] lifecycles while it goes on, and checks that every
+/// creation got the good plugin's adjustment and the victim's peak RSS
+/// stayed under [`PEAK_LIMIT_KIB`].
+async fn under_attack(
+    name: &str,
+    plugins: usize,
+    warm_up: u64,
+    attack: impl FnOnce(&mut Attacks, &Path),
+) -> Outcome {
+    let guard = no_panics();
+    let mut victim = Victim::start().await;
+    let good = GoodPlugin::start(&victim.socket);
+    victim.active(1).await;
+    let baseline_kib = victim.peak_kib();
+    let mut attacks = Attacks::new();
+    attack(&mut attacks, &victim.socket);
+    victim.active(plugins).await;
+    attacks.under_way(warm_up).await;
+    let before = attacks.sent();
+    let (ok, bad) = victim.cycle(CREATIONS).await;
+    let during = attacks.sent() - before;
+    let codes = attacks.stop().await;
+    let peak_kib = victim.peak_kib();
+    let (refused, failed) = victim.report().await;
+    victim.quit().await;
+    good.stop().await;
+    guard.check();
+    eprintln!(
+        "{name}: victim peak RSS {peak_kib} KiB (before the attack {baseline_kib} KiB); \
+         {during} attack messages during {CREATIONS} creations; refused {refused:?}"
+    );
+    assert_eq!(
+        (ok, bad),
+        (CREATIONS, 0),
+        "{name}: every creation went through with the good plugin's adjustment"
+    );
+    assert!(
+        during > 0,
+        "{name}: the attack went on during the creations"
+    );
+    assert!(
+        peak_kib < PEAK_LIMIT_KIB,
+        "{name}: victim peak RSS {peak_kib} KiB >= {PEAK_LIMIT_KIB} KiB"
+    );
+    Outcome {
+        baseline_kib,
+        peak_kib,
+        during,
+        refused,
+        failed,
+        codes,
+    }
+}
+
+/// Checks an unregistered flood was refused, every time, undecoded.
+fn assert_flood_refused(name: &str, o: &Outcome) {
+    let total: u64 = o.codes.values().sum();
+    assert!(
+        o.codes
+            .keys()
+            .all(|c| [RESOURCE_EXHAUSTED, FAILED_PRECONDITION, UNAVAILABLE].contains(c)),
+        "{name}: a request was not refused: {:?}",
+        o.codes
+    );
+    assert!(
+        o.codes.get(&RESOURCE_EXHAUSTED).copied().unwrap_or(0) > 0,
+        "{name}: {:?}",
+        o.codes
+    );
+    let refused: u64 = o.refused.values().sum();
+    assert!(
+        refused > 0
+            && o.refused
+                .keys()
+                .all(|r| r == "too_large" || r == "unregistered" || r == "pending_connections"),
+        "{name}: refusals counted by reason: {:?} ({total} requests)",
+        o.refused
+    );
+    assert!(o.failed.is_empty(), "{name}: {:?}", o.failed);
+    assert!(o.peak_kib >= o.baseline_kib);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn unregistered_4mib_update_floods_cost_the_victim_nothing() {
+    let o = under_attack("one connection", 1, 2, |a, s| a.unregistered_flood(s, 1)).await;
+    assert_flood_refused("one connection", &o);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn several_connections_flooding_at_once_cost_the_victim_nothing() {
+    let o = under_attack("four connections", 1, 4, |a, s| a.unregistered_flood(s, 4)).await;
+    assert_flood_refused("four connections", &o);
+    assert!(o.during >= 4, "{}", o.during);
+}
