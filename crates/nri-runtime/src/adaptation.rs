@@ -306,6 +306,11 @@ impl Adaptation {
             let found = crate::launch::discover(&cfg.plugin_dir, &cfg.config_dir)?;
             let mut starting = JoinSet::new();
             for d in found {
+                if d.wasm {
+                    let (name, shared) = (d.id.to_string(), self.shared.clone());
+                    starting.spawn(async move { (name, shared.start_wasm(d).await) });
+                    continue;
+                }
                 let (mut child, stream) = match crate::launch::spawn(&d) {
                     Ok(x) => x,
                     Err(e) => {

@@ -14,6 +14,7 @@ use crate::metrics::{Metrics, NoopMetrics};
 use crate::peer::PeerLimits;
 use nri_merge::PluginId;
 use nri_merge::validate::{DefaultValidatorConfig, Validator};
+use crate::wasm::WasmLimits;
 
 /// A boxed, sendable future (used by [`RuntimeCallbacks`]).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -184,6 +185,9 @@ pub struct Config {
     /// registration, updates per message, decoded size, requests in
     /// flight, connections waiting to register (see [`PeerLimits`]).
     pub peer_limits: PeerLimits,
+    /// What one WebAssembly plugin may use (memory, fuel slice, module
+    /// size); see `docs/runtime/wasm.md`.
+    pub wasm: WasmLimits,
 }
 
 impl std::fmt::Debug for Config {
@@ -209,6 +213,7 @@ impl std::fmt::Debug for Config {
             .field("default_validator", &self.default_validator.is_some())
             .field("spin_budget", &self.spin_budget)
             .field("peer_limits", &self.peer_limits)
+            .field("wasm", &self.wasm)
             .finish()
     }
 }
@@ -240,6 +245,7 @@ impl Config {
             default_validator: None,
             spin_budget: DEFAULT_SPIN_BUDGET,
             peer_limits: PeerLimits::default(),
+            wasm: WasmLimits::default(),
         }
     }
 
@@ -383,6 +389,13 @@ impl Builder {
     #[must_use]
     pub fn peer_limits(mut self, limits: PeerLimits) -> Self {
         self.config.peer_limits = limits;
+        self
+    }
+
+    /// What one WebAssembly plugin may use ([`Config::wasm`]).
+    #[must_use]
+    pub fn wasm_limits(mut self, limits: WasmLimits) -> Self {
+        self.config.wasm = limits;
         self
     }
 

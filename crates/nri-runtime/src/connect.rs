@@ -20,7 +20,7 @@ use crate::adaptation::Shared;
 use crate::encode::{SyncEncoder, SyncLimits, SyncObjects, SyncParts};
 use crate::error::Error;
 use crate::peer::{Peer, Refused};
-use crate::plugin::{Plugin, PluginInput, PluginOrigin, PluginParts};
+use crate::plugin::{Conn, Plugin, PluginInput, PluginOrigin, PluginParts};
 use nri_merge::PluginId;
 
 /// How long a refused plugin gets to read the refusal before the runtime
@@ -227,9 +227,7 @@ impl Shared {
             origin: pending.origin,
             mask,
             timeout,
-            client,
-            input,
-            mux,
+            conn: Conn::Ttrpc { client, input, mux },
             strike_limit: self.strike_limit_for(&id, declared.as_ref()),
             declared,
             wake_hints: !self.config.spin_budget.is_zero(),
@@ -451,7 +449,7 @@ impl Shared {
 
     /// Synchronize behind the barrier, then the deferred deliveries, then
     /// activation. See `registry.rs` and `docs/runtime/sync.md`.
-    async fn synchronize(&self, plugin: &Arc<Plugin>) -> Result<(), String> {
+    pub(crate) async fn synchronize(&self, plugin: &Arc<Plugin>) -> Result<(), String> {
         let finished = self.registry.begin_sync(plugin);
         self.await_finished_creations(plugin, finished).await;
         let snapshot = self
@@ -548,7 +546,7 @@ impl Shared {
     }
 }
 
-fn check_mask(events: i32) -> Result<EventMask, String> {
+pub(crate) fn check_mask(events: i32) -> Result<EventMask, String> {
     let mask = EventMask::from_i32(events);
     if mask.is_empty() {
         return Ok(EventMask::ALL);
@@ -564,7 +562,7 @@ fn check_mask(events: i32) -> Result<EventMask, String> {
     Ok(mask)
 }
 
-fn millis(d: std::time::Duration) -> i64 {
+pub(crate) fn millis(d: std::time::Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 

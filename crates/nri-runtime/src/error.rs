@@ -156,6 +156,18 @@ pub enum Error {
         /// What is wrong with it, and what to do.
         reason: String,
     },
+    /// A WebAssembly plugin could not be loaded (or this build has no
+    /// WebAssembly engine).
+    #[error("WebAssembly plugin {plugin} ({path}): {source}")]
+    WasmLoad {
+        /// The plugin (`NN-name`).
+        plugin: String,
+        /// The module file.
+        path: String,
+        /// What went wrong.
+        #[source]
+        source: crate::wasm::WasmError,
+    },
     /// `start` was called twice, or an event was sent before `start` or
     /// after `stop`.
     #[error("adaptation is {state}")]

@@ -18,14 +18,18 @@ pub struct DiscoveredPlugin {
     pub path: PathBuf,
     /// Configuration text (from `NN-name.conf` or `name.conf`), or empty.
     pub config: String,
+    /// The file is a WebAssembly module (it starts with
+    /// [`nri_api::WASM_MAGIC`]): loaded into the runtime, not executed.
+    pub wasm: bool,
 }
 
 /// Lists the executables `NN-name` in `plugin_dir`, sorted by index then
 /// name, with their configuration from `config_dir`.
 ///
-/// A missing directory means no plugins. Directories, files without any
-/// execute bit and WebAssembly modules are skipped; a file whose name is not
-/// `NN-name` is skipped **with a warning** (upstream fails the whole start).
+/// A missing directory means no plugins. Directories and files without any
+/// execute bit are skipped; a file whose name is not `NN-name` is skipped
+/// **with a warning** (upstream fails the whole start). WebAssembly modules
+/// are listed with [`DiscoveredPlugin::wasm`] set.
 pub fn discover(plugin_dir: &Path, config_dir: &Path) -> Result<Vec<DiscoveredPlugin>, Error> {
     let entries = match std::fs::read_dir(plugin_dir) {
         Ok(e) => e,
@@ -58,10 +62,7 @@ pub fn discover(plugin_dir: &Path, config_dir: &Path) -> Result<Vec<DiscoveredPl
                 continue;
             }
         };
-        if is_wasm(&path) {
-            tracing::warn!(plugin = %id, path = %path.display(), "skipping WebAssembly NRI plugin (not supported)");
-            continue;
-        }
+        let wasm = is_wasm(&path);
         let config = match read_config(config_dir, &id) {
             Ok(c) => c,
             Err(e) => {
@@ -69,7 +70,12 @@ pub fn discover(plugin_dir: &Path, config_dir: &Path) -> Result<Vec<DiscoveredPl
                 continue;
             }
         };
-        out.push(DiscoveredPlugin { id, path, config });
+        out.push(DiscoveredPlugin {
+            id,
+            path,
+            config,
+            wasm,
+        });
     }
     out.sort_by(|a, b| a.id.cmp(&b.id));
     Ok(out)

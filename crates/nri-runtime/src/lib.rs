@@ -57,6 +57,7 @@ mod peer;
 mod plugin;
 mod registry;
 mod vet;
+pub mod wasm;
 
 pub use adaptation::{
     Adaptation, CreateContainerOutcome, EventReport, RunPodSandboxOutcome, StopContainerOutcome,
@@ -91,3 +92,4 @@ pub use registry::CreationGuard;
 pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
+pub use wasm::{WasmError, WasmLimits};

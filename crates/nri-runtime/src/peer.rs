@@ -125,6 +125,7 @@ impl Peer {
         match self.origin {
             PluginOrigin::External { uid, pid, .. } => (pid.map(i64::from), Some(uid)),
             PluginOrigin::Launched { pid } => (pid.map(i64::from), None),
+            PluginOrigin::Wasm => (None, None),
         }
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use nri_api::api::{Container, Event, PodSandbox};
 use nri_api::{EventMask, PLUGIN_SERVICE, method};
-use nri_ttrpc::{CallOptions, Client, Code};
+use nri_ttrpc::{CallOptions, Client};
 use prost::Message;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -59,6 +59,9 @@ pub enum PluginOrigin {
         /// Process id of the plugin.
         pid: Option<u32>,
     },
+    /// A WebAssembly module from the plugin directory, run inside the
+    /// runtime process.
+    Wasm,
     /// Connected to the runtime's socket.
     External {
         /// Peer uid.
@@ -101,9 +104,7 @@ pub(crate) struct Plugin {
     pub(crate) origin: PluginOrigin,
     pub(crate) mask: EventMask,
     pub(crate) timeout: Duration,
-    client: Client,
-    input: Arc<PluginInput>,
-    mux: nri_mux::Mux,
+    conn: Conn,
     legacy: AtomicBool,
     deprecation_warned: Mutex<EventMask>,
     strikes: AtomicU32,
@@ -134,7 +135,90 @@ impl Drop for Plugin {
     /// The trunk ends with the plugin: its runtime service answers from the
     /// trunk reader and so holds the trunk open by itself.
     fn drop(&mut self) {
-        self.mux.close();
+        self.conn.close();
+    }
+}
+
+/// How the runtime calls a plugin: over its ttRPC connection, or into its
+/// WebAssembly instance. Everything above this (ordering, merging, owners,
+/// validation, metrics, audit, failure policy) is the same for both.
+pub(crate) enum Conn {
+    /// A plugin process on the other end of a multiplexed socket.
+    Ttrpc {
+        client: Client,
+        /// The input driver `client` was built with.
+        input: Arc<PluginInput>,
+        mux: nri_mux::Mux,
+    },
+    /// A WebAssembly plugin in this process.
+    #[cfg(feature = "wasm")]
+    Wasm(crate::wasm::host::WasmConn),
+}
+
+impl Conn {
+    /// One call of `method` within `timeout`: the encoded answer, or the
+    /// failure classified.
+    async fn call(
+        &self,
+        method: &str,
+        payload: Bytes,
+        timeout: Duration,
+    ) -> Result<Bytes, PluginFailure> {
+        match self {
+            Conn::Ttrpc { client, .. } => client
+                .call(PLUGIN_SERVICE, method, payload, CallOptions::new(timeout))
+                .await
+                .map_err(|e| PluginFailure::from_ttrpc(&e, method, timeout)),
+            #[cfg(feature = "wasm")]
+            Conn::Wasm(w) => w.call(method, payload, timeout).await,
+        }
+    }
+
+    /// A hint queued for a call that never waited is dropped (ttRPC).
+    fn clear_hint(&self) {
+        if let Conn::Ttrpc { input, .. } = self {
+            lock(&input.hint_next).take();
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        match self {
+            Conn::Ttrpc { client, mux, .. } => client.is_closed() || mux.is_closed(),
+            #[cfg(feature = "wasm")]
+            Conn::Wasm(w) => w.is_closed(),
+        }
+    }
+
+    fn close(&self) {
+        match self {
+            Conn::Ttrpc { client, mux, .. } => {
+                client.close();
+                mux.close();
+            }
+            #[cfg(feature = "wasm")]
+            Conn::Wasm(w) => w.close(),
+        }
+    }
+
+    async fn closed(&self) {
+        match self {
+            Conn::Ttrpc { client, mux, .. } => {
+                tokio::select! {
+                    _ = mux.closed() => {}
+                    () = client.closed() => {}
+                }
+            }
+            #[cfg(feature = "wasm")]
+            Conn::Wasm(w) => w.closed().await,
+        }
+    }
+
+    fn send_wake_hint(&self) -> bool {
+        match self {
+            Conn::Ttrpc { mux, .. } => mux.send_wake_hint(),
+            #[cfg(feature = "wasm")]
+            Conn::Wasm(_) => false,
+        }
     }
 }
 
@@ -161,7 +245,7 @@ impl PluginInput {
     fn send_queued_hint(&self) {
         let next = lock(&self.hint_next).take();
         if let Some(next) = next.and_then(|w| w.upgrade())
-            && next.mux.send_wake_hint()
+            && next.conn.send_wake_hint()
         {
             tracing::trace!(plugin = %next.id, "wake hint sent");
         }
@@ -187,10 +271,8 @@ pub(crate) struct PluginParts {
     pub(crate) origin: PluginOrigin,
     pub(crate) mask: EventMask,
     pub(crate) timeout: Duration,
-    pub(crate) client: Client,
-    /// The input driver `client` was built with.
-    pub(crate) input: Arc<PluginInput>,
-    pub(crate) mux: nri_mux::Mux,
+    /// How the plugin is called.
+    pub(crate) conn: Conn,
     pub(crate) strike_limit: u32,
     /// The failure policy the plugin declared in Configure.
     pub(crate) declared: Option<nri_api::api::FailurePolicy>,
@@ -210,9 +292,7 @@ impl Plugin {
             origin: p.origin,
             mask: p.mask,
             timeout: p.timeout,
-            client: p.client,
-            input: p.input,
-            mux: p.mux,
+            conn: p.conn,
             legacy: AtomicBool::new(false),
             deprecation_warned: Mutex::new(EventMask::EMPTY),
             strikes: AtomicU32::new(0),
@@ -284,7 +364,7 @@ impl Plugin {
     }
 
     pub(crate) fn is_closed(&self) -> bool {
-        self.closed.is_cancelled() || self.client.is_closed() || self.mux.is_closed()
+        self.closed.is_cancelled() || self.conn.is_closed()
     }
 
     /// Closes the connection (idempotent).
@@ -293,15 +373,13 @@ impl Plugin {
             tracing::info!(plugin = %self.id, reason = why, "closing NRI plugin connection");
         }
         self.closed.cancel();
-        self.client.close();
-        self.mux.close();
+        self.conn.close();
     }
 
     /// Waits until the connection is gone (peer closed, error, or closed by us).
     pub(crate) async fn wait_closed(&self) {
         tokio::select! {
-            _ = self.mux.closed() => {}
-            () = self.client.closed() => {}
+            () = self.conn.closed() => {}
             () = self.closed.cancelled() => {}
         }
     }
@@ -314,8 +392,10 @@ impl Plugin {
     /// `next` this plugin's whole turn to wake up in. Nothing is queued
     /// when the runtime sends no hints (spin budget zero).
     pub(crate) fn hint_after_write(&self, next: &Arc<Plugin>) {
-        if next.wake_hints {
-            *lock(&self.input.hint_next) = Some(Arc::downgrade(next));
+        if next.wake_hints
+            && let Conn::Ttrpc { input, .. } = &self.conn
+        {
+            *lock(&input.hint_next) = Some(Arc::downgrade(next));
         }
     }
 
@@ -329,16 +409,12 @@ impl Plugin {
         timeout: Duration,
     ) -> Result<Bytes, PluginFailure> {
         let start = Instant::now();
-        let res = self
-            .client
-            .call(PLUGIN_SERVICE, method, payload, CallOptions::new(timeout))
-            .await;
+        let res = self.conn.call(method, payload, timeout).await;
         let elapsed = start.elapsed();
         // A hint queued for a call that never waited (it failed first) is
         // not sent later, with another call.
-        lock(&self.input.hint_next).take();
+        self.conn.clear_hint();
         metrics.plugin_latency(&self.name, operation, elapsed);
-        let res = res.map_err(|e| PluginFailure::from_ttrpc(&e, method, timeout));
         self.account(metrics, operation, &res);
         res
     }
@@ -494,23 +570,15 @@ impl Plugin {
             };
             let payload = dedicated.clone();
             let start = Instant::now();
-            let res = self
-                .client
-                .call(PLUGIN_SERVICE, method, payload, CallOptions::new(timeout))
-                .await;
+            let res = self.conn.call(method, payload, timeout).await;
             match res {
-                Err(nri_ttrpc::Error::Status {
-                    code: Code::Unimplemented,
-                    ..
-                }) => {
+                Err(PluginFailure::Unimplemented { .. }) => {
                     tracing::info!(plugin = %self.id, event = op, "plugin does not implement dedicated event RPCs; using StateChange from now on");
                     self.legacy.store(true, Ordering::Relaxed);
                 }
                 other => {
                     metrics.plugin_latency(&self.name, op, start.elapsed());
-                    let res = other
-                        .map(|_| ())
-                        .map_err(|e| PluginFailure::from_ttrpc(&e, method, timeout));
+                    let res = other.map(|_| ());
                     self.account(metrics, op, &res);
                     return res;
                 }

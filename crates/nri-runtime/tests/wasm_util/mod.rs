@@ -1,0 +1,204 @@
+//! WebAssembly test guests written in WAT and assembled in the test: a
+//! guest with every export of the plugin ABI, a fixed buffer for requests,
+//! and per-method bodies chosen by the test.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use nri_api::EventMask;
+use nri_api::api::ConfigureResponse;
+use prost::Message;
+
+/// Every method export of the ABI.
+pub const METHODS: [&str; 18] = [
+    "plugin_configure",
+    "plugin_synchronize",
+    "plugin_shutdown",
+    "plugin_run_pod_sandbox",
+    "plugin_update_pod_sandbox",
+    "plugin_post_update_pod_sandbox",
+    "plugin_stop_pod_sandbox",
+    "plugin_remove_pod_sandbox",
+    "plugin_create_container",
+    "plugin_post_create_container",
+    "plugin_start_container",
+    "plugin_post_start_container",
+    "plugin_update_container",
+    "plugin_post_update_container",
+    "plugin_stop_container",
+    "plugin_remove_container",
+    "plugin_state_change",
+    "plugin_validate_container_adjustment",
+];
+
+/// Where requests are placed (malloc always answers it, growing memory).
+const REQUEST_AT: u32 = 32768;
+
+/// A WAT guest under construction.
+#[derive(Clone, Default)]
+pub struct Wat {
+    /// Method export -> body (a WAT instruction sequence leaving an i64).
+    bodies: Vec<(String, String)>,
+    /// Data segments at offsets below REQUEST_AT: (offset, bytes).
+    data: Vec<(u32, Vec<u8>)>,
+    next_data: u32,
+    /// Extra module fields (imports go first).
+    imports: Vec<String>,
+    fields: Vec<String>,
+    api_version: i64,
+    omit: Vec<String>,
+}
+
+/// `(ptr << 32) | len`, with bit 31 for an error string.
+pub fn packed(ptr: u32, len: u32, error: bool) -> i64 {
+    let mut v = (u64::from(ptr) << 32) | u64::from(len);
+    if error {
+        v |= 1 << 31;
+    }
+    v as i64
+}
+
+impl Wat {
+    /// A guest subscribing to `events`, answering every call with an empty
+    /// response.
+    pub fn new(events: EventMask) -> Self {
+        let mut w = Wat {
+            next_data: 1024,
+            api_version: 1,
+            ..Default::default()
+        };
+        let cfg = ConfigureResponse {
+            events: events.as_i32(),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        w.answer_bytes("plugin_configure", &cfg);
+        w
+    }
+
+    /// Places `bytes` in memory; returns their offset.
+    pub fn place(&mut self, bytes: &[u8]) -> u32 {
+        let at = self.next_data;
+        self.next_data += u32::try_from(bytes.len()).unwrap() + 8;
+        assert!(self.next_data < REQUEST_AT, "test data too large");
+        self.data.push((at, bytes.to_vec()));
+        at
+    }
+
+    /// `export` answers with the encoded message `msg`.
+    pub fn answer(self, export: &str, msg: &impl Message) -> Self {
+        let mut w = self;
+        w.answer_bytes(export, &msg.encode_to_vec());
+        w
+    }
+
+    fn answer_bytes(&mut self, export: &str, bytes: &[u8]) {
+        let at = self.place(bytes);
+        let v = packed(at, u32::try_from(bytes.len()).unwrap(), false);
+        self.body(export, &format!("i64.const {v}"));
+    }
+
+    /// `export` answers with the error string `text`.
+    pub fn error(mut self, export: &str, text: &str) -> Self {
+        let at = self.place(text.as_bytes());
+        let v = packed(at, u32::try_from(text.len()).unwrap(), true);
+        self.body(export, &format!("i64.const {v}"));
+        self
+    }
+
+    /// `export` runs `body` (WAT instructions leaving an i64 on the stack).
+    pub fn with_body(mut self, export: &str, body: &str) -> Self {
+        self.body(export, body);
+        self
+    }
+
+    fn body(&mut self, export: &str, body: &str) {
+        self.bodies.retain(|(e, _)| e != export);
+        self.bodies.push((export.to_owned(), body.to_owned()));
+    }
+
+    /// Adds an import (a WAT `(import ...)` field).
+    pub fn import(mut self, field: &str) -> Self {
+        self.imports.push(field.to_owned());
+        self
+    }
+
+    /// Adds a module field.
+    pub fn field(mut self, field: &str) -> Self {
+        self.fields.push(field.to_owned());
+        self
+    }
+
+    /// Leaves out an export.
+    pub fn omit(mut self, export: &str) -> Self {
+        self.omit.push(export.to_owned());
+        self
+    }
+
+    /// `plugin_api_version` answers `v`.
+    pub fn api_version(mut self, v: i64) -> Self {
+        self.api_version = v;
+        self
+    }
+
+    /// The module's text.
+    pub fn text(&self) -> String {
+        let mut t = String::from("(module\n");
+        for i in &self.imports {
+            t.push_str(i);
+            t.push('\n');
+        }
+        t.push_str("(memory (export \"memory\") 1)\n");
+        if !self.omit.iter().any(|o| o == "malloc") {
+            t.push_str(&format!(
+                "(func (export \"malloc\") (param $n i32) (result i32) (local $need i32)
+                  (local.set $need (i32.shr_u (i32.add (i32.add (local.get $n) (i32.const {REQUEST_AT})) (i32.const 65535)) (i32.const 16)))
+                  (if (i32.gt_u (local.get $need) (memory.size))
+                    (then (drop (memory.grow (i32.sub (local.get $need) (memory.size))))))
+                  (i32.const {REQUEST_AT}))\n"
+            ));
+        }
+        t.push_str("(func (export \"free\") (param i32))\n");
+        t.push_str(&format!(
+            "(func (export \"plugin_api_version\") (result i64) i64.const {})\n",
+            self.api_version
+        ));
+        for m in METHODS {
+            if self.omit.iter().any(|o| o == m) {
+                continue;
+            }
+            let body = self
+                .bodies
+                .iter()
+                .find(|(e, _)| e == m)
+                .map_or("i64.const 0", |(_, b)| b.as_str());
+            t.push_str(&format!(
+                "(func (export \"{m}\") (param $ptr i32) (param $len i32) (result i64) {body})\n"
+            ));
+        }
+        for (at, bytes) in &self.data {
+            let esc: String = bytes.iter().map(|b| format!("\\{b:02x}")).collect();
+            t.push_str(&format!("(data (i32.const {at}) \"{esc}\")\n"));
+        }
+        for f in &self.fields {
+            t.push_str(f);
+            t.push('\n');
+        }
+        t.push(')');
+        t
+    }
+
+    /// The assembled module.
+    pub fn wasm(&self) -> Vec<u8> {
+        wat::parse_str(self.text()).unwrap_or_else(|e| panic!("{e}\n{}", self.text()))
+    }
+
+    /// Writes the module as the executable plugin `dir/id`.
+    pub fn install(&self, dir: &Path, id: &str) {
+        std::fs::create_dir_all(dir).unwrap();
+        let p = dir.join(id);
+        std::fs::write(&p, self.wasm()).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+}
