@@ -88,6 +88,8 @@ pub(crate) fn linker(module: &Module) -> Result<Linker<HostState>, WasmError> {
     define(&mut l).map_err(|e| WasmError::Instantiate {
         message: e.to_string(),
     })?;
+    // A module may import one function twice (Go's do): one stub serves.
+    let mut stubbed = std::collections::HashSet::new();
     for import in module.imports() {
         let (m, n) = (import.module(), import.name());
         let missing = || WasmError::MissingImport {
@@ -100,7 +102,7 @@ pub(crate) fn linker(module: &Module) -> Result<Linker<HostState>, WasmError> {
         if m != WASI_MODULE {
             return Err(missing());
         }
-        if IMPLEMENTED.contains(&n) {
+        if IMPLEMENTED.contains(&n) || !stubbed.insert(n.to_owned()) {
             continue;
         }
         let wasmi::ExternType::Func(ty) = import.ty() else {
