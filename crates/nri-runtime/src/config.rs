@@ -12,9 +12,9 @@ use nri_api::api::{Container, ContainerEviction, ContainerUpdate, Event, PodSand
 use crate::failure::{FailurePolicy, PluginPolicy};
 use crate::metrics::{Metrics, NoopMetrics};
 use crate::peer::PeerLimits;
+use crate::wasm::WasmLimits;
 use nri_merge::PluginId;
 use nri_merge::validate::{DefaultValidatorConfig, Validator};
-use crate::wasm::WasmLimits;
 
 /// A boxed, sendable future (used by [`RuntimeCallbacks`]).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
