@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build every Go interop program (interop/cmd/..., and interop/legacy/... when
-# that nested module exists) into $NRI_INTEROP_BIN (default <repo>/interop/bin).
+# that nested module exists) into $NRI_INTEROP_BIN (default <repo>/interop/bin),
+# and the WebAssembly guest interop/wasm-guest into wasm-guest.wasm there.
 #
 # Quiet on success; on failure prints the Go output and exits non-zero.
 # Idempotent and fast: when no *.go/go.mod/go.sum file under interop, the Go
@@ -98,6 +99,18 @@ if [[ -f $INTEROP/legacy/go.mod ]]; then
 		[[ ! -e $STAGE/out/$b ]] || die "program name $b exists in both interop and interop/legacy"
 	done
 	mv "$STAGE"/main/* "$STAGE/out/" 2>/dev/null || true
+fi
+
+# The WebAssembly guest (its own module): a .wasm built with the standard
+# toolchain, as upstream builds its WASM sample plugin.
+if [[ -f $INTEROP/wasm-guest/go.mod ]]; then
+	if ! (cd "$INTEROP/wasm-guest" && GOOS=wasip1 GOARCH=wasm "$GO" build -trimpath \
+		-buildmode=c-shared -o "$STAGE/out/wasm-guest.wasm" .) >"$LOG" 2>&1; then
+		cat "$LOG" >&2
+		die "go build in interop/wasm-guest (GOOS=wasip1) failed"
+	fi
+	# Executable, as a plugin in a plugin directory must be.
+	chmod 0755 "$STAGE/out/wasm-guest.wasm"
 fi
 
 # Install: replace only binaries whose bytes changed.
