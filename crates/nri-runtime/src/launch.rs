@@ -81,7 +81,9 @@ pub fn discover(plugin_dir: &Path, config_dir: &Path) -> Result<Vec<DiscoveredPl
     Ok(out)
 }
 
-fn is_wasm(path: &Path) -> bool {
+/// Whether `path` is a WebAssembly module (starts with
+/// [`nri_api::WASM_MAGIC`]); unreadable files are not.
+pub fn is_wasm(path: &Path) -> bool {
     use std::io::Read;
     let mut buf = [0u8; 8];
     std::fs::File::open(path)

@@ -43,7 +43,7 @@ pub struct ExtraPlugin {
 impl ExtraPlugin {
     /// Parses `PATH[:IDX]`; the name (and the index, if not given) come
     /// from a file name `NN-name`, else the name is the file name and the
-    /// index `50`.
+    /// index `50` (a `.wasm` suffix is not part of the name).
     pub fn parse(arg: &str) -> Result<ExtraPlugin, String> {
         let (path, idx) = match arg.rsplit_once(':') {
             Some((p, i)) if i.len() == 2 && i.bytes().all(|b| b.is_ascii_digit()) => {
@@ -55,6 +55,7 @@ impl ExtraPlugin {
             .file_name()
             .and_then(|f| f.to_str())
             .ok_or_else(|| format!("{arg:?}: expected PATH[:IDX] naming an executable"))?;
+        let file = file.strip_suffix(".wasm").unwrap_or(file);
         let (fidx, name) = match nri_api::parse_plugin_file_name(file) {
             Ok((i, n)) => (Some(i.to_owned()), n.to_owned()),
             Err(_) => (None, file.to_owned()),
@@ -416,6 +417,7 @@ pub async fn run(
                 args: p.args.clone(),
                 env,
                 config: p.config_text.clone(),
+                wasm: false,
             });
             continue;
         }
@@ -454,7 +456,21 @@ pub async fn run(
             start: p.start,
         }));
     }
+    // WebAssembly plugins given with --plugin are loaded by the runtime
+    // from its plugin directory, beside those of --plugin-dir.
+    let mut extra_wasm = Vec::new();
     for x in &opts.extra_plugins {
+        if nri_runtime::launch::is_wasm(&x.path) {
+            extra_wasm.push(crate::launch::Launched {
+                id: format!("{}-{}", x.index, x.name),
+                exe: crate::launch::resolve(&x.path),
+                args: Vec::new(),
+                env: Vec::new(),
+                config: None,
+                wasm: true,
+            });
+            continue;
+        }
         procs.push(Proc::new(ProcSpec {
             name: x.name.clone(),
             index: x.index.clone(),
@@ -481,6 +497,7 @@ pub async fn run(
         }
         launched = crate::launch::from_dir(d)?;
     }
+    launched.extend(extra_wasm);
     let launch_dir = dir.path().join("launch");
     let log_dir = dir.path().join("logs");
     if launched.is_empty() {

@@ -3,6 +3,9 @@
 //! script per plugin (its executable, arguments and environment, its output
 //! sent to a file the simulator reads) and its `NN-name.conf`, as
 //! containerd finds pre-installed plugins and their configuration.
+//! WebAssembly plugins (`.wasm` in `--plugin-dir`, or given with
+//! `--plugin`) are copied there as they are: the runtime loads them itself,
+//! and their output goes to the runtime's log.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::PermissionsExt;
@@ -23,6 +26,8 @@ pub(crate) struct Launched {
     pub(crate) env: Vec<(String, String)>,
     /// Configuration text.
     pub(crate) config: Option<String>,
+    /// `exe` is a WebAssembly module: copied, not wrapped in a script.
+    pub(crate) wasm: bool,
 }
 
 /// `s` quoted for a POSIX shell.
@@ -74,32 +79,25 @@ pub(crate) fn from_dir(dir: &Path) -> Result<Vec<Launched>, Error> {
             args: Vec::new(),
             env: Vec::new(),
             config: (!d.config.is_empty()).then_some(d.config),
+            wasm: d.wasm,
         })
         .collect())
 }
 
 /// Writes the plugin directory `dir` (created): `NN-name` wrapper scripts
-/// and `NN-name.conf` files. Each plugin's output (stdout and stderr) goes
+/// (or the copied WebAssembly module) and `NN-name.conf` files. Each plugin's output (stdout and stderr) goes
 /// to `logs/NN-name.log` (see [`Logs`]).
 pub(crate) fn write_dir(dir: &Path, logs: &Path, plugins: &[Launched]) -> Result<(), Error> {
     let io = |what: &str, p: &Path, e| Error::io(format!("{what} {}", p.display()), e);
     std::fs::create_dir_all(dir).map_err(|e| io("creating", dir, e))?;
     std::fs::create_dir_all(logs).map_err(|e| io("creating", logs, e))?;
     for p in plugins {
-        let mut script = String::from("#!/bin/sh\n");
-        for (k, v) in &p.env {
-            script.push_str(&format!("export {k}={}\n", quote(v)));
-        }
-        script.push_str("exec ");
-        script.push_str(&quote(&p.exe.display().to_string()));
-        for a in &p.args {
-            script.push(' ');
-            script.push_str(&quote(a));
-        }
-        let log = logs.join(format!("{}.log", p.id));
-        script.push_str(&format!(" >>{} 2>&1\n", quote(&log.display().to_string())));
         let path = dir.join(&p.id);
-        std::fs::write(&path, script).map_err(|e| io("writing", &path, e))?;
+        if p.wasm {
+            std::fs::copy(&p.exe, &path).map_err(|e| io("copying", &p.exe, e))?;
+        } else {
+            std::fs::write(&path, script(p, logs)).map_err(|e| io("writing", &path, e))?;
+        }
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
             .map_err(|e| io("making executable", &path, e))?;
         if let Some(c) = &p.config {
@@ -108,6 +106,23 @@ pub(crate) fn write_dir(dir: &Path, logs: &Path, plugins: &[Launched]) -> Result
         }
     }
     Ok(())
+}
+
+/// The wrapper script of a launched plugin.
+fn script(p: &Launched, logs: &Path) -> String {
+    let mut script = String::from("#!/bin/sh\n");
+    for (k, v) in &p.env {
+        script.push_str(&format!("export {k}={}\n", quote(v)));
+    }
+    script.push_str("exec ");
+    script.push_str(&quote(&p.exe.display().to_string()));
+    for a in &p.args {
+        script.push(' ');
+        script.push_str(&quote(a));
+    }
+    let log = logs.join(format!("{}.log", p.id));
+    script.push_str(&format!(" >>{} 2>&1\n", quote(&log.display().to_string())));
+    script
 }
 
 /// The output files of launched plugins, read as they grow.

@@ -20,7 +20,11 @@ Examples:
   nri sim scenario.yaml --plugin ./my-plugin --no-bundled --json > run.jsonl
       Only your plugin, machine-readable output (one JSON object per line).
   nri sim --plugin-dir /opt/nri/plugins --policy my-plugin=required scenario.yaml
-      Launch NN-name executables from a directory, as containerd does.
+      Launch NN-name executables from a directory, as containerd does
+      (WebAssembly modules there are loaded into the runtime).
+  nri sim --plugin ./my-plugin.wasm:20
+      Load a WebAssembly plugin (built with GOOS=wasip1 GOARCH=wasm
+      -buildmode=c-shared) into the embedded runtime.
   nri sim --config /etc/nri/runtime.yaml scenario.yaml
       Run with the runtime configuration file an nri-runtime based runtime
       loads (failure policies, timeouts, validation settings).
@@ -47,7 +51,8 @@ pub struct Args {
     /// Run a built-in scenario instead of a file (`demo`, `lifecycle`).
     #[arg(long, value_name = "NAME", conflicts_with = "scenario")]
     builtin: Option<String>,
-    /// Start a plugin executable (repeatable). The index comes from `:IDX`,
+    /// Start a plugin executable, or load a WebAssembly plugin (a `.wasm`
+    /// module) into the runtime (repeatable). The index comes from `:IDX`,
     /// else from a file name `NN-name`, else 50.
     #[arg(long = "plugin", value_name = "PATH[:IDX]")]
     plugins: Vec<String>,
@@ -165,8 +170,9 @@ fn load(args: &Args) -> Result<Scenario, nri_sim::Error> {
     Scenario::parse(&file, &dir, &text)
 }
 
-/// Checks that `path` is an executable file: a `--plugin` that cannot
-/// start is a usage error, found before anything runs.
+/// Checks that `path` is an executable file (or a WebAssembly module,
+/// which the runtime loads itself): a `--plugin` that cannot start is a
+/// usage error, found before anything runs.
 fn executable(path: &Path) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
     let shown = path.display();
@@ -174,7 +180,9 @@ fn executable(path: &Path) -> Result<(), String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!("{shown}: no such file")),
         Err(e) => Err(format!("{shown}: {e}")),
         Ok(m) if !m.is_file() => Err(format!("{shown}: not a file")),
-        Ok(m) if m.permissions().mode() & 0o111 == 0 => Err(format!("{shown}: not executable")),
+        Ok(m) if m.permissions().mode() & 0o111 == 0 && !nri_runtime::launch::is_wasm(path) => {
+            Err(format!("{shown}: not executable"))
+        }
         Ok(_) => Ok(()),
     }
 }
