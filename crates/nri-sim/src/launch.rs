@@ -202,6 +202,7 @@ mod tests {
             ],
             env: vec![("X".into(), "it's x".into())],
             config: Some("key: value\n".into()),
+            wasm: false,
         };
         let logs = dir.path().join("logs");
         write_dir(dir.path(), &logs, std::slice::from_ref(&p)).unwrap();
@@ -231,6 +232,7 @@ mod tests {
             args: Vec::new(),
             env: Vec::new(),
             config: None,
+            wasm: false,
         };
         let mut log = Logs::new(dir.path(), &[p]);
         assert!(log.poll(true).is_empty(), "no file yet");
