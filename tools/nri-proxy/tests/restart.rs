@@ -168,6 +168,12 @@ async fn an_event_after_a_restart_reaches_the_plugins_after_the_resync_events() 
     .await;
     release(&plugin, 1);
     remove.await.unwrap().unwrap();
+    // The plugin's record of an event can trail the answer the runtime got;
+    // the order is what this test is about.
+    until("the plugin to record the removal", || {
+        plugin.events().len() >= 4
+    })
+    .await;
     assert_eq!(
         plugin.events(),
         [
