@@ -237,7 +237,7 @@ impl Settings {
                 "pod" => s.pod = Some(v.as_str().ok_or("`pod` must be a string")?.to_owned()),
                 "event" => {
                     let name = v.as_str().ok_or("`event` must be an event name")?;
-                    s.event = Some(crate::scenario::parse_event(name)?);
+                    s.event = Some(crate::scenario::parse_event(name).map_err(|e| e.to_string())?);
                 }
                 "delay" => {
                     let d = v.as_str().ok_or("`delay` must be a duration like 100ms")?;

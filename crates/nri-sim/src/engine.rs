@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use nri_api::api::{
-    Container, ContainerEviction, ContainerState, ContainerUpdate, Field, LinuxContainer, LinuxCpu,
+    Container, ContainerEviction, ContainerState, ContainerUpdate, LinuxContainer, LinuxCpu,
     LinuxMemory, LinuxNamespace, LinuxPids, LinuxPodSandbox, LinuxResources, Mount, OptionalInt64,
     OptionalUInt64, OwningPlugins, PodSandbox,
 };
@@ -26,7 +26,7 @@ use crate::error::Error;
 use crate::report::{
     Call, Change, EventResult, Eviction, PluginFailure, Record, Reporter, Summary, Update,
 };
-use crate::scenario::{ResourcesSpec, Scenario, Step, parse_duration, parse_event};
+use crate::scenario::{ResourcesSpec, Scenario, Step, field_name, parse_duration, parse_event};
 use crate::spec;
 
 /// A plugin executable given outside the scenario (`--plugin PATH[:IDX]`).
@@ -103,6 +103,21 @@ pub struct Options {
     /// Executables by plugin name, replacing the scenario's `path` (to run
     /// one scenario against different builds of a plugin).
     pub plugin_paths: BTreeMap<String, PathBuf>,
+}
+
+impl Options {
+    /// What a scenario run with these options may name besides its own
+    /// plugins: the extra plugins, and any plugin of the plugin directory
+    /// (for [`Scenario::parse_with`]).
+    pub fn parse_options(&self) -> crate::scenario::ParseOptions {
+        crate::scenario::ParseOptions::default()
+            .extra_plugins(
+                self.extra_plugins
+                    .iter()
+                    .map(|x| format!("{}-{}", x.index, x.name)),
+            )
+            .plugin_dir(self.plugin_dir.is_some())
+    }
 }
 
 /// A scenario's plugin path: relative paths with a directory part are
@@ -1242,21 +1257,6 @@ fn failures(errs: &[nri_runtime::PluginError]) -> Vec<PluginFailure> {
         .collect()
 }
 
-/// CamelCase field name to kebab-case.
-fn field_name(f: i32) -> String {
-    let name = Field::try_from(f)
-        .map(|f| format!("{f:?}"))
-        .unwrap_or_else(|_| format!("field-{f}"));
-    let mut out = String::new();
-    for (i, ch) in name.chars().enumerate() {
-        if ch.is_ascii_uppercase() && i > 0 {
-            out.push('-');
-        }
-        out.push(ch.to_ascii_lowercase());
-    }
-    out
-}
-
 /// The changes recorded in the owners of container `id`.
 pub(crate) fn changes(owners: &OwningPlugins, id: &str) -> Vec<Change> {
     let mut out = Vec::new();
@@ -1743,6 +1743,7 @@ mod tests {
 
     #[test]
     fn field_names_are_kebab_case() {
+        use nri_api::api::Field;
         assert_eq!(field_name(Field::Env as i32), "env");
         assert_eq!(field_name(Field::MemLimit as i32), "mem-limit");
     }

@@ -43,6 +43,16 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// A name in the scenario refers to nothing: a plugin, event, pod,
+    /// container or owner field that does not exist.
+    #[error("{at}: {what}")]
+    Unknown {
+        /// Where the name is.
+        at: Position,
+        /// What it should have named, and what there is.
+        #[source]
+        what: Unknown,
+    },
     /// A file could not be read or written.
     #[error("{context}: {source}")]
     Io {
@@ -82,7 +92,21 @@ impl Error {
     /// Whether this is a problem of the scenario (usage error) rather than
     /// of the environment.
     pub fn is_scenario_error(&self) -> bool {
-        matches!(self, Error::Parse { .. } | Error::Invalid { .. })
+        matches!(
+            self,
+            Error::Parse { .. } | Error::Invalid { .. } | Error::Unknown { .. }
+        )
+    }
+
+    /// Where in the scenario file the problem is, for errors of the
+    /// scenario.
+    pub fn position(&self) -> Option<&Position> {
+        match self {
+            Error::Parse { at, .. } | Error::Invalid { at, .. } | Error::Unknown { at, .. } => {
+                Some(at)
+            }
+            _ => None,
+        }
     }
 
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
@@ -91,4 +115,106 @@ impl Error {
             source,
         }
     }
+}
+
+/// `items` joined for a message, or `none` when there are none.
+fn listed(items: &[String], none: &str) -> String {
+    if items.is_empty() {
+        none.to_owned()
+    } else {
+        items.join(", ")
+    }
+}
+
+/// ` (did you mean X?)` for a suggestion.
+fn did_you_mean(suggestion: &Option<String>) -> String {
+    suggestion
+        .as_ref()
+        .map(|s| format!(" (did you mean {s}?)"))
+        .unwrap_or_default()
+}
+
+/// A name in a scenario that refers to nothing, with what it could have
+/// named.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Unknown {
+    /// A plugin name (in an expectation, a policy, an owner) that no plugin
+    /// of the scenario or of the command line has.
+    #[error(
+        "unknown plugin {name:?}{}; the plugins are: {}",
+        did_you_mean(suggestion),
+        listed(
+            known,
+            "none (declare it under `plugins`, or give it with --plugin or --plugin-dir)"
+        )
+    )]
+    Plugin {
+        /// The name as written.
+        name: String,
+        /// The plugins there are (`name` and `NN-name` both match).
+        known: Vec<String>,
+        /// The closest of them, if one is close.
+        suggestion: Option<String>,
+    },
+    /// An event name that is not an NRI event.
+    #[error(
+        "unknown event {name:?}{}; the events are: {}",
+        did_you_mean(suggestion),
+        valid.join(", ")
+    )]
+    Event {
+        /// The name as written.
+        name: String,
+        /// The valid names, in their canonical spelling.
+        valid: Vec<String>,
+        /// The closest valid name, if one is close.
+        suggestion: Option<String>,
+    },
+    /// A pod name that no pod of the scenario has.
+    #[error(
+        "unknown pod {pod:?}: it does not exist; the pods are: {}",
+        listed(pods, "none (declare it under `pods`)")
+    )]
+    Pod {
+        /// The name as written.
+        pod: String,
+        /// The scenario's pods.
+        pods: Vec<String>,
+    },
+    /// A container that its pod does not have.
+    #[error(
+        "container {container:?} does not exist in pod {pod:?}; its containers are: {}",
+        listed(containers, "none")
+    )]
+    Container {
+        /// The pod.
+        pod: String,
+        /// The container name as written.
+        container: String,
+        /// The pod's containers.
+        containers: Vec<String>,
+    },
+    /// A container reference without the pod: `POD/CONTAINER` expected.
+    #[error("{target:?} does not name a container: expected POD/CONTAINER, e.g. {example}")]
+    ContainerRef {
+        /// The reference as written.
+        target: String,
+        /// A valid reference of the scenario (or `web/app`).
+        example: String,
+    },
+    /// An owner field (`FIELD/KEY`) whose field is not an NRI field.
+    #[error(
+        "unknown owner field {field:?}{}; the fields are: {}",
+        did_you_mean(suggestion),
+        valid.join(", ")
+    )]
+    OwnerField {
+        /// The field as written (before the `/`).
+        field: String,
+        /// The valid field names (kebab-case).
+        valid: Vec<String>,
+        /// The closest valid name, if one is close.
+        suggestion: Option<String>,
+    },
 }

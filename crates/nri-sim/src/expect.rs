@@ -187,8 +187,8 @@ fn check(e: &Expectation, v: &View<'_>) -> Vec<Outcome> {
                 .filter(|c| c.field == f && c.key == key)
                 .collect();
             out.push((
-                format!("{name}: {field} is owned by {plugin}"),
-                if owner.iter().any(|c| same_plugin(&c.plugin, plugin)) {
+                format!("{name}: {field} is owned by {}", plugin.value),
+                if owner.iter().any(|c| same_plugin(&c.plugin, &plugin.value)) {
                     Ok(())
                 } else if owner.is_empty() {
                     Err("no plugin changed it".into())
@@ -276,11 +276,11 @@ fn check(e: &Expectation, v: &View<'_>) -> Vec<Outcome> {
         let found: Vec<&String> = v
             .conflicts
             .iter()
-            .filter(|c| e.by.as_ref().is_none_or(|b| same_plugin(c, b)))
+            .filter(|c| e.by.as_ref().is_none_or(|b| same_plugin(c, &b.value)))
             .collect();
         let by =
             e.by.as_ref()
-                .map(|b| format!(" caused by {b}"))
+                .map(|b| format!(" caused by {}", b.value))
                 .unwrap_or_default();
         out.push((
             if want {

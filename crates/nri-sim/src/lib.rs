@@ -46,7 +46,7 @@ pub mod scenario;
 pub mod spec;
 
 pub use engine::{ExtraPlugin, Options, run};
-pub use error::{Error, Position};
+pub use error::{Error, Position, Unknown};
 pub use outcome::{Golden, Outcome};
 pub use report::{Collect, Record, Reporter, Summary};
 pub use scenario::Scenario;

@@ -3,15 +3,24 @@
 //! The format is documented in `docs/sim/format.md` of the repository.
 //! [`Scenario::parse`] reports syntax and type errors with the file, line
 //! and column from the YAML parser, and checks the scenario's consistency
-//! (references to unknown pods, containers and plugins, steps with no or
-//! several actions, bad durations and quantities) with positions too.
+//! with positions too: names that refer to nothing (plugins, events, pods,
+//! containers, owner fields: [`Error::Unknown`] says what there is), steps
+//! with no or several actions, bad durations and quantities.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+mod check;
+#[cfg(test)]
+mod tests;
+mod values;
+
+pub use values::{
+    PLUGIN_OPERATIONS, event_names, field_names, parse_duration, parse_event, parse_policy,
+};
+pub(crate) use values::{field_name, parse_quantity};
 
 use serde::Deserialize;
 use serde_saphyr::Spanned;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Position};
 
@@ -248,34 +257,6 @@ impl Quantity {
     }
 }
 
-pub(crate) fn parse_quantity(s: &str) -> Result<i64, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '-'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: i64 = num
-        .parse()
-        .map_err(|_| format!("expected a quantity like 256Mi or 1G, got {s:?}"))?;
-    let mult: i64 = match unit {
-        "" => 1,
-        "k" | "K" => 1000,
-        "M" => 1000_i64.pow(2),
-        "G" => 1000_i64.pow(3),
-        "Ki" => 1 << 10,
-        "Mi" => 1 << 20,
-        "Gi" => 1 << 30,
-        "Ti" => 1 << 40,
-        _ => {
-            return Err(format!(
-                "unknown unit {unit:?} in {s:?} (expected Ki, Mi, Gi, Ti, k, M, G)"
-            ));
-        }
-    };
-    n.checked_mul(mult)
-        .ok_or_else(|| format!("quantity {s:?} is too large"))
-}
-
 /// One step: exactly one action, with an optional label and expected
 /// outcome.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -361,7 +342,7 @@ pub struct Expectation {
     /// Field owners: `env/KEY`, `annotations/KEY`, `mounts/DEST`,
     /// `devices/PATH`, `rlimits/TYPE` -> plugin name.
     #[serde(default)]
-    pub owners: BTreeMap<String, String>,
+    pub owners: BTreeMap<String, Spanned<String>>,
 
     /// About calls of plugin `plugin`.
     pub plugin: Option<Spanned<String>>,
@@ -382,7 +363,7 @@ pub struct Expectation {
     /// A conflict was reported (`true`), or none (`false`).
     pub conflict: Option<bool>,
     /// ... caused by this plugin (name or `NN-name`).
-    pub by: Option<String>,
+    pub by: Option<Spanned<String>>,
 }
 
 /// An entry of a list in the final spec: its key (mount destination,
@@ -415,33 +396,63 @@ pub struct RlimitSpec {
     /// Hard limit.
     pub hard: Option<u64>,
 }
+/// What [`Scenario::parse_with`] knows besides the scenario: plugins given
+/// on the command line, which the scenario's names may refer to.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct ParseOptions {
+    /// Plugins started outside the scenario (`--plugin`), by name or
+    /// `NN-name`.
+    pub extra_plugins: Vec<String>,
+    /// A plugin directory (`--plugin-dir`) is used: names of plugins the
+    /// scenario does not declare may be there. They are not refused here;
+    /// the run reports each one the directory does not have as a plugin
+    /// problem.
+    pub plugin_dir: bool,
+}
 
-/// Parses `100ms`, `2s`, `1.5s`, `1m`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let bad = || format!("expected a duration like 250ms, 2s or 1m, got {s:?}");
-    let (num, mult_ms) = if let Some(n) = s.strip_suffix("ms") {
-        (n, 1.0)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1000.0)
-    } else if let Some(n) = s.strip_suffix('m') {
-        (n, 60_000.0)
-    } else {
-        return Err(bad());
-    };
-    let v: f64 = num.trim().parse().map_err(|_| bad())?;
-    if !v.is_finite() || v < 0.0 {
-        return Err(bad());
+impl ParseOptions {
+    /// Plugins started outside the scenario, by name or `NN-name`.
+    pub fn extra_plugins(mut self, names: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.extra_plugins = names.into_iter().map(Into::into).collect();
+        self
     }
-    Ok(Duration::from_secs_f64(v * mult_ms / 1000.0))
+
+    /// Whether a plugin directory is used.
+    pub fn plugin_dir(mut self, used: bool) -> Self {
+        self.plugin_dir = used;
+        self
+    }
 }
 
 impl Scenario {
-    /// Parses and checks a scenario. `file` names it in errors; relative
-    /// plugin paths are resolved against `base_dir`.
+    /// Parses and checks a scenario with no plugins from outside it (see
+    /// [`Scenario::parse_with`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Parse`] (syntax, types, unknown keys), [`Error::Invalid`]
+    /// (inconsistent values), [`Error::Unknown`] (names that refer to
+    /// nothing), each with its position.
     pub fn parse(file: &str, base_dir: &Path, text: &str) -> Result<Scenario, Error> {
-        let opts = serde_saphyr::options! { with_snippet: false };
-        let mut sc: Scenario = serde_saphyr::from_str_with_options(text, opts).map_err(|e| {
+        Scenario::parse_with(file, base_dir, text, &ParseOptions::default())
+    }
+
+    /// Parses and checks a scenario. `file` names it in errors; relative
+    /// plugin paths are resolved against `base_dir`; `opts` says which
+    /// plugins besides its own its names may refer to.
+    ///
+    /// # Errors
+    ///
+    /// As [`Scenario::parse`].
+    pub fn parse_with(
+        file: &str,
+        base_dir: &Path,
+        text: &str,
+        opts: &ParseOptions,
+    ) -> Result<Scenario, Error> {
+        let yaml = serde_saphyr::options! { with_snippet: false };
+        let mut sc: Scenario = serde_saphyr::from_str_with_options(text, yaml).map_err(|e| {
             let (line, column) = e
                 .location()
                 .map(|l| (l.line(), l.column()))
@@ -463,7 +474,7 @@ impl Scenario {
         })?;
         sc.file = file.to_owned();
         sc.base_dir = base_dir.to_owned();
-        sc.check()?;
+        sc.check(opts)?;
         Ok(sc)
     }
 
@@ -524,366 +535,6 @@ impl Scenario {
             None => format!("{:02}", ((i + 1) * 10).min(99)),
         }
     }
-
-    /// Consistency checks with positions.
-    fn check(&self) -> Result<(), Error> {
-        let rt = &self.runtime;
-        for d in [&rt.request_timeout, &rt.registration_timeout]
-            .into_iter()
-            .flatten()
-        {
-            parse_duration(&d.value).map_err(|m| self.invalid(&d.referenced, m))?;
-        }
-        if let Some(p) = &rt.default_policy {
-            self.check_policy(p)?;
-        }
-        for p in rt.policies.values() {
-            self.check_policy(p)?;
-        }
-        let mut names = std::collections::BTreeSet::new();
-        for (i, sp) in self.plugins.iter().enumerate() {
-            let p = &sp.value;
-            let at = &sp.referenced;
-            nri_api::check_plugin_name(&p.name)
-                .map_err(|e| self.invalid(at, format!("plugin name {:?}: {e}", p.name)))?;
-            if !names.insert(p.name.clone()) {
-                return Err(self.invalid(at, format!("plugin {:?} is listed twice", p.name)));
-            }
-            if let Some(ix) = &p.index {
-                nri_api::check_plugin_index(&ix.value).map_err(|e| {
-                    self.invalid(&ix.referenced, format!("plugin index {:?}: {e}", ix.value))
-                })?;
-            }
-            let _ = i;
-            match (&p.bundled, &p.path) {
-                (Some(b), None) => {
-                    if crate::bundled::Kind::parse(&b.value).is_none() {
-                        return Err(self.invalid(
-                            &b.referenced,
-                            format!(
-                                "unknown bundled plugin {:?}; expected one of: {}",
-                                b.value,
-                                crate::bundled::Kind::names().join(", ")
-                            ),
-                        ));
-                    }
-                    crate::bundled::check_config(&b.value, &p.config)
-                        .map_err(|m| self.invalid(at, format!("plugin {:?}: {m}", p.name)))?;
-                }
-                (None, Some(_)) => {}
-                _ => {
-                    return Err(self.invalid(
-                        at,
-                        format!(
-                            "plugin {:?}: expected exactly one of `bundled: KIND` or `path: EXECUTABLE`",
-                            p.name
-                        ),
-                    ));
-                }
-            }
-            if let Some(pol) = &p.policy {
-                self.check_policy(pol)?;
-            }
-            for (ev, pol) in &p.event_policy {
-                self.check_policy(pol)?;
-                parse_event(ev).map_err(|m| self.invalid(&pol.referenced, m))?;
-            }
-            if let Some(t) = &p.timeout {
-                parse_duration(&t.value).map_err(|m| self.invalid(&t.referenced, m))?;
-            }
-            if p.launch && p.path.is_none() {
-                return Err(self.invalid(
-                    at,
-                    format!(
-                        "plugin {:?}: `launch` applies to executables (`path`)",
-                        p.name
-                    ),
-                ));
-            }
-            if p.launch && !p.start {
-                return Err(self.invalid(
-                    at,
-                    format!(
-                        "plugin {:?}: a launched plugin starts with the runtime",
-                        p.name
-                    ),
-                ));
-            }
-            if p.config_text.is_some() && !p.launch {
-                return Err(self.invalid(
-                    at,
-                    format!(
-                        "plugin {:?}: `config-text` needs `launch: true` (only launched plugins get a configuration)",
-                        p.name
-                    ),
-                ));
-            }
-            if let Some(evs) = &p.events {
-                if p.path.is_some() {
-                    return Err(self.invalid(
-                        &evs.referenced,
-                        "`events` applies to bundled plugins only (an executable subscribes itself)",
-                    ));
-                }
-                for e in &evs.value {
-                    parse_event(e).map_err(|m| self.invalid(&evs.referenced, m))?;
-                }
-            }
-        }
-        let mut pods = std::collections::BTreeSet::new();
-        for sp in &self.pods {
-            let p = &sp.value;
-            if p.name.is_empty() || p.name.contains('/') {
-                return Err(self.invalid(
-                    &sp.referenced,
-                    format!("pod name {:?} must be non-empty without '/'", p.name),
-                ));
-            }
-            if !pods.insert(p.name.clone()) {
-                return Err(
-                    self.invalid(&sp.referenced, format!("pod {:?} is listed twice", p.name))
-                );
-            }
-            let mut ctrs = std::collections::BTreeSet::new();
-            for c in &p.containers {
-                if !ctrs.insert(c.name.clone()) {
-                    return Err(self.invalid(
-                        &sp.referenced,
-                        format!("pod {:?}: container {:?} is listed twice", p.name, c.name),
-                    ));
-                }
-                if let Some(r) = &c.resources {
-                    self.check_resources(r)?;
-                }
-            }
-        }
-        let mut labels = std::collections::BTreeSet::new();
-        for s in &self.steps {
-            self.check_step(s, &mut labels, false)?;
-        }
-        for e in &self.expect {
-            self.check_expectation(e, &labels)?;
-        }
-        Ok(())
-    }
-
-    fn check_policy(&self, p: &Spanned<String>) -> Result<(), Error> {
-        nri_runtime::FailurePolicy::parse(&p.value)
-            .map(|_| ())
-            .ok_or_else(|| {
-                self.invalid(
-                    &p.referenced,
-                    format!(
-                        "unknown failure policy {:?}; expected ignore, fail or required",
-                        p.value
-                    ),
-                )
-            })
-    }
-
-    fn check_resources(&self, r: &ResourcesSpec) -> Result<(), Error> {
-        if let Some(m) = &r.memory {
-            for q in [&m.limit, &m.reservation, &m.swap].into_iter().flatten() {
-                q.value
-                    .bytes()
-                    .map_err(|msg| self.invalid(&q.referenced, msg))?;
-            }
-        }
-        Ok(())
-    }
-
-    fn check_step(
-        &self,
-        s: &Spanned<Step>,
-        labels: &mut std::collections::BTreeSet<String>,
-        nested: bool,
-    ) -> Result<(), Error> {
-        let st = &s.value;
-        let at = &s.referenced;
-        let actions = st.actions();
-        if actions.len() != 1 {
-            return Err(self.invalid(
-                at,
-                format!(
-                    "a step needs exactly one action ({}), found {}",
-                    Step::ACTIONS.join(", "),
-                    if actions.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        actions.join(" and ")
-                    }
-                ),
-            ));
-        }
-        if let Some(l) = &st.label
-            && !labels.insert(l.clone())
-        {
-            return Err(self.invalid(at, format!("step label {l:?} is used twice")));
-        }
-        if let Some(e) = &st.expect
-            && !matches!(e.value.as_str(), "ok" | "fail")
-        {
-            return Err(self.invalid(
-                &e.referenced,
-                format!("expected `ok` or `fail`, got {:?}", e.value),
-            ));
-        }
-        for pod in [
-            &st.run_pod,
-            &st.update_pod,
-            &st.stop_pod,
-            &st.remove_pod,
-            &st.up,
-            &st.down,
-        ]
-        .into_iter()
-        .flatten()
-        {
-            if self.pod(&pod.value).is_none() {
-                return Err(self.invalid(
-                    &pod.referenced,
-                    format!("unknown pod {:?} (declare it under `pods`)", pod.value),
-                ));
-            }
-        }
-        for c in [&st.create, &st.start, &st.update, &st.stop, &st.remove]
-            .into_iter()
-            .flatten()
-        {
-            if self.container(&c.value).is_none() {
-                return Err(self.invalid(
-                    &c.referenced,
-                    format!(
-                        "unknown container {:?}; expected POD/CONTAINER of a pod under `pods`",
-                        c.value
-                    ),
-                ));
-            }
-        }
-        for p in [&st.start_plugin, &st.kill_plugin, &st.restart_plugin]
-            .into_iter()
-            .flatten()
-        {
-            match self.plugin(&p.value) {
-                None => {
-                    return Err(self.invalid(
-                        &p.referenced,
-                        format!("unknown plugin {:?} (declare it under `plugins`)", p.value),
-                    ));
-                }
-                Some((_, pl)) if pl.launch => {
-                    return Err(self.invalid(
-                        &p.referenced,
-                        format!(
-                            "plugin {:?} is launched by the runtime: it cannot be started, killed or restarted by a step",
-                            p.value
-                        ),
-                    ));
-                }
-                Some(_) => {}
-            }
-        }
-        if let Some(d) = &st.sleep {
-            parse_duration(&d.value).map_err(|m| self.invalid(&d.referenced, m))?;
-        }
-        if st.resources.is_some() && st.update.is_none() && st.update_pod.is_none() {
-            return Err(self.invalid(at, "`resources` goes with `update` or `update-pod`"));
-        }
-        if let Some(r) = &st.resources {
-            self.check_resources(r)?;
-        }
-        if let Some(group) = &st.parallel {
-            if nested {
-                return Err(self.invalid(at, "`parallel` cannot be nested"));
-            }
-            for g in group {
-                self.check_step(g, labels, true)?;
-            }
-        }
-        Ok(())
-    }
-
-    fn check_expectation(
-        &self,
-        e: &Spanned<Expectation>,
-        labels: &std::collections::BTreeSet<String>,
-    ) -> Result<(), Error> {
-        let ex = &e.value;
-        let at = &e.referenced;
-        let kinds = [
-            ex.container.is_some(),
-            ex.plugin.is_some(),
-            ex.step.is_some(),
-            ex.conflict.is_some(),
-        ];
-        if kinds.iter().filter(|k| **k).count() != 1 {
-            return Err(self.invalid(
-                at,
-                "an expectation needs exactly one of `container`, `plugin`, `step` or `conflict`",
-            ));
-        }
-        if let Some(c) = &ex.container
-            && self.container(&c.value).is_none()
-        {
-            return Err(self.invalid(
-                &c.referenced,
-                format!("unknown container {:?}; expected POD/CONTAINER", c.value),
-            ));
-        }
-        for (list, key) in [(&ex.mounts, "destination"), (&ex.devices, "path")] {
-            if list.iter().any(|i| i.key(key).is_none()) {
-                return Err(self.invalid(
-                    at,
-                    format!("each entry of `mounts`/`devices` is a string or a map with `{key}`"),
-                ));
-            }
-        }
-        if let Some(r) = &ex.resources {
-            self.check_resources(r)?;
-        }
-        if let Some(p) = &ex.plugin {
-            if ex.event.is_some() != (ex.calls.is_some() || ex.min_calls.is_some()) {
-                return Err(self.invalid(
-                    at,
-                    "a plugin expectation with `event` needs `calls` or `min-calls` (and they need `event`)",
-                ));
-            }
-            if ex.event.is_none() && ex.registered.is_none() {
-                return Err(self.invalid(
-                    &p.referenced,
-                    "a plugin expectation needs `event` with `calls`/`min-calls`, or `registered`",
-                ));
-            }
-            if let Some(ev) = &ex.event
-                && !matches!(ev.value.as_str(), "Synchronize" | "Configure" | "Shutdown")
-            {
-                parse_event(&ev.value).map_err(|m| self.invalid(&ev.referenced, m))?;
-            }
-        }
-        if let Some(s) = &ex.step {
-            if !labels.contains(&s.value) {
-                return Err(self.invalid(
-                    &s.referenced,
-                    format!("no step has the label {:?}", s.value),
-                ));
-            }
-            match &ex.outcome {
-                Some(o) if matches!(o.value.as_str(), "ok" | "fail") => {}
-                Some(o) => {
-                    return Err(self.invalid(
-                        &o.referenced,
-                        format!("expected `ok` or `fail`, got {:?}", o.value),
-                    ));
-                }
-                None => {
-                    return Err(
-                        self.invalid(&s.referenced, "a step expectation needs `outcome: ok|fail`")
-                    );
-                }
-            }
-        }
-        Ok(())
-    }
 }
 
 impl Step {
@@ -934,117 +585,5 @@ impl Step {
             .filter(|(p, _)| **p)
             .map(|(_, a)| a)
             .collect()
-    }
-}
-
-/// Parses a failure policy (`ignore`, `fail`, `required`).
-pub fn parse_policy(s: &str) -> Option<nri_runtime::FailurePolicy> {
-    nri_runtime::FailurePolicy::parse(s)
-}
-
-/// Parses an event name (`CreateContainer`, case-insensitive).
-pub fn parse_event(name: &str) -> Result<nri_api::api::Event, String> {
-    let mask = nri_api::EventMask::parse(name).map_err(|e| e.to_string())?;
-    let mut it = mask.iter();
-    match (it.next(), it.next()) {
-        (Some(e), None) => Ok(e),
-        _ => Err(format!("expected one event name, got {name:?}")),
-    }
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-mod tests {
-    use super::*;
-
-    fn parse(text: &str) -> Result<Scenario, Error> {
-        Scenario::parse("t.yaml", Path::new("."), text)
-    }
-
-    #[test]
-    fn durations_and_quantities() {
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
-        assert!(parse_duration("5").is_err());
-        assert!(parse_duration("-1s").is_err());
-        assert_eq!(parse_quantity("256Mi"), Ok(256 << 20));
-        assert_eq!(parse_quantity("1G"), Ok(1_000_000_000));
-        assert!(parse_quantity("3Q").is_err());
-    }
-
-    #[test]
-    fn minimal_scenario_parses() {
-        let sc = parse(
-            "name: x\npods:\n  - name: web\n    containers:\n      - name: app\nsteps:\n  - up: web\n  - down: web\n",
-        )
-        .unwrap();
-        assert_eq!(sc.steps.len(), 2);
-        assert!(sc.container("web/app").is_some());
-        assert!(sc.container("web/nope").is_none());
-    }
-
-    #[test]
-    fn syntax_error_has_line_and_column() {
-        let err = parse("name: x\npods:\n  - name: web\n    containers: 3\n").unwrap_err();
-        let Error::Parse { at, .. } = &err else {
-            panic!("{err}")
-        };
-        assert_eq!(at.line, 4, "{err}");
-        assert!(at.column > 0, "{err}");
-        assert!(err.to_string().starts_with("t.yaml:4:"), "{err}");
-    }
-
-    #[test]
-    fn unknown_key_is_reported() {
-        let err = parse("name: x\nstepz: []\n").unwrap_err();
-        assert!(err.to_string().contains("stepz"), "{err}");
-        assert!(err.to_string().starts_with("t.yaml:2:"), "{err}");
-    }
-
-    #[test]
-    fn unknown_pod_in_step_has_position() {
-        let err =
-            parse("pods:\n  - name: web\nsteps:\n  - run-pod: web\n  - run-pod: db\n").unwrap_err();
-        assert!(err.is_scenario_error());
-        let s = err.to_string();
-        assert!(s.starts_with("t.yaml:5:"), "{s}");
-        assert!(s.contains("unknown pod \"db\""), "{s}");
-    }
-
-    #[test]
-    fn step_with_two_actions_is_refused() {
-        let err = parse("pods:\n  - name: web\nsteps:\n  - run-pod: web\n    stop-pod: web\n")
-            .unwrap_err();
-        let s = err.to_string();
-        assert!(s.contains("exactly one action"), "{s}");
-        assert!(s.contains("run-pod and stop-pod"), "{s}");
-        assert!(s.starts_with("t.yaml:4:"), "{s}");
-    }
-
-    #[test]
-    fn plugin_checks() {
-        let err = parse("plugins:\n  - name: a\n    bundled: nosuch\n").unwrap_err();
-        assert!(err.to_string().contains("unknown bundled plugin"), "{err}");
-        let err = parse("plugins:\n  - name: a\n").unwrap_err();
-        assert!(err.to_string().contains("exactly one of"), "{err}");
-        let err =
-            parse("plugins:\n  - name: a\n    bundled: logger\n    policy: maybe\n").unwrap_err();
-        assert!(err.to_string().starts_with("t.yaml:4:"), "{err}");
-        let sc = parse("plugins:\n  - name: a\n    bundled: logger\n  - name: b\n    index: '05'\n    path: /bin/true\n").unwrap();
-        assert_eq!(sc.plugin_index(0), "10");
-        assert_eq!(sc.plugin_index(1), "05");
-        assert!(sc.plugin("10-a").is_some());
-    }
-
-    #[test]
-    fn expectation_checks() {
-        let err =
-            parse("steps:\n  - sleep: 1ms\n    label: s\nexpect:\n  - step: t\n    outcome: ok\n")
-                .unwrap_err();
-        assert!(err.to_string().contains("no step has the label"), "{err}");
-        let err = parse("expect:\n  - conflict: true\n    plugin: a\n").unwrap_err();
-        assert!(err.to_string().contains("exactly one of"), "{err}");
-        parse("steps:\n  - sleep: 1ms\n    label: s\nexpect:\n  - step: s\n    outcome: ok\n  - conflict: false\n").unwrap();
     }
 }

@@ -70,7 +70,9 @@ fn guest() -> Vec<u8> {
 const SCENARIO: &str = "pods:\n  - name: p\n    containers:\n      - name: c\n        env: { A: '1' }\nsteps:\n  - up: p\nexpect:\n  - container: p/c\n    env: { A: '1', FROM_WASM: 'yes' }\n    owners:\n      env/FROM_WASM: 30-wasmer\n  - plugin: wasmer\n    registered: true\n";
 
 async fn run(opts: &Options) -> (nri_sim::Summary, Vec<Record>) {
-    let sc = Scenario::parse("t.yaml", Path::new("."), SCENARIO).unwrap();
+    // The scenario names the plugin the options bring.
+    let sc =
+        Scenario::parse_with("t.yaml", Path::new("."), SCENARIO, &opts.parse_options()).unwrap();
     let mut rec = Collect::default();
     let s = nri_sim::run(&sc, opts, &mut rec).await.unwrap();
     (s, rec.0)

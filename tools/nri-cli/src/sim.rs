@@ -120,7 +120,7 @@ fn usage(msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(EXIT_USAGE)
 }
 
-fn load(args: &Args) -> Result<Scenario, nri_sim::Error> {
+fn load(args: &Args, extra: &[ExtraPlugin]) -> Result<Scenario, nri_sim::Error> {
     let (file, dir, text) = match (&args.scenario, &args.builtin) {
         (Some(p), _) if p.as_os_str() == "-" => {
             let mut s = String::new();
@@ -167,7 +167,11 @@ fn load(args: &Args) -> Result<Scenario, nri_sim::Error> {
             )
         }
     };
-    Scenario::parse(&file, &dir, &text)
+    // Names in the scenario may refer to the plugins of the command line.
+    let opts = nri_sim::scenario::ParseOptions::default()
+        .extra_plugins(extra.iter().map(|x| format!("{}-{}", x.index, x.name)))
+        .plugin_dir(args.plugin_dir.is_some());
+    Scenario::parse_with(&file, &dir, &text, &opts)
 }
 
 /// Checks that `path` is an executable file (or a WebAssembly module,
@@ -273,14 +277,11 @@ pub fn run(args: Args) -> ExitCode {
             return usage(e);
         }
     }
-    let scenario = match load(&args) {
+    let scenario = match load(&args, &extra) {
         Ok(s) => s,
         Err(e) => {
             let code = usage(&e);
-            if let (
-                nri_sim::Error::Parse { at, .. } | nri_sim::Error::Invalid { at, .. },
-                Some(path),
-            ) = (&e, &args.scenario)
+            if let (Some(at), Some(path)) = (e.position(), &args.scenario)
                 && let Ok(text) = std::fs::read_to_string(path)
                 && let Some(snip) = Scenario::snippet(&text, at.line, at.column)
             {

@@ -198,6 +198,47 @@ fn bad_scenarios_give_file_line_column_and_exit_2() {
 }
 
 #[test]
+fn names_that_refer_to_nothing_are_refused_before_the_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = write(
+        dir.path(),
+        "names.yaml",
+        "pods:\n  - name: plain\n    containers: [{ name: app }]\nexpect:\n  - plugin: mine\n    registered: true\n",
+    );
+    let path = f.to_str().expect("utf8");
+    let o = run(&["sim", "--check", path]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        err.contains("names.yaml:5:13: unknown plugin \"mine\"; the plugins are: none"),
+        "{err}"
+    );
+    assert!(err.contains("   5 |   - plugin: mine"), "{err}");
+    // A plugin of the command line may be named.
+    let exe = executable(dir.path(), "mine", "#!/bin/sh\nexit 0\n");
+    let o = run(&[
+        "sim",
+        "--check",
+        path,
+        "--plugin",
+        exe.to_str().expect("utf8"),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let f = write(
+        dir.path(),
+        "ctr.yaml",
+        "pods:\n  - name: plain\n    containers: [{ name: app }]\nsteps:\n  - create: plain/ap\n",
+    );
+    let o = run(&["sim", "--check", f.to_str().expect("utf8")]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        err.contains("ctr.yaml:5:13: container \"ap\" does not exist in pod \"plain\"; its containers are: app"),
+        "{err}"
+    );
+}
+
+#[test]
 fn missing_plugin_binary_is_reported_and_the_run_goes_on_per_policy() {
     let dir = tempfile::tempdir().expect("tempdir");
     let body = "runtime:\n  registration-timeout: 1s\nplugins:\n  - name: ghost\n    path: /nonexistent/ghost-plugin\n    policy: POLICY\n  - name: env\n    bundled: env\n    config: { env: { A: '1' } }\npods:\n  - name: p\n    containers: [{ name: c }]\nsteps:\n  - up: p\n    expect: EXPECT\nexpect:\n  - plugin: ghost\n    registered: false\n";
