@@ -68,6 +68,12 @@ elif ! grep -q "around Synchronize\|deferred path was taken" "$race_log"; then
 fi
 echo "ok: with the queuing turned off the sync race test fails, as it must"
 
+# The publishable crates packaged, and a plugin crate outside the
+# repository built on the packaged sources. About 11 minutes on a loaded
+# 2-core machine (budget 15).
+step "cargo package, and a plugin crate outside the repository"
+bash scripts/package-check.sh
+
 if [ "${NRI_SKIP_FUZZ:-0}" != 1 ]; then
   step "fuzz (short runs)"
   bash scripts/fuzz.sh "${NRI_FUZZ_SECONDS:-20}"

@@ -107,3 +107,8 @@ pub use version::{
 /// The protocol schema as an encoded `google.protobuf.FileDescriptorSet`
 /// (without source comments), for reflection and schema checks.
 pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!("generated/nri_api_descriptor.bin");
+
+// The README's example, compiled and run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -88,3 +88,8 @@ pub use socket::{
     PLUGIN_SOCKET_ENV, PLUGIN_SOCKET_FD, PeerCredentials, adopt_inherited_fd, from_env, into_tokio,
     pass_to_child, peer_credentials, socketpair,
 };
+
+// The README's example, compiled and run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

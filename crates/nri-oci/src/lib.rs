@@ -409,3 +409,8 @@ impl Applier {
         }
     }
 }
+
+// The README's example, compiled and run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

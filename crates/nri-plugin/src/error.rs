@@ -218,6 +218,19 @@ pub enum Error {
         source: nri_ttrpc::Error,
     },
 
+    /// `-h` or `-help` on the command line ([`GoFlags::parse`](crate::GoFlags::parse)):
+    /// print the usage and exit successfully ([`GoFlags::usage_exit`](crate::GoFlags::usage_exit)).
+    #[error("help requested")]
+    HelpRequested,
+
+    /// A bad command line ([`GoFlags::parse`](crate::GoFlags::parse)): an
+    /// unknown flag, a missing or bad value.
+    #[error("{message}")]
+    Usage {
+        /// What is wrong, as Go's `flag` package words it.
+        message: String,
+    },
+
     /// Reconnecting gave up after the policy's maximum number of attempts.
     #[error("gave up reconnecting after {attempts} attempts")]
     ReconnectGaveUp {
@@ -230,6 +243,14 @@ pub enum Error {
 }
 
 impl Error {
+    /// An [`Error::Usage`] with this message (for a plugin's own flags in
+    /// the hook of [`GoFlags::parse`](crate::GoFlags::parse)).
+    pub fn usage(message: impl Into<String>) -> Self {
+        Error::Usage {
+            message: message.into(),
+        }
+    }
+
     /// The OS error kind behind a [`Error::Connect`] (also looking through
     /// [`Error::ReconnectGaveUp`]); `None` for other errors.
     pub fn io_kind(&self) -> Option<io::ErrorKind> {

@@ -318,6 +318,7 @@ extern crate self as nri_plugin;
 
 mod builder;
 mod error;
+mod flags;
 mod handle;
 mod limits;
 mod main_loop;
@@ -329,6 +330,7 @@ mod sync_chunk;
 
 pub use builder::{Builder, ConnectMode, DEFAULT_SPIN_BUDGET, ReconnectPolicy};
 pub use error::{BoxError, Error, Phase};
+pub use flags::{FlagValue, GoFlags};
 pub use handle::PluginHandle;
 pub use limits::{
     DECODED_RATIO, DECODED_SIZE_FLOOR, DEFAULT_MAX_SYNC_BYTES, DEFAULT_MAX_SYNC_CONTAINERS,
@@ -367,3 +369,8 @@ pub use nri_api::adjust;
 pub use nri_api::{EventMask, NriVersion, RuntimeNriVersion, VersionOrigin};
 /// ttRPC status codes, for [`HandlerError::with_code`].
 pub use nri_ttrpc::Code;
+
+// The README's example, compiled and run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -135,7 +135,9 @@ fn exit_status(result: Result<(), Error>) -> ExitCode {
 
 /// `error` and its causes, joined by `: `, each text once: a cause whose
 /// text the message already contains (an error that prints its source) is
-/// left out.
+/// left out, and a cause that repeats its error's text and adds to it
+/// replaces that text (`invalid index "x"` caused by `invalid index "x":
+/// must be two digits` reads `invalid index "x": must be two digits`).
 ///
 /// ```
 /// #[derive(Debug, thiserror::Error)]
@@ -147,11 +149,17 @@ fn exit_status(result: Result<(), Error>) -> ExitCode {
 /// ```
 pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
     let mut text = error.to_string();
+    // Where the text of the innermost error shown so far starts.
+    let mut last = 0;
     let mut src = error.source();
     while let Some(s) = src {
         let t = s.to_string();
-        if !text.contains(&t) {
+        if t.starts_with(&text[last..]) {
+            text.truncate(last);
+            text.push_str(&t);
+        } else if !text.contains(&t) {
             text.push_str(": ");
+            last = text.len();
             text.push_str(&t);
         }
         src = s.source();
@@ -192,6 +200,22 @@ mod tests {
     fn causes_are_joined_once() {
         let e = Outer(Middle(std::io::Error::other("root")));
         assert_eq!(error_chain(&e), "outer: middle: root");
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("invalid index {0:?}")]
+    struct Index(String, #[source] Detail);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("invalid index {0:?}: must be two digits")]
+    struct Detail(String);
+
+    #[test]
+    fn a_cause_repeating_its_error_replaces_it() {
+        let e = Index("x".into(), Detail("x".into()));
+        assert_eq!(error_chain(&e), "invalid index \"x\": must be two digits");
+        let e = Outer(Middle(std::io::Error::other("outer")));
+        assert_eq!(error_chain(&e), "outer: middle: outer");
     }
 
     #[test]

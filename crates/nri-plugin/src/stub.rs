@@ -122,8 +122,10 @@ impl<P: Plugin> Stub<P> {
                 });
             }
             let delay = policy.delay(failures);
+            // With its causes: the OS error tells a missing socket from a
+            // refused connection from a permission problem.
             tracing::warn!(
-                error = %error,
+                error = %crate::error_chain(&error),
                 attempt = failures,
                 delay_ms = delay.as_millis() as u64,
                 "nri-plugin: connection failed, reconnecting"

@@ -84,3 +84,8 @@ pub use server::{
     BoxFuture, HandlerResult, HandlerSlot, Methods, RequestContext, Server, ServerFeed, Service,
     service_fn,
 };
+
+// The README's example, compiled and run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

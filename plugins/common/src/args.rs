@@ -1,14 +1,10 @@
-//! Command-line flags in the style of Go's `flag` package, as the upstream
-//! sample plugins take them.
-//!
-//! Accepted forms: `-flag value`, `-flag=value`, `--flag value`,
-//! `--flag=value`; boolean flags as `-flag`, `-flag=true` or `-flag=false`.
-//! `--` ends the flags; so does the first argument that is not a flag (as
-//! Go's `flag.Parse`): it and the rest are ignored (no sample plugin takes
-//! any), and the plugin logs a warning naming them.
+//! The sample plugins' command line: the Go samples' flags
+//! ([`nri_plugin::GoFlags`], Go's `flag` syntax) and the flags every Rust
+//! sample adds (`-log-level`, `-strict`, `-log-file`, `-config`).
 
-use std::collections::VecDeque;
 use std::path::PathBuf;
+
+use nri_plugin::{Builder, FlagValue, GoFlags, Plugin, Runner};
 
 use crate::Error;
 
@@ -84,6 +80,34 @@ impl CommonArgs {
         }
     }
 
+    /// A builder for `plugin` with the identity and socket of the flags;
+    /// `default_name` when no name is given anywhere (a sample started by
+    /// hand as `logger -idx 10`): not by `-name`, `NRI_PLUGIN_NAME` or the
+    /// executable's file name.
+    pub fn builder<P: Plugin>(&self, plugin: P, default_name: &str) -> Builder<P> {
+        let mut b = self.go_flags().apply(Builder::new(plugin));
+        if self.name.is_none() && default_name_needed() {
+            b = b.name(default_name);
+        }
+        b
+    }
+
+    /// The run loop: [`Runner`] reconnecting external plugins unless
+    /// `-no-reconnect`.
+    pub fn runner(&self) -> Runner {
+        self.go_flags().runner()
+    }
+
+    fn go_flags(&self) -> GoFlags {
+        let mut f = GoFlags::default();
+        f.name.clone_from(&self.name);
+        f.index.clone_from(&self.idx);
+        f.socket_path.clone_from(&self.socket_path);
+        f.no_reconnect = self.no_reconnect;
+        f.ignored.clone_from(&self.ignored);
+        f
+    }
+
     /// The runtime's configuration `runtime`, or the `-config` text `own`
     /// when the runtime passed none.
     pub fn effective_config<'a>(runtime: &'a str, own: &'a str) -> &'a str {
@@ -108,58 +132,15 @@ pub const COMMON_USAGE: &str = "\
   -config FILE           configuration used when the runtime passes none (external plugins)
   -help                  this text";
 
-/// The value part of the flag being parsed, handed to a plugin's own flag
-/// handler by [`parse_args`].
-#[derive(Debug)]
-pub struct FlagValue<'a> {
-    name: &'a str,
-    inline: Option<String>,
-    rest: &'a mut VecDeque<String>,
-}
-
-impl FlagValue<'_> {
-    /// The flag's value: the text after `=`, else the next argument.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Usage`] when there is no value.
-    pub fn string(&mut self) -> Result<String, Error> {
-        if let Some(v) = self.inline.take() {
-            return Ok(v);
-        }
-        self.rest.pop_front().ok_or_else(|| Error::Usage {
-            message: format!("flag needs an argument: -{}", self.name),
-        })
-    }
-
-    /// A boolean flag: `true` when given bare, else the value after `=`
-    /// (`true`/`false`/`1`/`0`/`t`/`f`, as Go's `strconv.ParseBool`).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Usage`] for any other value.
-    pub fn bool(&mut self) -> Result<bool, Error> {
-        match self.inline.take() {
-            None => Ok(true),
-            Some(v) => match v.as_str() {
-                "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
-                "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
-                _ => Err(Error::Usage {
-                    message: format!("invalid boolean value {v:?} for -{}", self.name),
-                }),
-            },
-        }
-    }
-}
-
 /// Parses `args` (without the program name): the common flags into
 /// [`CommonArgs`], every other flag through `extra`, which returns
 /// `Ok(true)` when it knew the flag.
 ///
 /// # Errors
 ///
-/// [`Error::Help`] for `-h`/`-help`, [`Error::Usage`] for an unknown flag
-/// or a missing or bad value.
+/// [`Error::Flags`] with [`nri_plugin::Error::HelpRequested`] for
+/// `-h`/`-help`, with [`nri_plugin::Error::Usage`] for an unknown flag or a
+/// missing or bad value.
 ///
 /// ```
 /// use nri_sample_common::{parse_args, LogLevel};
@@ -181,71 +162,64 @@ impl FlagValue<'_> {
 pub fn parse_args<I, F>(args: I, mut extra: F) -> Result<CommonArgs, Error>
 where
     I: IntoIterator<Item = String>,
-    F: FnMut(&str, &mut FlagValue<'_>) -> Result<bool, Error>,
+    F: FnMut(&str, &mut FlagValue<'_>) -> Result<bool, nri_plugin::Error>,
 {
-    let mut rest: VecDeque<String> = args.into_iter().collect();
-    let mut common = CommonArgs::default();
-    while let Some(arg) = rest.pop_front() {
-        if arg == "--" {
-            common.ignored.extend(rest.drain(..));
-            break;
-        }
-        if arg == "-" || !arg.starts_with('-') {
-            common.ignored.push(arg);
-            common.ignored.extend(rest.drain(..));
-            break;
-        }
-        let Some(flag) = arg
-            .strip_prefix("--")
-            .or_else(|| arg.strip_prefix('-'))
-            .filter(|f| !f.is_empty() && !f.starts_with('-') && !f.starts_with('='))
-        else {
-            return Err(Error::Usage {
-                message: format!("bad flag syntax: {arg}"),
-            });
-        };
-        let (name, inline) = match flag.split_once('=') {
-            Some((n, v)) => (n.to_owned(), Some(v.to_owned())),
-            None => (flag.to_owned(), None),
-        };
-        let mut value = FlagValue {
-            name: &name,
-            inline,
-            rest: &mut rest,
-        };
-        match name.as_str() {
-            "h" | "help" => return Err(Error::Help),
-            "name" => common.name = Some(value.string()?),
-            "idx" => common.idx = Some(value.string()?),
-            "socket-path" | "socket" => common.socket_path = Some(value.string()?.into()),
+    let mut log_level = LogLevel::default();
+    let mut strict = false;
+    let mut log_file = None;
+    let mut config_file = None;
+    let flags = GoFlags::parse(args, |name, value| {
+        match name {
             "log-level" => {
                 let v = value.string()?;
-                common.log_level = LogLevel::parse(&v).ok_or_else(|| Error::Usage {
-                    message: format!("invalid log level {v:?} (error, warn, info or debug)"),
+                log_level = LogLevel::parse(&v).ok_or_else(|| {
+                    nri_plugin::Error::usage(format!(
+                        "invalid log level {v:?} (error, warn, info or debug)"
+                    ))
                 })?;
             }
             "verbose" => {
                 if value.bool()? {
-                    common.log_level = LogLevel::Debug;
+                    log_level = LogLevel::Debug;
                 }
             }
-            "no-reconnect" => common.no_reconnect = value.bool()?,
-            "strict" => common.strict = value.bool()?,
+            "strict" => strict = value.bool()?,
             "log-file" => {
                 let v = value.string()?;
-                common.log_file = (!v.is_empty()).then(|| v.into());
+                log_file = (!v.is_empty()).then(|| v.into());
             }
-            "config" => common.config_file = Some(value.string()?.into()),
-            _ => {
-                if !extra(&name, &mut value)? {
-                    return Err(Error::Usage {
-                        message: format!("flag provided but not defined: -{name}"),
-                    });
-                }
-            }
+            "config" => config_file = Some(value.string()?.into()),
+            _ => return extra(name, value),
         }
+        Ok(true)
+    })?;
+    Ok(CommonArgs {
+        name: flags.name,
+        idx: flags.index,
+        socket_path: flags.socket_path,
+        log_level,
+        no_reconnect: flags.no_reconnect,
+        strict,
+        log_file,
+        config_file,
+        ignored: flags.ignored,
+    })
+}
+
+/// Whether neither `NRI_PLUGIN_NAME` nor the executable's file name gives
+/// the plugin a name.
+fn default_name_needed() -> bool {
+    if std::env::var_os(nri_api::ENV_PLUGIN_NAME).is_some_and(|v| !v.is_empty()) {
+        return false;
     }
-    Ok(common)
+    let exe = std::env::args_os()
+        .next()
+        .map(std::path::PathBuf::from)
+        .and_then(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()))
+        .unwrap_or_default();
+    // `NN-name` gives the name; a bare executable name does too, but only
+    // together with an index from elsewhere (the SDK's rule).
+    nri_api::parse_plugin_file_name(&exe).is_err() && nri_api::check_plugin_name(&exe).is_err()
 }
 
 #[cfg(test)]
@@ -282,8 +256,14 @@ mod tests {
 
     #[test]
     fn errors() {
-        assert!(matches!(parse(&["-idx"]), Err(Error::Usage { .. })));
-        assert!(matches!(parse(&["-bogus"]), Err(Error::Usage { .. })));
+        assert!(matches!(
+            parse(&["-idx"]),
+            Err(Error::Flags(nri_plugin::Error::Usage { .. }))
+        ));
+        assert!(matches!(
+            parse(&["-bogus"]),
+            Err(Error::Flags(nri_plugin::Error::Usage { .. }))
+        ));
         assert_eq!(
             parse(&["-idx", "1", "pos", "-verbose"]).unwrap(),
             CommonArgs {
@@ -295,14 +275,20 @@ mod tests {
         assert_eq!(parse(&["--", "-x"]).unwrap().ignored, ["-x"]);
         assert!(matches!(
             parse(&["-verbose=maybe"]),
-            Err(Error::Usage { .. })
+            Err(Error::Flags(nri_plugin::Error::Usage { .. }))
         ));
         assert!(matches!(
             parse(&["-log-level", "loud"]),
-            Err(Error::Usage { .. })
+            Err(Error::Flags(nri_plugin::Error::Usage { .. }))
         ));
-        assert!(matches!(parse(&["-help"]), Err(Error::Help)));
-        assert!(matches!(parse(&["---x"]), Err(Error::Usage { .. })));
+        assert!(matches!(
+            parse(&["-help"]),
+            Err(Error::Flags(nri_plugin::Error::HelpRequested))
+        ));
+        assert!(matches!(
+            parse(&["---x"]),
+            Err(Error::Flags(nri_plugin::Error::Usage { .. }))
+        ));
         assert!(parse(&["--"]).is_ok());
     }
 }

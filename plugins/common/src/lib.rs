@@ -5,8 +5,9 @@
 //!   `-no-reconnect`) in Go's `flag` syntax, and a hook for a plugin's own
 //!   flags;
 //! - [`init_logging`]: `tracing` to stderr or a (switchable) log file;
-//! - [`run_plugin`]: build, run with reconnect (external) or on the
-//!   runtime's socket (pre-launched), stop on SIGINT/SIGTERM, exit status;
+//! - [`CommonArgs::builder`] and [`CommonArgs::runner`]: the plugin's
+//!   builder from the flags and [`nri_plugin::Runner`], the SDK's run loop
+//!   (reconnect when external, SIGINT/SIGTERM, exit status);
 //! - [`decode_yaml`]: YAML with the Go samples' decoding rules
 //!   (`sigs.k8s.io/yaml`: case-insensitive keys, unknown keys ignored);
 //! - [`container_annotation`]: the annotation lookup order of the samples;
@@ -29,31 +30,24 @@ mod lenient;
 mod logging;
 #[cfg(feature = "testing")]
 pub mod parity;
-mod run;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod yaml;
 
-pub use args::{COMMON_USAGE, CommonArgs, FlagValue, LogLevel, parse_args};
+pub use args::{COMMON_USAGE, CommonArgs, LogLevel, parse_args};
 pub use dump::{dump, erased::Dump, to_yaml};
 pub use lenient::{AnnotationError, Source, Strict, StrictError, decode_annotation, strict_key};
 pub use logging::{LogOutput, LogWriter, init_logging};
-pub use run::run_plugin;
+pub use nri_plugin::FlagValue;
 pub use yaml::{DecodeError, decode_yaml, fold_keys, parse_yaml};
 
 /// Errors of this crate.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// `-h`/`-help` was given: print the usage and exit successfully.
-    #[error("help requested")]
-    Help,
-    /// Bad command line.
-    #[error("{message}")]
-    Usage {
-        /// What is wrong.
-        message: String,
-    },
+    /// A bad command line, or `-h`/`-help` ([`nri_plugin::GoFlags::parse`]).
+    #[error(transparent)]
+    Flags(#[from] nri_plugin::Error),
     /// The `-config` file cannot be read.
     #[error("cannot read configuration file {}", path.display())]
     ConfigFile {
@@ -80,10 +74,7 @@ pub enum Error {
 pub fn usage_exit(err: &Error, usage: &str) -> std::process::ExitCode {
     use std::io::Write;
     match err {
-        Error::Help => {
-            let _ = writeln!(std::io::stdout(), "{usage}");
-            std::process::ExitCode::SUCCESS
-        }
+        Error::Flags(e) => nri_plugin::GoFlags::usage_exit(e, usage),
         e => {
             let _ = writeln!(std::io::stderr(), "{e}\n{usage}");
             std::process::ExitCode::from(2)

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use nri_default_validator::{DefaultValidatorPlugin, Error};
-use nri_sample_common::{COMMON_USAGE, init_logging, parse_args, run_plugin, usage_exit};
+use nri_sample_common::{COMMON_USAGE, init_logging, parse_args, usage_exit};
 
 fn usage() -> String {
     format!(
@@ -70,7 +70,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    run_plugin(plugin, &args, "default-validator", |b| b)
+    args.runner().run(args.builder(plugin, "default-validator"))
 }
 
 /// Whether an executable name has the `NN-name` form.

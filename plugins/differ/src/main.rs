@@ -7,7 +7,7 @@ use std::sync::Arc;
 use nri_differ::{Config, DEFAULT_INDICES, DifferInstance, Shared, parse_indices};
 use nri_plugin::{Builder, ConnectMode, Error as PluginError, PluginHandle, ReconnectPolicy};
 use nri_sample_common::{
-    COMMON_USAGE, CommonArgs, Error, LogOutput, init_logging, parse_args, usage_exit,
+    COMMON_USAGE, CommonArgs, LogOutput, init_logging, parse_args, usage_exit,
 };
 use tokio::task::JoinSet;
 
@@ -35,8 +35,8 @@ fn main() -> ExitCode {
             "indices" => cfg.indices = value.string()?,
             "verbose-level" => {
                 let v = value.string()?;
-                cfg.verbose_level = v.parse().map_err(|_| Error::Usage {
-                    message: format!("invalid value {v:?} for -verbose-level"),
+                cfg.verbose_level = v.parse().map_err(|_| {
+                    PluginError::usage(format!("invalid value {v:?} for -verbose-level"))
                 })?;
             }
             "yaml" => cfg.yaml = value.bool()?,

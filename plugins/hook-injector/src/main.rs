@@ -11,7 +11,7 @@ use nri_plugin::api::{Container, ContainerAdjustment, CreateContainerResponse, P
 use nri_plugin::{ConfigureInfo, EventMask, HandlerError, HandlerResult, Plugin};
 use nri_sample_common::fence::Current;
 use nri_sample_common::{
-    COMMON_USAGE, CommonArgs, init_logging, parse_args, run_plugin, usage_exit,
+    COMMON_USAGE, CommonArgs, init_logging, parse_args, usage_exit,
 };
 
 mod fence;
@@ -184,5 +184,5 @@ fn main() -> ExitCode {
         tracing::info!("watching directories {dirs:?} for new changes");
     }
     let plugin = HookInjector::new(dirs, !disable_watch, config);
-    run_plugin(plugin, &args, "hook-injector", |b| b)
+    args.runner().run(args.builder(plugin, "hook-injector"))
 }

@@ -11,9 +11,7 @@ use nri_plugin::api::{
     StopContainerResponse, UpdateContainerResponse, ValidateContainerAdjustmentRequest,
 };
 use nri_plugin::{ConfigureInfo, EventMask, HandlerError, HandlerResult, Plugin, SyncKind};
-use nri_sample_common::{
-    COMMON_USAGE, LogOutput, dump, init_logging, parse_args, run_plugin, usage_exit,
-};
+use nri_sample_common::{COMMON_USAGE, LogOutput, dump, init_logging, parse_args, usage_exit};
 
 mod config;
 
@@ -273,8 +271,9 @@ fn main() -> ExitCode {
         strict: args.strict,
         output,
     };
-    run_plugin(plugin, &args, "logger", |b| match flag_mask {
-        Some(m) => b.events(m),
-        None => b,
+    let builder = args.builder(plugin, "logger");
+    args.runner().run(match flag_mask {
+        Some(m) => builder.events(m),
+        None => builder,
     })
 }

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use nri_network_device_injector::NetDeviceInjector;
-use nri_sample_common::{COMMON_USAGE, init_logging, parse_args, run_plugin, usage_exit};
+use nri_sample_common::{COMMON_USAGE, init_logging, parse_args, usage_exit};
 
 fn usage() -> String {
     format!("usage: network-device-injector [flags]\n{COMMON_USAGE}")
@@ -22,10 +22,7 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => return usage_exit(&e, &usage()),
     };
-    run_plugin(
-        NetDeviceInjector::with_config(args.strict, config),
-        &args,
-        "network-device-injector",
-        |b| b,
-    )
+    let plugin = NetDeviceInjector::with_config(args.strict, config);
+    args.runner()
+        .run(args.builder(plugin, "network-device-injector"))
 }

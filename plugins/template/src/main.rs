@@ -18,55 +18,72 @@ use nri_plugin::api::{
     PodSandbox, StopContainerResponse, UpdateContainerResponse, ValidateContainerAdjustmentRequest,
 };
 // The SDK: the `Plugin` trait to implement, the event mask type, the
-// error/result types of handlers, and what `configure` receives.
-use nri_plugin::{ConfigureInfo, EventMask, HandlerError, HandlerResult, Plugin, SyncKind};
-// Shared helpers of the sample plugins: flags in Go's syntax (`-idx 10`),
-// logging setup, YAML decoding like the Go samples, and the run loop
-// (reconnect, signals, exit status).
-use nri_sample_common::goyaml::{Field, Shape};
-use nri_sample_common::{
-    AnnotationError, COMMON_USAGE, CommonArgs, Source, decode_annotation, init_logging, parse_args,
-    run_plugin, usage_exit,
+// error/result types of handlers, what `configure` receives, and the run
+// loop (`Runner`) with the Go plugins' flags (`GoFlags`).
+use nri_plugin::{
+    Builder, ConfigureInfo, EventMask, GoFlags, HandlerError, HandlerResult, Plugin, SyncKind,
 };
 // `serde` derives the YAML decoding of the configuration struct.
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 /// The plugin's configuration, as YAML in the runtime's configuration file
 /// for this plugin (`/etc/nri/conf.d/NN-template.conf`, pre-launched
 /// plugins only; external plugins get none). Add your own fields here.
-#[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq, Eq)]
-// Missing keys keep their default, as Go's decoder does; Go's key names
-// are camelCase.
+#[derive(Debug, Default, Clone, Deserialize, PartialEq, Eq)]
+// Missing keys keep their default; the key names are camelCase, as the
+// Go plugins' are. Unknown keys are ignored (add
+// `#[serde(deny_unknown_fields)]` to refuse them).
 #[serde(default, rename_all = "camelCase")]
 struct Config {
     /// An example parameter (upstream's template has the same one).
     cfg_param1: String,
+    /// Refuse unknown keys in this configuration (overrides `-strict`).
+    strict: Option<bool>,
 }
 
-/// The shape of [`Config`] as Go sees it (its JSON names and types), so
-/// the YAML is read as the Go template reads it with `sigs.k8s.io/yaml`:
-/// keys match case-insensitively (`CfgParam1` works too), a number or
-/// boolean for a string becomes its text, unknown keys are ignored (with a
-/// warning; refused with `-strict`).
-const CONFIG_SHAPE: Shape = Shape::Struct(&[
-    Field::new("cfgParam1", Shape::Str),
-    // Ours: the `-strict` flag as a key (see `strict_key`).
-    Field::new("strict", Shape::Bool),
-]);
+/// The keys [`Config`] knows (its field names as serde spells them).
+const KEYS: &[&str] = &["cfgParam1", "strict"];
 
-/// Parses the configuration text; empty text gives the defaults.
-fn parse_config(text: &str, strict: bool) -> Result<Config, AnnotationError> {
+/// Why a configuration was refused.
+#[derive(Debug)]
+enum ConfigError {
+    /// Not YAML, or a value of the wrong type for a key.
+    Yaml(serde_saphyr::Error),
+    /// Keys the plugin does not know, refused because `strict` is on.
+    Unknown(Vec<String>),
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Yaml(e) => write!(f, "{e}"),
+            Self::Unknown(keys) => write!(f, "unknown keys {keys:?} (strict)"),
+        }
+    }
+}
+
+/// Parses the configuration text; empty text gives the defaults. Unknown
+/// keys are ignored with a warning, or refused when strict: `strict` in
+/// the text if it is there, else the `-strict` flag.
+fn parse_config(text: &str, strict_flag: bool) -> Result<Config, ConfigError> {
     if text.trim().is_empty() {
         return Ok(Config::default());
     }
-    let strict = nri_sample_common::strict_key(text, false).unwrap_or(strict);
-    let src = Source {
-        pod: "",
-        container: "",
-        annotation: "configuration",
-        value: text,
-    };
-    decode_annotation(&src, &CONFIG_SHAPE, &Config::default(), strict)
+    let config: Config = serde_saphyr::from_str(text).map_err(ConfigError::Yaml)?;
+    // The same text as a map of key names, to find the keys serde skipped.
+    let keys: std::collections::BTreeMap<String, serde::de::IgnoredAny> =
+        serde_saphyr::from_str(text).map_err(ConfigError::Yaml)?;
+    let unknown: Vec<String> = keys
+        .into_keys()
+        .filter(|k| !KEYS.contains(&k.as_str()))
+        .collect();
+    if !unknown.is_empty() {
+        if config.strict.unwrap_or(strict_flag) {
+            return Err(ConfigError::Unknown(unknown));
+        }
+        tracing::warn!(?unknown, "ignoring unknown configuration keys");
+    }
+    Ok(config)
 }
 
 /// The plugin's state. The SDK calls handlers concurrently (one task per
@@ -75,10 +92,8 @@ fn parse_config(text: &str, strict: bool) -> Result<Config, AnnotationError> {
 struct Template {
     /// The configuration of the current connection.
     config: Mutex<Config>,
-    /// `-strict`: refuse configuration keys Go would ignore.
+    /// `-strict`: refuse unknown configuration keys.
     strict: bool,
-    /// The `-config` file's text, used when the runtime passes none.
-    own_config: String,
 }
 
 /// `namespace/name` of a pod, for log lines.
@@ -110,8 +125,7 @@ impl Plugin for Template {
             info.runtime.version,
             info.runtime.nri_version.version
         );
-        let text = CommonArgs::effective_config(&info.config, &self.own_config);
-        let config = parse_config(text, self.strict)
+        let config = parse_config(&info.config, self.strict)
             .map_err(|e| HandlerError::msg(format!("failed to parse configuration: {e}")))?;
         tracing::info!("Got configuration data {config:?}...");
         *self.config.lock().unwrap_or_else(PoisonError::into_inner) = config;
@@ -272,55 +286,61 @@ impl Plugin for Template {
     }
 }
 
-/// The `-help` text.
+/// The `-help` text of the template's own flags (`GoFlags::USAGE` follows).
 const USAGE: &str = "usage: template [flags]
 A do-nothing NRI plugin that logs every event.
   -validate              also subscribe to ValidateContainerAdjustment (act as a validator)
   -pod-updates           also subscribe to UpdatePodSandbox and PostUpdatePodSandbox
-";
+  -strict                refuse unknown configuration keys (the `strict` key overrides it)";
 
 fn main() -> ExitCode {
-    // Our one own flag; the common ones (-idx, -name, -socket-path, ...)
-    // are parsed by `parse_args`.
+    // The Go plugins' flags (-idx, -name, -socket-path, -verbose,
+    // -no-reconnect) in Go's syntax (`-idx 10`), and our own three.
     let mut validate = false;
     let mut pod_updates = false;
-    let args = match parse_args(std::env::args().skip(1), |name, value| {
+    let mut strict = false;
+    let flags = match GoFlags::from_env(|name, value| {
         match name {
             "validate" => validate = value.bool()?,
             "pod-updates" => pod_updates = value.bool()?,
+            "strict" => strict = value.bool()?,
             _ => return Ok(false),
         }
         Ok(true)
     }) {
-        Ok(a) => a,
-        Err(e) => return usage_exit(&e, &format!("{USAGE}{COMMON_USAGE}")),
+        Ok(f) => f,
+        // `-help` exits 0, a bad flag 2, as Go's `flag` package.
+        Err(e) => return GoFlags::usage_exit(&e, &format!("{USAGE}\n{}", GoFlags::USAGE)),
     };
 
     // Logs go to stderr: a pre-launched plugin's stderr ends up in the
-    // runtime's log.
-    if let Err(e) = init_logging(args.log_level, args.log_file.as_deref()) {
-        eprintln!("template: {e}");
-        return ExitCode::FAILURE;
-    }
+    // runtime's log. Colours only on a terminal.
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_max_level(if flags.verbose {
+            tracing::Level::DEBUG
+        } else {
+            tracing::Level::INFO
+        })
+        .init();
 
     // The Go template's subscription unless asked for more: everything but
     // validation (a validator is consulted for every container, which a
     // no-op plugin should not be by default) and the pod updates.
-    let events = subscription(validate, pod_updates);
-    let own_config = match args.config_text() {
-        Ok(c) => c,
-        Err(e) => return usage_exit(&e, &format!("{USAGE}{COMMON_USAGE}")),
-    };
-    let plugin = Template {
-        strict: args.strict,
-        own_config,
-        ..Template::default()
-    };
+    let builder = flags
+        .apply(Builder::new(Template {
+            strict,
+            ..Template::default()
+        }))
+        .events(subscription(validate, pod_updates));
 
     // Connects (external: the socket; pre-launched: the runtime's fd),
     // registers, runs until SIGINT/SIGTERM or the runtime's shutdown, and
-    // reconnects when an external plugin loses the runtime.
-    run_plugin(plugin, &args, "template", |b| b.events(events))
+    // reconnects when an external plugin loses the runtime (unless
+    // -no-reconnect). Exit status 0 after a signal, 1 otherwise.
+    flags.runner().run(builder)
 }
 
 /// The events to subscribe to: the Go template's, plus validation and the
@@ -346,18 +366,15 @@ mod tests {
     fn config() {
         assert_eq!(parse_config("", false).unwrap(), Config::default());
         assert_eq!(
-            parse_config("CfgParam1: x\nother: 1\n", false)
+            parse_config("cfgParam1: x\nother: 1\n", false)
                 .unwrap()
                 .cfg_param1,
             "x"
         );
-        // As Go's sigs.k8s.io/yaml: a number for the string is its text.
+        // A plain scalar is text for a string field.
         assert_eq!(parse_config("cfgParam1: 5", false).unwrap().cfg_param1, "5");
-        assert_eq!(
-            parse_config("cfgParam1: on", false).unwrap().cfg_param1,
-            "true"
-        );
         assert!(parse_config("cfgParam1: [1]", false).is_err());
+        assert!(parse_config("cfgParam1: [", false).is_err());
         // Unknown keys: ignored, refused when strict.
         assert!(parse_config("other: 1", true).is_err());
         // `strict` as a key, over the flag.

@@ -8,7 +8,7 @@ use nri_plugin::api::{Container, CreateContainerResponse, PodSandbox};
 use nri_plugin::{ConfigureInfo, EventMask, HandlerError, HandlerResult, Plugin};
 use nri_sample_common::fence::Current;
 use nri_sample_common::{
-    COMMON_USAGE, CommonArgs, Strict, init_logging, parse_args, run_plugin, usage_exit,
+    COMMON_USAGE, CommonArgs, Strict, init_logging, parse_args, usage_exit,
 };
 
 mod fence;
@@ -84,5 +84,5 @@ fn main() -> ExitCode {
         fence: Current::default(),
         config,
     };
-    run_plugin(plugin, &args, "ulimit-adjuster", |b| b)
+    args.runner().run(args.builder(plugin, "ulimit-adjuster"))
 }

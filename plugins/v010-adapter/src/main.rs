@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use nri_sample_common::{COMMON_USAGE, Error, init_logging, parse_args, run_plugin, usage_exit};
+use nri_sample_common::{COMMON_USAGE, init_logging, parse_args, usage_exit};
 use nri_v010_adapter::{Invoker, V010Adapter};
 
 fn usage() -> String {
@@ -35,8 +35,8 @@ fn main() -> ExitCode {
             "conf" => invoker.conf_path = value.string()?.into(),
             "plugin-timeout" => {
                 let v = value.string()?;
-                let limit = duration(&v).ok_or_else(|| Error::Usage {
-                    message: format!("invalid duration {v:?} for -plugin-timeout"),
+                let limit = duration(&v).ok_or_else(|| {
+                    nri_plugin::Error::usage(format!("invalid duration {v:?} for -plugin-timeout"))
                 })?;
                 // 0 (or a zero duration): no limit, the default.
                 invoker.timeout = (!limit.is_zero()).then_some(limit);
@@ -52,5 +52,6 @@ fn main() -> ExitCode {
         eprintln!("v010-adapter: {e}");
         return ExitCode::FAILURE;
     }
-    run_plugin(V010Adapter::new(invoker), &args, "v010-adapter", |b| b)
+    args.runner()
+        .run(args.builder(V010Adapter::new(invoker), "v010-adapter"))
 }

@@ -10,8 +10,8 @@ use nri_sample_common::parity::{Case, as_is, check};
 fn same_registrations_and_containers_as_the_go_plugin() {
     check(&Case {
         plugin: "template",
-        binary: env!("CARGO_BIN_EXE_template"),
-        crate_dir: env!("CARGO_MANIFEST_DIR"),
+        binary: env!("CARGO_BIN_EXE_template-under-test"),
+        crate_dir: concat!(env!("CARGO_MANIFEST_DIR"), "/../template"),
         normalize: as_is,
     });
 }

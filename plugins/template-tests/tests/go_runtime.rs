@@ -6,7 +6,7 @@
 use nri_sample_common::testing::{GoRuntime, PluginProcess, adjustment, prelaunch_dirs};
 use serde_json::json;
 
-const BIN: &str = env!("CARGO_BIN_EXE_template");
+const BIN: &str = env!("CARGO_BIN_EXE_template-under-test");
 
 fn lifecycle(rt: &mut GoRuntime) {
     rt.run_pod("p1", "pod1", json!({"a": "b"}));
