@@ -9,9 +9,7 @@ use std::process::ExitCode;
 use nri_plugin::api::{Container, CreateContainerResponse, PodSandbox};
 use nri_plugin::{ConfigureInfo, EventMask, HandlerError, HandlerResult, Plugin};
 use nri_sample_common::fence::Current;
-use nri_sample_common::{
-    COMMON_USAGE, CommonArgs, Strict, init_logging, parse_args, usage_exit,
-};
+use nri_sample_common::{COMMON_USAGE, CommonArgs, Strict, init_logging, parse_args, usage_exit};
 
 mod fence;
 mod inject;

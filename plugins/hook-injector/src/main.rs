@@ -10,9 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use nri_plugin::api::{Container, ContainerAdjustment, CreateContainerResponse, PodSandbox};
 use nri_plugin::{ConfigureInfo, EventMask, HandlerError, HandlerResult, Plugin};
 use nri_sample_common::fence::Current;
-use nri_sample_common::{
-    COMMON_USAGE, CommonArgs, init_logging, parse_args, usage_exit,
-};
+use nri_sample_common::{COMMON_USAGE, CommonArgs, init_logging, parse_args, usage_exit};
 
 mod fence;
 mod hooks;
