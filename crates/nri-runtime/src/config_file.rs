@@ -59,6 +59,7 @@ struct FileConfig {
     exempt_namespaces: Option<Vec<String>>,
     startup_grace: Option<Dur>,
     default_validator: Option<FileValidator>,
+    wasm: Option<crate::wasm::file_config::FileWasm>,
     #[serde(default)]
     plugins: BTreeMap<PluginKey, FilePlugin>,
 }
@@ -492,6 +493,9 @@ impl Config {
             } else {
                 self.default_validator = None;
             }
+        }
+        if let Some(w) = f.wasm {
+            w.apply(&mut self.wasm).map_err(|(key, m)| at(key, m))?;
         }
         for (PluginKey(name), p) in f.plugins {
             let policy = plugin_policy(&name, p).map_err(|m| at(&name, m))?;

@@ -11,6 +11,7 @@
 //! connection for the rest of the runtime.
 
 pub mod abi;
+pub(crate) mod file_config;
 #[cfg(feature = "wasm")]
 pub(crate) mod host;
 #[cfg(feature = "wasm")]
