@@ -17,6 +17,10 @@
 //!   calls, by plugin);
 //! - `quit` (or the end of stdin) stops the runtime and exits.
 //!
+//! With `--plugin-dir DIR` it also loads the plugins of DIR (the
+//! WebAssembly guests of `tests/wasm_guests.rs`), with `--request-timeout`
+//! as every plugin's request timeout.
+//!
 //! Every plugin's failure policy is `ignore`, so that a hostile plugin
 //! whose answers are refused costs only its own part of each event.
 
@@ -44,6 +48,13 @@ struct Args {
     /// Socket for external plugins.
     #[arg(long)]
     socket: PathBuf,
+    /// Plugin directory to load (default: none, nothing launched).
+    #[arg(long)]
+    plugin_dir: Option<PathBuf>,
+    /// Request timeout of every plugin, in milliseconds (default: the
+    /// library's).
+    #[arg(long)]
+    request_timeout_ms: Option<u64>,
 }
 
 /// What the runtime has: one pod and the containers being cycled.
@@ -165,9 +176,16 @@ async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let world = Arc::new(World::default());
     let counts = Arc::new(Counts::default());
-    let a = Adaptation::builder("victim", "v0.0.1")
+    let mut builder = Adaptation::builder("victim", "v0.0.1")
         .socket_path(&args.socket)
-        .disable_launch(true)
+        .disable_launch(args.plugin_dir.is_none());
+    if let Some(dir) = &args.plugin_dir {
+        builder = builder.plugin_dir(dir).config_dir(dir.join("conf.d"));
+    }
+    if let Some(ms) = args.request_timeout_ms {
+        builder = builder.request_timeout(std::time::Duration::from_millis(ms));
+    }
+    let a = builder
         .default_policy(PluginPolicy::new(FailurePolicy::Ignore))
         .metrics(counts.clone())
         .build(world.clone())
