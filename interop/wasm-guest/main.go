@@ -16,7 +16,9 @@
 //     every request it received so far (so which events reached the guest is
 //     visible in the adjustment);
 //   - fails CreateContainer of the container named by "fail=NAME" in its
-//     configuration text (one key=value per line).
+//     configuration text (one key=value per line);
+//   - with "bench=noop" in its configuration (the benchmark's WASM cells)
+//     answers CreateContainer with no adjustment and records nothing.
 package main
 
 import (
@@ -30,6 +32,7 @@ import (
 
 type plugin struct {
 	failName string
+	noop     bool
 	seen     []string
 }
 
@@ -46,8 +49,11 @@ func (p *plugin) note(what string) {
 func (p *plugin) Configure(ctx context.Context, req *api.ConfigureRequest) (*api.ConfigureResponse, error) {
 	for _, line := range strings.Split(req.GetConfig(), "\n") {
 		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
-		if ok && strings.TrimSpace(k) == "fail" {
-			p.failName = strings.TrimSpace(v)
+		switch k, v = strings.TrimSpace(k), strings.TrimSpace(v); {
+		case ok && k == "fail":
+			p.failName = v
+		case ok && k == "bench":
+			p.noop = v == "noop"
 		}
 	}
 	p.note("Configure:" + req.GetRuntimeName())
@@ -96,6 +102,9 @@ func (p *plugin) RemovePodSandbox(ctx context.Context, req *api.RemovePodSandbox
 }
 
 func (p *plugin) CreateContainer(ctx context.Context, req *api.CreateContainerRequest) (*api.CreateContainerResponse, error) {
+	if p.noop {
+		return &api.CreateContainerResponse{}, nil
+	}
 	name := req.GetContainer().GetName()
 	p.note("CreateContainer:" + name)
 	if p.failName != "" && name == p.failName {

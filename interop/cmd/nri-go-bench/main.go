@@ -2,6 +2,13 @@
 // runtime built on the reference adaptation (v0.12.5) with a temp socket, K
 // external plugin processes (nri-go-plugin --bench), and timed
 // CreateContainer or StartContainer calls. It prints one JSON object on stdout.
+//
+// With --wasm FILE the K plugins are WebAssembly instead: K copies of FILE
+// (10-bench, 11-bench, ...) in the adaptation's plugin directory, loaded by
+// its wazero host in Start, with "bench=noop" as their drop-in configuration
+// (the interop wasm-guest then answers every CreateContainer with no
+// adjustment); startup_ms is then Start's load, Configure and Synchronize
+// of the K modules.
 package main
 
 import (
@@ -31,6 +38,7 @@ const nriVersion = "v0.12.5"
 
 type options struct {
 	pluginBin      string
+	wasm           string
 	k, n, warmup   int
 	concurrency    int
 	flavour        string
@@ -168,6 +176,7 @@ func parseFlags() options {
 	var o options
 	self, _ := os.Executable()
 	flag.StringVar(&o.pluginBin, "plugin-bin", filepath.Join(filepath.Dir(self), "nri-go-plugin"), "plugin binary, run as: BIN --bench --socket S --name bench --idx NN --adjust FLAVOUR")
+	flag.StringVar(&o.wasm, "wasm", "", "WebAssembly plugin: K copies of it in the plugin directory instead of K plugin processes")
 	flag.IntVar(&o.k, "k", 1, "number of plugin processes (indices 10, 11, ...)")
 	flag.IntVar(&o.n, "n", 20000, "timed calls (latency mode)")
 	flag.IntVar(&o.warmup, "warmup", 1000, "warm-up calls (latency mode)")
@@ -203,6 +212,9 @@ func parseFlags() options {
 	}
 	if o.mode != "latency" && o.mode != "sync" && o.mode != "idle" {
 		peer.Usage("invalid --mode %q", o.mode)
+	}
+	if o.wasm != "" && o.flavour != "noop" {
+		peer.Usage("--wasm supports only --flavour noop")
 	}
 	if o.k < 0 || o.n < 1 || o.warmup < 0 || o.concurrency < 1 {
 		peer.Usage("invalid --k/--n/--warmup/--concurrency")
@@ -248,18 +260,30 @@ func run(o options, res *Result) error {
 		res.Sync = &SyncRes{Pods: len(b.pods), Containers: len(b.ctrs), ProtoBytes: size}
 	}
 
+	pluginDir, confDir := filepath.Join(dir, "no-plugins"), filepath.Join(dir, "no-conf.d")
+	if o.wasm != "" {
+		pluginDir, confDir = filepath.Join(dir, "plugins"), filepath.Join(dir, "conf.d")
+		if err := installWasm(o.wasm, o.k, pluginDir, confDir); err != nil {
+			return err
+		}
+	}
 	a, err := adaptation.New("nri-go-bench", nriVersion, b.syncFn, b.updateFn,
 		adaptation.WithSocketPath(sock),
-		adaptation.WithPluginPath(filepath.Join(dir, "no-plugins")),
-		adaptation.WithPluginConfigPath(filepath.Join(dir, "no-conf.d")),
+		adaptation.WithPluginPath(pluginDir),
+		adaptation.WithPluginConfigPath(confDir),
 		adaptation.WithMetrics(&metrics{b: b}),
 	)
 	if err != nil {
 		return err
 	}
 	b.a = a
+	tStart := time.Now()
 	if err := a.Start(); err != nil {
 		return err
+	}
+	if o.wasm != "" {
+		defer a.Stop()
+		return b.measure(res, tStart, nil)
 	}
 	b.syncMu.Lock()
 	b.syncDur = nil // Start() synchronizes zero pre-installed plugins
@@ -279,6 +303,14 @@ func run(o options, res *Result) error {
 	defer stopAll()
 
 	t0 := time.Now()
+	if err := launch(o, sock, &cmds); err != nil {
+		return err
+	}
+	return b.measure(res, t0, cmds)
+}
+
+// launch starts the K plugin processes.
+func launch(o options, sock string, cmds *[]*exec.Cmd) error {
 	for i := 0; i < o.k; i++ {
 		c := exec.Command(o.pluginBin, "--bench", "--socket", sock, "--name", "bench",
 			"--idx", fmt.Sprintf("%02d", 10+i), "--adjust", o.flavour, "--log-level", o.pluginLogLevel)
@@ -287,8 +319,35 @@ func run(o options, res *Result) error {
 		if err := c.Start(); err != nil {
 			return fmt.Errorf("launching plugin: %w", err)
 		}
-		cmds = append(cmds, c)
+		*cmds = append(*cmds, c)
 	}
+	return nil
+}
+
+// installWasm puts k copies of the module at path into pluginDir (10-bench,
+// 11-bench, ...) and their drop-in configuration into confDir.
+func installWasm(path string, k int, pluginDir, confDir string) error {
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	for _, d := range []string{pluginDir, confDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	for i := 0; i < k; i++ {
+		if err := os.WriteFile(filepath.Join(pluginDir, fmt.Sprintf("%02d-bench", 10+i)), wasm, 0o755); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(filepath.Join(confDir, "bench.conf"), []byte("bench=noop\n"), 0o644)
+}
+
+// measure waits for the K plugins (started at t0), reads the idle RSS and
+// runs the mode's work.
+func (b *bench) measure(res *Result, t0 time.Time, cmds []*exec.Cmd) error {
+	o := b.o
 	if err := b.waitCount(o.k, o.regWait); err != nil {
 		return err
 	}

@@ -36,7 +36,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N")]
     pub sync_pods: Option<usize>,
     /// Only these cells.
-    #[arg(long, value_name = "CELLS", value_parser = ["runtime", "plugin", "proxy"])]
+    #[arg(long, value_name = "CELLS", value_parser = ["runtime", "plugin", "proxy", "wasm"])]
     pub only: Option<String>,
     /// Skip the Go stacks (no Go peers needed).
     #[arg(long)]
@@ -99,20 +99,11 @@ impl BenchArgs {
         } else {
             TokioFlavour::MultiThread
         };
-        match self.only.as_deref() {
-            Some("runtime") => {
-                o.plugin_cells = false;
-                o.proxy_cells = false;
-            }
-            Some("plugin") => {
-                o.runtime_cells = false;
-                o.proxy_cells = false;
-            }
-            Some("proxy") => {
-                o.runtime_cells = false;
-                o.plugin_cells = false;
-            }
-            _ => {}
+        if let Some(only) = self.only.as_deref() {
+            o.runtime_cells = only == "runtime";
+            o.plugin_cells = only == "plugin";
+            o.proxy_cells = only == "proxy";
+            o.wasm_cells = only == "wasm";
         }
         o
     }

@@ -30,6 +30,11 @@ pub enum Stack {
     /// Rust runtime, `nri-proxy` with K Rust plugins behind it (beside
     /// `RustRust`: the latency the proxy adds).
     RustProxy,
+    /// Go runtime with K WebAssembly plugins in-process (containerd/nri's
+    /// wazero host), the interop wasm-guest module.
+    GoWasm,
+    /// Rust runtime with the same K WebAssembly plugins (wasmi).
+    RustWasm,
 }
 
 impl Stack {
@@ -42,11 +47,20 @@ impl Stack {
             Stack::RustGo => "rust/go",
             Stack::GoProxy => "go/proxy/rust",
             Stack::RustProxy => "rust/proxy/rust",
+            Stack::GoWasm => "go/wasm",
+            Stack::RustWasm => "rust/wasm",
         }
     }
 
     fn go_runtime(self) -> bool {
-        matches!(self, Stack::GoGo | Stack::GoRust | Stack::GoProxy)
+        matches!(
+            self,
+            Stack::GoGo | Stack::GoRust | Stack::GoProxy | Stack::GoWasm
+        )
+    }
+
+    pub(crate) fn wasm(self) -> bool {
+        matches!(self, Stack::GoWasm | Stack::RustWasm)
     }
 
     fn proxy(self) -> bool {
@@ -108,6 +122,8 @@ pub struct BenchOptions {
     pub plugin_cells: bool,
     /// Run the proxy cells (`nri-proxy` between the runtime and K plugins).
     pub proxy_cells: bool,
+    /// Run the WebAssembly plugin cells (the Go guest in both runtimes).
+    pub wasm_cells: bool,
     /// Include the Go stacks (needs the Go peers).
     pub with_go: bool,
     /// Directory of `nri-go-bench` and `nri-go-plugin`.
@@ -145,6 +161,7 @@ impl Default for BenchOptions {
             runtime_cells: true,
             plugin_cells: true,
             proxy_cells: true,
+            wasm_cells: true,
             with_go: true,
             go_bin_dir,
             rust_bin_dir: exe_dir,
@@ -284,6 +301,9 @@ impl BenchOptions {
                     &stacks,
                 ));
             }
+        }
+        if o.wasm_cells {
+            cells.extend(crate::wasm::cells(&o));
         }
         if o.plugin_cells && !pl_stacks.is_empty() {
             for (id, n) in [("plugin-n", o.plugin_n), ("plugin-long", o.plugin_long_n)] {
@@ -452,6 +472,7 @@ struct Bins {
     rust_runtime: PathBuf,
     rust_plugin: PathBuf,
     rust_proxy: PathBuf,
+    wasm_guest: PathBuf,
 }
 
 /// Environment of `nri-bench-proxy`: how many plugins it runs behind it.
@@ -486,6 +507,9 @@ fn run_one(bins: &Bins, o: &BenchOptions, cell: &Cell, stack: Stack) -> Result<R
         },
     );
     let mut cmd = Command::new(prog);
+    if stack.wasm() {
+        cmd.arg("--wasm").arg(&bins.wasm_guest);
+    }
     // Through the proxy the runtime has one plugin, the proxy, with the
     // cell's K plugins behind it.
     let k = if stack.proxy() { 1 } else { cell.k };
@@ -622,6 +646,7 @@ pub fn run(opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchR
             .clone()
             .unwrap_or_else(|| o.rust_bin_dir.join("nri-bench-plugin")),
         rust_proxy: o.rust_bin_dir.join("nri-bench-proxy"),
+        wasm_guest: o.go_bin_dir.join(crate::wasm::GUEST),
     };
     let go_hint = "build the Go peers: bash scripts/build-go-peers.sh (or set NRI_INTEROP_BIN)";
     let rust_hint = "build them: cargo build --release -p nri-bench";
@@ -633,6 +658,9 @@ pub fn run(opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchR
     check_bin(&bins.rust_plugin, rust_hint)?;
     if o.proxy_cells {
         check_bin(&bins.rust_proxy, rust_hint)?;
+    }
+    if o.wasm_cells {
+        check_bin(&bins.wasm_guest, go_hint)?;
     }
 
     let cells = o.cells();
@@ -759,12 +787,12 @@ fn summary_line(r: &RunResult) -> String {
 
 /// A ratio target.
 #[derive(Clone, Copy)]
-enum Want {
+pub(crate) enum Want {
     AtMost(f64),
     AtLeast(f64),
 }
 
-fn ratio_check(
+pub(crate) fn ratio_check(
     report: &BenchReport,
     cell: &str,
     metric: &str,
@@ -892,6 +920,7 @@ fn targets(report: &BenchReport) -> Vec<TargetCheck> {
             ));
         }
     }
+    t.extend(crate::wasm::targets(report));
     // Runtime library.
     if report.cell("create-noop-k1").is_some() {
         for f in ["noop", "adjusting"] {

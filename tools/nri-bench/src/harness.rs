@@ -10,6 +10,11 @@
 //! after `idle_wait`, then the mode's work. The request shape, warm-up,
 //! the merged-adjustment check, the statistics and the JSON fields are
 //! those of `nri-go-bench`.
+//!
+//! With [`HarnessOptions::wasm`] the K plugins are WebAssembly modules
+//! instead (as `nri-go-bench --wasm`): K copies of the module in the plugin
+//! directory, loaded by [`Adaptation::start`], and the startup time is
+//! their load, Configure and Synchronize.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -72,6 +77,10 @@ pub struct HarnessOptions {
     /// The runtime's spin budget (`Builder::spin_budget`); `None`: the
     /// library's default.
     pub spin_budget: Option<Duration>,
+    /// A WebAssembly plugin: K copies of it in the plugin directory
+    /// (`10-bench`, `11-bench`, ...) instead of K plugin processes, with
+    /// `bench=noop` as their configuration (noop flavour only).
+    pub wasm: Option<PathBuf>,
 }
 
 impl Default for HarnessOptions {
@@ -93,6 +102,7 @@ impl Default for HarnessOptions {
             tokio: TokioFlavour::MultiThread,
             workers: 2,
             spin_budget: None,
+            wasm: None,
         }
     }
 }
@@ -217,17 +227,31 @@ async fn run_async(
     if let Some(budget) = o.spin_budget {
         builder = builder.spin_budget(budget);
     }
+    if o.wasm.is_some() {
+        // The load is what is measured, not refused: as Go's host, which
+        // has no deadline for it.
+        builder = builder.registration_timeout(o.registration_wait);
+    }
+    let (plugin_dir, config_dir) = match &o.wasm {
+        Some(wasm) => install_wasm(wasm, o.k, &dir.0)?,
+        None => (dir.0.join("no-plugins"), dir.0.join("no-conf.d")),
+    };
     let a = builder
         .socket_path(&sock)
-        .plugin_dir(dir.0.join("no-plugins"))
-        .config_dir(dir.0.join("no-conf.d"))
+        .plugin_dir(plugin_dir)
+        .config_dir(config_dir)
         .metrics(Arc::new(Count { tx }))
         .build(state.clone())?;
+    let t_start = Instant::now();
     a.start().await?;
 
     let result = async {
-        let t0 = Instant::now();
-        for i in 0..o.k {
+        let t0 = if o.wasm.is_some() {
+            t_start
+        } else {
+            Instant::now()
+        };
+        for i in (0..o.k).filter(|_| o.wasm.is_none()) {
             let child = Command::new(&o.plugin_bin)
                 .args(["--bench", "--socket"])
                 .arg(&sock)
@@ -441,6 +465,31 @@ async fn latency(
         return Err(Error::Check(format!("adjustment check failed: {c}")));
     }
     Ok(())
+}
+
+/// Installs `k` copies of the module `wasm` as `10-bench`, `11-bench`, ...
+/// in a plugin directory under `dir`, with `bench=noop` as their drop-in
+/// configuration; returns the plugin and configuration directories.
+fn install_wasm(
+    wasm: &std::path::Path,
+    k: usize,
+    dir: &std::path::Path,
+) -> Result<(PathBuf, PathBuf), Error> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let io = |what: &'static str| move |source| Error::Io { what, source };
+    let (plugins, conf) = (dir.join("plugins"), dir.join("conf.d"));
+    std::fs::create_dir(&plugins).map_err(io("creating the plugin dir"))?;
+    std::fs::create_dir(&conf).map_err(io("creating the config dir"))?;
+    let bytes = std::fs::read(wasm).map_err(io("reading the WebAssembly plugin"))?;
+    for i in 0..k {
+        let p = plugins.join(format!("{:02}-bench", 10 + i));
+        std::fs::write(&p, &bytes).map_err(io("installing a WebAssembly plugin"))?;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755))
+            .map_err(io("making a WebAssembly plugin executable"))?;
+    }
+    std::fs::write(conf.join("bench.conf"), "bench=noop\n")
+        .map_err(io("writing the plugins' configuration"))?;
+    Ok((plugins, conf))
 }
 
 fn plugin_mem(children: &[Child]) -> Vec<Mem> {

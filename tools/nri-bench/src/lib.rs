@@ -13,6 +13,8 @@
 //! | [`Stack::RustGo`] | `nri-bench-runtime` | `nri-go-plugin --bench` |
 //! | [`Stack::GoProxy`] | `nri-go-bench` | `nri-bench-proxy` (nri-proxy) with K `nri-bench-plugin` behind it |
 //! | [`Stack::RustProxy`] | `nri-bench-runtime` | `nri-bench-proxy` with K `nri-bench-plugin` behind it |
+//! | [`Stack::GoWasm`] | `nri-go-bench --wasm` (wazero) | none: K copies of the Go-built `wasm-guest.wasm` in its plugin directory |
+//! | [`Stack::RustWasm`] | `nri-bench-runtime --wasm` (wasmi) | the same K modules |
 //!
 //! The plugin SDK is compared under the same Go runtime (`GoRust` vs
 //! `GoGo`), the runtime library under the same Go plugins (`RustGo` vs
@@ -40,6 +42,7 @@ mod sha256;
 pub mod shape;
 pub mod stats;
 mod table;
+mod wasm;
 
 pub use cli::BenchArgs;
 pub use driver::{

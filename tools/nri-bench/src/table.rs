@@ -218,6 +218,7 @@ fn write_all(r: &BenchReport, w: &mut dyn Write) -> std::io::Result<()> {
     }
 
     proxy_table(r, w)?;
+    crate::wasm::table(r, w)?;
 
     if !r.targets.is_empty() {
         writeln!(w, "### Targets\n")?;

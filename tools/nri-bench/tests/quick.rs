@@ -48,6 +48,8 @@ fn quick_matrix_end_to_end() {
         with_go,
         go_bin_dir: go.unwrap_or_default(),
         rust_bin_dir: rust_dir,
+        // The WebAssembly cells have their own test (wasm.rs).
+        wasm_cells: false,
         ..Default::default()
     };
     let report = nri_bench::run(&opts, |l| eprintln!("{l}")).expect("matrix runs");

@@ -11,6 +11,7 @@
 //!     [--plugin-bin <dir of this binary>/nri-bench-plugin]
 //!     [--log-level warn] [--plugin-log-level warn]
 //!     [--tokio multi|current] [--workers 2] [--spin-budget <library default>]
+//!     [--wasm FILE]
 //! ```
 
 use std::path::PathBuf;
@@ -94,6 +95,10 @@ struct Args {
     /// spinning off).
     #[arg(long, value_parser = duration)]
     spin_budget: Option<Duration>,
+    /// WebAssembly plugin: K copies of it in the plugin directory instead
+    /// of K plugin processes (noop flavour only).
+    #[arg(long, value_name = "FILE")]
+    wasm: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -116,6 +121,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if a.wasm.is_some() && a.flavour != Flavour::Noop {
+        eprintln!("--wasm supports only --flavour noop");
+        return ExitCode::from(2);
+    }
     if a.n < 1 || a.concurrency < 1 {
         eprintln!("invalid --n/--concurrency");
         return ExitCode::from(2);
@@ -143,6 +152,7 @@ fn main() -> ExitCode {
         tokio,
         workers: a.workers,
         spin_budget: a.spin_budget,
+        wasm: a.wasm,
     };
     let res = harness::run(&o);
     match serde_json::to_string(&res) {
