@@ -103,12 +103,18 @@ impl Upcall {
         matches!(self, Upcall::RunPod(_) | Upcall::Create(..))
     }
 
-    /// Applies the event to the view: the object is stored, refreshed or
-    /// forgotten.
+    /// Applies the event to the view: the object is stored (a copy),
+    /// refreshed or forgotten.
     pub(crate) fn apply(&self, v: &mut View) {
+        self.clone().store(v);
+    }
+
+    /// Applies the event to the view, moving the object into it (no copy:
+    /// the event is done with it).
+    pub(crate) fn store(self, v: &mut View) {
         match self {
             Upcall::RunPod(p) | Upcall::UpdatePod(p, ..) | Upcall::PodNote(_, p) => {
-                v.pods.insert(p.id.clone(), p.clone());
+                v.pods.insert(p.id.clone(), p);
             }
             Upcall::RemovePod(p) => {
                 v.pods.remove(&p.id);
@@ -117,7 +123,7 @@ impl Upcall {
             | Upcall::ContainerNote(_, _, c)
             | Upcall::Update(_, c, _)
             | Upcall::Stop(_, c) => {
-                v.containers.insert(c.id.clone(), c.clone());
+                v.containers.insert(c.id.clone(), c);
             }
             Upcall::Remove(_, c) => {
                 v.containers.remove(&c.id);
@@ -126,31 +132,37 @@ impl Upcall {
     }
 
     /// Hands the event to the plugins behind the proxy through `a`, then
-    /// applies it to the view (before a creation's guard is released; a
-    /// failed creation is not stored).
+    /// moves it into the view. A creation the plugins failed is stored only
+    /// if `store_failed` is set (the runtime has the object anyway, as
+    /// after a resynchronization); otherwise the runtime will not create it.
+    /// A creation is stored before its guard is released.
     pub(crate) async fn deliver(
-        &self,
+        self,
         a: &Adaptation,
         state: &State,
+        store_failed: bool,
     ) -> Result<Answer, nri_runtime::Error> {
-        let store = || state.update(|v| self.apply(v));
-        let r = match self {
-            Upcall::RunPod(pod) => {
-                let out = a.run_pod_sandbox(pod).await?;
-                store();
-                drop(out.guard);
-                return Ok(Answer::Done);
-            }
-            Upcall::Create(pod, c) => {
-                let out = a.create_container(pod, c).await?;
-                store();
-                drop(out.guard);
-                return Ok(Answer::Create(CreateContainerResponse {
-                    adjust: Some(out.adjustment),
-                    update: out.updates,
-                    evict: out.evictions,
-                }));
-            }
+        let r = match &self {
+            Upcall::RunPod(pod) => match a.run_pod_sandbox(pod).await {
+                Ok(out) => {
+                    state.update(|v| self.store(v));
+                    drop(out.guard);
+                    return Ok(Answer::Done);
+                }
+                Err(e) => Err(e),
+            },
+            Upcall::Create(pod, c) => match a.create_container(pod, c).await {
+                Ok(out) => {
+                    state.update(|v| self.store(v));
+                    drop(out.guard);
+                    return Ok(Answer::Create(CreateContainerResponse {
+                        adjust: Some(out.adjustment),
+                        update: out.updates,
+                        evict: out.evictions,
+                    }));
+                }
+                Err(e) => Err(e),
+            },
             Upcall::UpdatePod(pod, overhead, resources) => a
                 .update_pod_sandbox(pod, overhead.clone(), resources.clone())
                 .await
@@ -180,7 +192,9 @@ impl Upcall {
             }),
             Upcall::Remove(pod, c) => a.remove_container(pod, c).await.map(|_| Answer::Done),
         };
-        store();
+        if r.is_ok() || store_failed || !self.is_creation() {
+            state.update(|v| self.store(v));
+        }
         r
     }
 }

@@ -58,11 +58,11 @@ pub(crate) async fn deliver(
     );
     for up in events(ch) {
         metrics.replayed.inc();
-        if let Err(e) = up.deliver(&a, &state).await {
-            state.update(|v| up.apply(v));
+        let (event, id) = (up.event(), up.id().to_owned());
+        if let Err(e) = up.deliver(&a, &state, true).await {
             tracing::warn!(
-                event = up.event().pretty_name(),
-                id = up.id(),
+                event = event.pretty_name(),
+                %id,
                 error = %e,
                 "nri-proxy: resync event failed"
             );

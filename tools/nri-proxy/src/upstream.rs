@@ -142,7 +142,7 @@ impl Upstream {
             }
         };
         let a = self.adaptation.with_deadline(deadline);
-        let r = up.deliver(&a, &self.state).await.map_err(failed);
+        let r = up.deliver(&a, &self.state, false).await.map_err(failed);
         drop(turn);
         r
     }
@@ -163,8 +163,11 @@ impl Upstream {
         self.spawn_later(async move {
             let _turn = wait.await;
             drop(held);
-            if let Err(e) = up.deliver(&a, &state).await {
-                tracing::warn!(event = up.event().pretty_name(), id = up.id(), error = %e, "nri-proxy: a late event failed");
+            let (event, id) = (up.event(), up.id().to_owned());
+            // The runtime was answered with success: it has the object
+            // whatever the plugins say now.
+            if let Err(e) = up.deliver(&a, &state, true).await {
+                tracing::warn!(event = event.pretty_name(), %id, error = %e, "nri-proxy: a late event failed");
             }
         });
         Ok(Answer::Done)
