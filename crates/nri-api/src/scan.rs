@@ -193,6 +193,47 @@ pub fn scan<M: prost::Name>(bytes: &[u8]) -> Result<Scan, Error> {
     })
 }
 
+/// Counts the entries of the top-level repeated or map field `field` (its
+/// protobuf name) of the encoded message `bytes` of type `M`, and stops
+/// once more than `stop` were counted: a quick first look for a receiver
+/// that caps `field` by number, so that refusing a message of millions of
+/// entries costs a few entries' worth of work, not the whole message.
+/// Other top-level fields are skipped by their length, not walked; the
+/// entries counted are checked as [`scan`] checks them. Returns 0 for a
+/// field that is not in `M`; a result over `stop` means "at least that
+/// many".
+///
+/// Errors: as for [`scan`], for the part of the message looked at.
+pub fn count_at_most<M: prost::Name>(
+    bytes: &[u8],
+    field: &str,
+    stop: usize,
+) -> Result<usize, Error> {
+    let Some(shape) = SHAPES.iter().find(|s| s.name == M::NAME) else {
+        return Err(Error::NotInSchema { message: M::NAME });
+    };
+    let Some(f) = shape.fields.iter().find(|f| f.name == field) else {
+        return Ok(0);
+    };
+    let mut walk = Walk {
+        message: shape.name,
+        whole: bytes.len(),
+        counts: [0; MAX_FIELDS],
+    };
+    let mut buf = bytes;
+    let mut n = 0usize;
+    while !buf.is_empty() && n <= stop {
+        let (tag, wire) = decode_key(&mut buf).map_err(|e| walk.fail(buf, e))?;
+        if tag == f.number {
+            let (_, entries) = walk.field(f, wire, &mut buf, RECURSION_LIMIT)?;
+            n = n.saturating_add(entries);
+        } else {
+            walk.skip(wire, tag, &mut buf, RECURSION_LIMIT)?;
+        }
+    }
+    Ok(n)
+}
+
 /// The state of one scan.
 struct Walk {
     /// The top-level message, for errors.

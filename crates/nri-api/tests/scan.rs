@@ -486,3 +486,37 @@ fn types_outside_the_schema_are_refused() {
         Err(nri_api::Error::NotInSchema { message: "Foreign" })
     ));
 }
+
+#[test]
+fn count_at_most_counts_a_top_level_field_and_stops_past_the_limit() {
+    use nri_api::api::{ContainerEviction, ContainerUpdate, UpdateContainerResponse};
+    use nri_api::scan::count_at_most;
+    let msg = UpdateContainerResponse {
+        update: vec![
+            ContainerUpdate {
+                container_id: "c".into(),
+                ..Default::default()
+            };
+            50
+        ],
+        evict: vec![ContainerEviction::default(); 3],
+    };
+    let b = msg.encode_to_vec();
+    type R = UpdateContainerResponse;
+    assert_eq!(count_at_most::<R>(&b, "update", 100).unwrap(), 50);
+    assert_eq!(count_at_most::<R>(&b, "evict", 100).unwrap(), 3);
+    assert_eq!(
+        count_at_most::<R>(&b, "update", 10).unwrap(),
+        11,
+        "stops past 10"
+    );
+    assert_eq!(count_at_most::<R>(&b, "no_such_field", 10).unwrap(), 0);
+    // The count agrees with a full scan.
+    let scan = nri_api::scan::scan::<R>(&b).unwrap();
+    assert_eq!(scan.count("update"), 50);
+    // A cut message is malformed where the count reads it.
+    assert!(count_at_most::<R>(&b[..b.len() - 1], "evict", 100).is_err());
+    // A million empty entries are refused after looking at a few.
+    let huge = [0x0a_u8, 0].repeat(1_000_000);
+    assert_eq!(count_at_most::<R>(&huge, "update", 16).unwrap(), 17);
+}

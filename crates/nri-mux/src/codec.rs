@@ -201,7 +201,9 @@ pub fn encode_message(conn: ConnId, msg: &[u8], dst: &mut BytesMut) -> Result<()
 }
 
 /// Incremental frame decoder: feed it the bytes read from the trunk, take
-/// complete frames out.
+/// frames out, either whole ([`decode`](Self::decode)) or in pieces as their
+/// bytes arrive ([`decode_piece`](Self::decode_piece)). Use one of the two
+/// on a decoder, not both.
 ///
 /// A frame announcing a payload longer than [`MAX_PAYLOAD`] is fatal: the
 /// decoder can no longer find frame boundaries, so it returns
@@ -210,6 +212,27 @@ pub fn encode_message(conn: ConnId, msg: &[u8], dst: &mut BytesMut) -> Result<()
 pub struct Decoder {
     /// Set after a fatal error: the error to repeat.
     poisoned: Option<(ConnId, u32)>,
+    /// The frame [`decode_piece`](Self::decode_piece) is in the middle of:
+    /// its connection, announced length and bytes still to come.
+    frame: Option<(ConnId, u32, u32)>,
+}
+
+/// Part of a frame's payload, from [`Decoder::decode_piece`]: the whole
+/// payload of a small frame, or what has arrived of a large one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Piece {
+    /// Connection the frame is for.
+    pub conn: ConnId,
+    /// Payload length the frame's header announced.
+    pub frame_len: u32,
+    /// The bytes of this piece, in order (empty only for the first piece
+    /// of a large frame whose header came alone).
+    pub data: Bytes,
+    /// This piece starts the frame.
+    pub first: bool,
+    /// This piece ends the frame.
+    pub last: bool,
 }
 
 impl Decoder {
@@ -250,6 +273,95 @@ impl Decoder {
         src.advance(HEADER_LEN);
         let payload = src.split_to(len as usize).freeze();
         Ok(Some((conn, payload)))
+    }
+
+    /// Takes the next piece of frame payload from the front of `src`.
+    ///
+    /// A frame of at most `whole_max` payload bytes comes whole, once all of
+    /// it is in `src` (as from [`decode`](Self::decode)). A larger one comes
+    /// in pieces, each holding what `src` has of it, as soon as its header
+    /// is complete: the caller never holds a large frame, and can drop the
+    /// bytes of a frame it does not want as they arrive. Pieces share
+    /// `src`'s allocation (no copy).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OversizedFrame`] as for [`decode`](Self::decode).
+    pub fn decode_piece(
+        &mut self,
+        src: &mut BytesMut,
+        whole_max: usize,
+    ) -> Result<Option<Piece>, Error> {
+        if let Some((conn, frame_len, remaining)) = self.frame {
+            if src.is_empty() {
+                return Ok(None);
+            }
+            let n = src.len().min(remaining as usize);
+            // n <= remaining, which fits u32.
+            let left = remaining - n as u32;
+            self.frame = (left > 0).then_some((conn, frame_len, left));
+            return Ok(Some(Piece {
+                conn,
+                frame_len,
+                data: src.split_to(n).freeze(),
+                first: false,
+                last: left == 0,
+            }));
+        }
+        if let Some((conn, len)) = self.poisoned {
+            return Err(oversized(conn, len));
+        }
+        if src.len() < HEADER_LEN {
+            return Ok(None);
+        }
+        let mut h = &src[..HEADER_LEN];
+        let conn = ConnId(h.get_u32());
+        let frame_len = h.get_u32();
+        let len = frame_len as usize;
+        if len > MAX_PAYLOAD {
+            self.poisoned = Some((conn, frame_len));
+            return Err(oversized(conn, frame_len));
+        }
+        let have = src.len() - HEADER_LEN;
+        if have < len && len <= whole_max {
+            src.reserve(len - have);
+            return Ok(None);
+        }
+        src.advance(HEADER_LEN);
+        let n = have.min(len);
+        // n <= len, which fits u32.
+        let left = frame_len - n as u32;
+        self.frame = (left > 0).then_some((conn, frame_len, left));
+        Ok(Some(Piece {
+            conn,
+            frame_len,
+            data: src.split_to(n).freeze(),
+            first: true,
+            last: left == 0,
+        }))
+    }
+
+    /// Whether the decoder is inside a frame it hands out in pieces
+    /// ([`decode_piece`](Self::decode_piece)) whose end has not come yet.
+    pub fn is_mid_frame(&self) -> bool {
+        self.frame.is_some()
+    }
+
+    /// Checks the end of the trunk after [`decode_piece`](Self::decode_piece)
+    /// has taken every piece it could.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::TruncatedFrame`] if the trunk ended inside a frame (`src`
+    /// holds part of one, or a frame handed out in pieces has not ended).
+    pub fn check_eof(&self, src: &BytesMut) -> Result<(), Error> {
+        if src.is_empty() && self.frame.is_none() {
+            Ok(())
+        } else {
+            Err(Error::TruncatedFrame {
+                buffered: src.len(),
+            })
+        }
     }
 
     /// Like [`decode`](Self::decode), for when the trunk reached end of file:

@@ -24,14 +24,18 @@
 //!   buffer and queues at most 256 frames per connection. Messages from
 //!   different connections never interleave on the trunk.
 //! * **Reads** are a byte stream per connection, reassembled from frames of
-//!   any size up to [`MAX_PAYLOAD`].
+//!   any size up to [`MAX_PAYLOAD`]. A frame longer than one read of the
+//!   trunk (64 KiB) is passed on in pieces as its bytes arrive, so the mux
+//!   never holds a large frame whole: what a connection's owner does not
+//!   want (a request over its size limit) can be skipped as it comes, and
+//!   a frame for a connection that is not open costs nothing but reading.
 //! * **Backpressure:** a connection buffers at most about
 //!   [`READ_BUFFER_LIMIT`] unread bytes; beyond that the trunk reader stops
 //!   reading the socket (all connections wait, head-of-line) until the owner
 //!   reads. Data of an open connection is never dropped. Writers see
 //!   backpressure through [`WRITE_BACKLOG_LIMIT`].
-//! * **Unknown connection ids:** frames for ids that are not open are
-//!   dropped, as Go does, and reported: a `tracing` warning and the counters
+//! * **Unknown connection ids:** frames for ids that are not open (when
+//!   their first byte arrives) are dropped, as Go does, and reported: a `tracing` warning and the counters
 //!   and [`Error::UnknownConn`] value in [`MuxStats`]. The trunk goes on.
 //! * **Fatal trunk errors** (an announced length over [`MAX_PAYLOAD`], end
 //!   of file inside a frame, socket errors) end the trunk: the socket is shut
@@ -77,7 +81,7 @@ mod spin;
 
 pub use codec::{
     ConnId, Decoder, EXTENSION_CONN, Extension, FIRST_FRAME_MAX, HEADER_LEN, MAX_PAYLOAD,
-    PLUGIN_SERVICE_CONN, RESERVED_CONN, RUNTIME_SERVICE_CONN, encode_message,
+    PLUGIN_SERVICE_CONN, Piece, RESERVED_CONN, RUNTIME_SERVICE_CONN, encode_message,
 };
 pub use error::Error;
 pub use mux::{

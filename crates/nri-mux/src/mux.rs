@@ -18,7 +18,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::codec::{Decoder, EXTENSION_CONN, Extension, MessageFrames, RESERVED_CONN};
+use crate::codec::{Decoder, EXTENSION_CONN, Extension, MessageFrames, Piece, RESERVED_CONN};
 use crate::spin::{Backoff, SpinState, SpinToken};
 use crate::{ConnId, Error, MAX_PAYLOAD};
 
@@ -503,7 +503,12 @@ impl Inner {
         self.end.get().map(End::error)
     }
 
-    fn drop_frame(&self, conn: ConnId, len: usize) {
+    /// Reports a dropped frame (once per frame, with its announced length;
+    /// the rest of a frame handed out in pieces goes without a word).
+    fn drop_frame(&self, conn: ConnId, len: usize, first: bool) {
+        if !first {
+            return;
+        }
         tracing::warn!(
             conn = conn.0,
             len,
@@ -515,16 +520,28 @@ impl Inner {
         *lock(&c.last_dropped) = Some(Error::UnknownConn { conn, len });
     }
 
-    /// Hands one frame's payload to its connection. Returns `false` if the
-    /// trunk ended while waiting for buffer space. `partial` is set when
-    /// the connection's sink now holds the start of an unfinished message.
-    async fn deliver(&self, id: ConnId, payload: Bytes, partial: &mut bool) -> bool {
-        let len = payload.len();
-        let conn = lock(&self.conns).get(&id).cloned();
+    /// Hands one piece of a frame's payload to its connection. Returns
+    /// `false` if the trunk ended while waiting for buffer space. `partial`
+    /// is set when the connection's sink now holds the start of an
+    /// unfinished message. `dropping` is set when the frame's first piece
+    /// was dropped: so is the rest of the frame, even if its connection is
+    /// opened meanwhile.
+    async fn deliver(&self, piece: Piece, partial: &mut bool, dropping: &mut bool) -> bool {
+        let (id, first) = (piece.conn, piece.first);
+        let frame_len = piece.frame_len as usize;
+        let conn = if first || !*dropping {
+            lock(&self.conns).get(&id).cloned()
+        } else {
+            None
+        };
         let Some(conn) = conn else {
-            self.drop_frame(id, len);
+            self.drop_frame(id, frame_len, first);
+            *dropping = !piece.last;
             return true;
         };
+        *dropping = false;
+        let payload = piece.data;
+        let len = payload.len();
         if len == 0 {
             return true;
         }
@@ -547,7 +564,8 @@ impl Inner {
             if st.read_closed {
                 drop(st);
                 drop(slot);
-                self.drop_frame(id, len);
+                self.drop_frame(id, frame_len, first);
+                *dropping = !piece.last;
                 return true;
             }
             st.queue.push_back(payload);
@@ -614,6 +632,8 @@ impl Inner {
         let mut spin_budget = 0;
         // Whether the last message delivered to a sink is unfinished.
         let mut partial = false;
+        // Whether the rest of the frame being read is dropped.
+        let mut dropping = false;
         // When the last wake hint came, if no message came after it.
         let mut hinted: Option<u64> = None;
         // How often a hint is polled after. Unlike a spin after a write, a
@@ -622,27 +642,32 @@ impl Inner {
         let mut hints = Backoff::default();
         loop {
             loop {
-                match dec.decode(&mut buf) {
-                    Ok(Some((id, payload))) => {
+                // Frames longer than a read come in pieces as they arrive:
+                // no frame is held whole, and one nobody takes is dropped
+                // piece by piece.
+                match dec.decode_piece(&mut buf, READ_CHUNK) {
+                    Ok(Some(piece)) => {
                         let c = &self.counters;
-                        c.frames_received.fetch_add(1, Ordering::Relaxed);
+                        if piece.first {
+                            c.frames_received.fetch_add(1, Ordering::Relaxed);
+                        }
                         c.bytes_received
-                            .fetch_add(payload.len() as u64, Ordering::Relaxed);
-                        if id == EXTENSION_CONN {
-                            if self.on_extension(&payload) {
+                            .fetch_add(piece.data.len() as u64, Ordering::Relaxed);
+                        if piece.conn == EXTENSION_CONN {
+                            if piece.first && piece.last && self.on_extension(&piece.data) {
                                 hinted = Some(self.now_ns());
                             }
                             continue;
                         }
                         hinted = None;
-                        if spin_budget > 0 {
+                        if spin_budget > 0 && piece.first {
                             let last_write = self.last_write_ns.load(Ordering::Relaxed);
                             spin.on_message(self.now_ns(), last_write);
                         }
-                        if payload.len() > READ_CHUNK {
+                        if piece.data.len() > READ_CHUNK {
                             buf = release_large_buffer(buf);
                         }
-                        if !self.deliver(id, payload, &mut partial).await {
+                        if !self.deliver(piece, &mut partial, &mut dropping).await {
                             return;
                         }
                     }
@@ -657,7 +682,7 @@ impl Inner {
             }
             // Mid-message (a frame, or a connection's message, came in
             // part): the peer is writing the rest right now.
-            let mid_message = spin_budget > 0 && (partial || !buf.is_empty());
+            let mid_message = spin_budget > 0 && (partial || !buf.is_empty() || dec.is_mid_frame());
             let mut spun = if mid_message {
                 self.read_rest(&mut watch, &mut chunk)
             } else {
@@ -732,8 +757,8 @@ impl Inner {
             };
             match res {
                 Ok(0) => {
-                    let end = match dec.decode_eof(&mut buf) {
-                        Ok(_) => End::PeerEof,
+                    let end = match dec.check_eof(&buf) {
+                        Ok(()) => End::PeerEof,
                         Err(e) => End::Failed(e),
                     };
                     return self.finish(end);

@@ -92,4 +92,46 @@ proptest! {
             }
         }
     }
+
+    #[test]
+    fn pieces_carry_the_same_frames_as_whole_decoding(
+        msgs in messages(),
+        cuts in prop::collection::vec(1usize..9000, 1..40),
+        whole_max in prop_oneof![Just(0usize), 1usize..5000, Just(usize::MAX)],
+    ) {
+        let mut wire = BytesMut::new();
+        for (c, m) in &msgs {
+            encode_message(ConnId(*c), m, &mut wire).unwrap();
+        }
+        let mut whole = Decoder::new();
+        let mut all = wire.clone();
+        let mut expected = Vec::new();
+        while let Some((c, p)) = whole.decode(&mut all).unwrap() {
+            expected.push((c, p.to_vec()));
+        }
+        let mut dec = Decoder::new();
+        let mut buf = BytesMut::new();
+        let mut frames: Vec<(ConnId, Vec<u8>)> = Vec::new();
+        let mut rest = &wire[..];
+        let mut i = 0;
+        while !rest.is_empty() {
+            let n = cuts[i % cuts.len()].min(rest.len());
+            i += 1;
+            buf.extend_from_slice(&rest[..n]);
+            rest = &rest[n..];
+            while let Some(p) = dec.decode_piece(&mut buf, whole_max).unwrap() {
+                if p.first {
+                    frames.push((p.conn, Vec::new()));
+                }
+                let (c, f) = frames.last_mut().unwrap();
+                prop_assert_eq!(*c, p.conn);
+                // A frame up to `whole_max` comes in one piece.
+                prop_assert!(!(p.first && p.frame_len as usize <= whole_max) || p.last);
+                f.extend_from_slice(&p.data);
+                prop_assert_eq!(p.last, f.len() == p.frame_len as usize);
+            }
+        }
+        prop_assert!(dec.check_eof(&buf).is_ok());
+        prop_assert_eq!(frames, expected);
+    }
 }

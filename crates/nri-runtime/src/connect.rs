@@ -41,6 +41,19 @@ const SYNC_LIMITS: SyncLimits = SyncLimits {
 
 type RegisterReply = oneshot::Sender<Result<(), Status>>;
 
+/// Opens the plugin service connection (the runtime's calls to the plugin)
+/// and its client. It takes its data straight from the trunk reader: the
+/// plugin's answers go to the waiting call with no reader task in between;
+/// a call waiting for its answer runs the trunk reader itself, so the
+/// answer is read in the calling task.
+fn plugin_service(mux: &nri_mux::Mux) -> Result<(Client, Arc<PluginInput>), nri_mux::Error> {
+    let (answers, requests) = mux.open(PLUGIN_SERVICE_CONN)?.into_split();
+    let input = Arc::new(PluginInput::new(requests.reader_driver()));
+    let (client, feed) = Client::with_feed_driven(requests, input.clone());
+    answers.into_sink(feed);
+    Ok((client, input))
+}
+
 /// Who is on the other end of a runtime service, before it registers.
 struct RuntimeServicePeer {
     origin: PluginOrigin,
@@ -97,22 +110,9 @@ impl Shared {
         };
         let mux = nri_mux::Mux::new_paused(stream);
         mux.set_spin_budget(self.config.spin_budget);
-        let conn1 = mux
-            .open(PLUGIN_SERVICE_CONN)
-            .map_err(|e| reg_err(format!("mux: {e}")))?;
         let conn2 = mux
             .open(RUNTIME_SERVICE_CONN)
             .map_err(|e| reg_err(format!("mux: {e}")))?;
-        // Both connections take their data straight from the trunk reader:
-        // the plugin's answers go to the waiting call, and its requests to
-        // their handler, with no reader task in between. A call waiting for
-        // its answer runs the trunk reader itself, so the answer is read in
-        // the calling task (no hand-off from the reader task, which tokio
-        // may run on another worker).
-        let (answers, requests) = conn1.into_split();
-        let input = Arc::new(PluginInput::new(requests.reader_driver()));
-        let (client, feed) = Client::with_feed_driven(requests, input.clone());
-        answers.into_sink(feed);
         let closed = CancellationToken::new();
         let identity: Arc<Mutex<Option<PluginId>>> = Arc::new(Mutex::new(None));
         let (reg_tx, mut reg_rx) = mpsc::channel::<(RegisterPluginRequest, RegisterReply)>(1);
@@ -137,9 +137,8 @@ impl Shared {
         }
         mux.start();
 
-        let cleanup = |mux: &nri_mux::Mux, client: &Client, closed: &CancellationToken| {
+        let cleanup = |mux: &nri_mux::Mux, closed: &CancellationToken| {
             closed.cancel();
-            client.close();
             mux.close();
         };
 
@@ -147,14 +146,14 @@ impl Shared {
         let reg = tokio::select! {
             r = reg_rx.recv() => r,
             () = tokio::time::sleep(self.config.registration_timeout) => {
-                cleanup(&mux, &client, &closed);
+                cleanup(&mux, &closed);
                 kill_child(&mut pending.child).await;
                 return Err(reg_err(format!("no registration within {:?}", self.config.registration_timeout)));
             }
             _ = mux.closed() => None,
         };
         let Some((req, reply)) = reg else {
-            cleanup(&mux, &client, &closed);
+            cleanup(&mux, &closed);
             kill_child(&mut pending.child).await;
             return Err(reg_err("connection closed before registration".into()));
         };
@@ -168,10 +167,26 @@ impl Shared {
                 // moment to read the refusal and hang up itself.
                 let linger = self.config.registration_timeout.min(REFUSAL_LINGER);
                 let _ = tokio::time::timeout(linger, mux.closed()).await;
-                cleanup(&mux, &client, &closed);
+                cleanup(&mux, &closed);
                 kill_child(&mut pending.child).await;
                 return Err(reg_err(reason));
             }
+        };
+        // Until the plugin has registered, what it sends on the plugin
+        // service connection is dropped by the mux as it arrives, unread.
+        let (client, input) = match plugin_service(&mux) {
+            Ok(c) => c,
+            Err(e) => {
+                self.registry.release(&id.to_string());
+                let _ = reply.send(Err(Status::new(Code::Unavailable, "connection closed")));
+                cleanup(&mux, &closed);
+                kill_child(&mut pending.child).await;
+                return Err(reg_err(format!("mux: {e}")));
+            }
+        };
+        let cleanup = |mux: &nri_mux::Mux, client: &Client, closed: &CancellationToken| {
+            client.close();
+            cleanup(mux, closed);
         };
         let _ = reply.send(Ok(()));
         drop(pending.pending_slot.take());

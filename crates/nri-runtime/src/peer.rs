@@ -272,26 +272,29 @@ impl PeerGuard {
     /// [`max_updates`](Self::max_updates), the rest within
     /// [`PeerLimits::decoded_ratio`] times its size.
     pub(crate) fn check<M: prost::Name>(&self, bytes: &[u8]) -> Result<(), Refused> {
-        let scan = nri_api::scan::scan::<M>(bytes).map_err(|e| Refused {
+        let malformed = |e: nri_api::Error| Refused {
             kind: "malformed",
             reason: e.to_string(),
-        })?;
+        };
         let max = self.max_updates();
+        // Counted first, stopping just past the cap: a message of millions
+        // of entries is refused after looking at a few of them.
         for field in COUNTED {
-            let n = scan.count(field);
+            let n = nri_api::scan::count_at_most::<M>(bytes, field, max).map_err(malformed)?;
             if n > max {
                 return Err(Refused {
                     kind: "too_many_updates",
                     reason: format!(
-                        "{} with {n} {field} entries, more than the {max} allowed \
+                        "{} with at least {n} {field} entries, more than the {max} allowed \
                          ({} known containers + {})",
-                        scan.message(),
+                        M::NAME,
                         self.known.count(),
                         self.limits.extra_updates
                     ),
                 });
             }
         }
+        let scan = nri_api::scan::scan::<M>(bytes).map_err(malformed)?;
         let size = scan.decoded_size_beyond(&COUNTED);
         let allowed = scan
             .wire_len()

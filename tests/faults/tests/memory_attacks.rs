@@ -6,10 +6,14 @@
 //!
 //! - 4 MiB `UpdateContainers` requests of empty updates (2 bytes each on
 //!   the wire, about 400 bytes decoded) on a connection that has not
-//!   registered, over and over, from one connection and from several.
+//!   registered, over and over, from one connection, from four and from
+//!   sixteen (as many as may wait to register);
+//! - 4 MiB answers to calls never made, written by sixteen connections
+//!   that have not registered on the connection where the runtime calls
+//!   the plugin.
 //!
-//! Each test takes a few seconds (most of it the victim scanning 4 MiB
-//! messages in a debug build).
+//! Each test takes a few seconds to a few tens of seconds (the victim
+//! reads 4 MiB messages in a debug build).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod common;
@@ -23,6 +27,7 @@ use common::*;
 use nri_api::api::{ContainerUpdate, UpdateContainersRequest};
 use nri_api::method;
 use nri_fault_tests::{empty_entries, peak_rss_kib};
+use nri_ttrpc::codec::MessageType;
 use prost::Message;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::net::UnixStream;
@@ -62,7 +67,11 @@ impl Victim {
         let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_victim"))
             .arg("--socket")
             .arg(&socket)
-            .env("RUST_LOG", "error")
+            // NRI_VICTIM_LOG: the victim's log filter, to see what it does.
+            .env(
+                "RUST_LOG",
+                std::env::var("NRI_VICTIM_LOG").unwrap_or_else(|_| "error".into()),
+            )
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -128,14 +137,24 @@ impl Victim {
             .unwrap();
     }
 
-    /// Runs `n` container lifecycles: (creations the good plugin adjusted,
-    /// others).
+    /// Runs `n` container lifecycles, ten at a time (each ten must be
+    /// done within the wait for one line: under an attack that makes every
+    /// call move 4 MiB, a lifecycle takes a few hundred milliseconds in a
+    /// debug build): (creations the good plugin adjusted, others).
     async fn cycle(&mut self, n: u64) -> (u64, u64) {
-        self.send(&format!("cycle {n}")).await;
-        let l = self.line().await;
-        let mut w = l.strip_prefix("cycled ").expect(&l).split(' ');
-        let mut next = || w.next().unwrap().parse::<u64>().unwrap();
-        (next(), next())
+        let (mut ok, mut bad) = (0, 0);
+        let mut left = n;
+        while left > 0 {
+            let batch = left.min(10);
+            left -= batch;
+            self.send(&format!("cycle {batch}")).await;
+            let l = self.line().await;
+            let mut w = l.strip_prefix("cycled ").expect(&l).split(' ');
+            let mut next = || w.next().unwrap().parse::<u64>().unwrap();
+            ok += next();
+            bad += next();
+        }
+        (ok, bad)
     }
 
     /// The refusals (by reason) and failed plugin calls (by plugin).
@@ -227,6 +246,35 @@ impl Attacks {
                         };
                         let code = r.map_or_else(|st| st.code, |_| 0);
                         *codes.lock().unwrap().entry(code).or_default() += 1;
+                        sent.send_modify(|n| *n += 1);
+                    }
+                }
+            });
+        }
+    }
+
+    /// `conns` connections that never register, each writing 4 MiB
+    /// answers on the plugin service connection (where the runtime calls
+    /// the plugin) for calls never made, one after the other.
+    fn stray_answer_flood(&mut self, socket: &Path, conns: usize) {
+        let envelope = response_envelope(None, vec![0; ATTACK_LEN]);
+        let bytes = ttrpc_frames(1, 1, MessageType::Response, &envelope);
+        for _ in 0..conns {
+            let (socket, bytes) = (socket.to_owned(), bytes.clone());
+            let (stop, sent) = (self.stop.clone(), self.sent.clone());
+            self.set.spawn(async move {
+                while !stop.is_cancelled() {
+                    let Ok(mut stream) = UnixStream::connect(&socket).await else {
+                        continue;
+                    };
+                    loop {
+                        let r = tokio::select! {
+                            _ = stop.cancelled() => return,
+                            r = stream.write_all(&bytes) => r,
+                        };
+                        if r.is_err() {
+                            break;
+                        }
                         sent.send_modify(|n| *n += 1);
                     }
                 }
@@ -365,4 +413,24 @@ async fn several_connections_flooding_at_once_cost_the_victim_nothing() {
     let o = under_attack("four connections", 1, 4, |a, s| a.unregistered_flood(s, 4)).await;
     assert_flood_refused("four connections", &o);
     assert!(o.during >= 4, "{}", o.during);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn sixteen_connections_flooding_at_once_stay_bounded() {
+    let o = under_attack("sixteen connections", 1, 16, |a, s| {
+        a.unregistered_flood(s, 16)
+    })
+    .await;
+    assert_flood_refused("sixteen connections", &o);
+    assert!(o.during >= 16, "{}", o.during);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn unregistered_connections_writing_4mib_stray_answers_stay_bounded() {
+    let o = under_attack("sixteen stray answer floods", 1, 16, |a, s| {
+        a.stray_answer_flood(s, 16)
+    })
+    .await;
+    assert!(o.failed.is_empty(), "{:?}", o.failed);
+    assert!(o.during >= 16, "{}", o.during);
 }
