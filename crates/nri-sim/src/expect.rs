@@ -28,7 +28,7 @@ pub(crate) struct View<'a> {
 }
 
 /// `10-env` matches `env` and `10-env`.
-fn same_plugin(id: &str, name: &str) -> bool {
+pub(crate) fn same_plugin(id: &str, name: &str) -> bool {
     id == name || id.split_once('-').is_some_and(|(_, n)| n == name)
 }
 
@@ -415,5 +415,115 @@ mod tests {
         assert!(same_plugin("10-env", "10-env"));
         assert!(!same_plugin("10-env", "envx"));
         assert!(same_plugin("10-my-plugin", "my-plugin"));
+    }
+
+    /// The final spec of `p/c` with a value of each kind set.
+    fn spec() -> Spec {
+        let mut v = serde_json::to_value(Spec::default()).unwrap();
+        v["annotations"] = serde_json::json!({ "a": "1" });
+        v["mounts"] = serde_json::json!([{
+            "destination": "/scratch", "type": "tmpfs", "source": "tmpfs",
+            "options": ["nosuid", "size=64m"]
+        }]);
+        v["hooks"] = serde_json::json!({ "prestart": [{ "path": "/usr/local/bin/hook" }] });
+        v["process"]["rlimits"] =
+            serde_json::json!([{ "type": "RLIMIT_NOFILE", "soft": 1024, "hard": 4096 }]);
+        v["linux"]["devices"] = serde_json::json!([{
+            "path": "/dev/fuse", "type": "c", "major": 10, "minor": 229, "fileMode": 438
+        }]);
+        v["linux"]["resources"] = serde_json::json!({
+            "memory": { "limit": 268435456 },
+            "cpu": { "shares": 512, "quota": 50000, "cpus": "0-1" }
+        });
+        serde_json::from_value(v).unwrap()
+    }
+
+    /// The failed checks of the scenario's one expectation: what was
+    /// expected, and what was found.
+    fn failures(expect: &str) -> Vec<(String, String)> {
+        let text =
+            format!("pods:\n  - name: p\n    containers: [{{ name: c }}]\nexpect:\n{expect}");
+        let sc = Scenario::parse("t.yaml", std::path::Path::new("."), &text).unwrap();
+        let view = View {
+            specs: vec![("p/c".into(), spec())],
+            owners: BTreeMap::new(),
+            counts: BTreeMap::new(),
+            conflicts: Vec::new(),
+            registered: &[],
+            outcomes: &BTreeMap::new(),
+        };
+        check(&sc.expect[0].value, &view)
+            .into_iter()
+            .filter_map(|(what, r)| r.err().map(|e| (what, e)))
+            .collect()
+    }
+
+    #[test]
+    fn matching_values_hold() {
+        let held = failures(
+            "  - container: p/c\n    annotations: { a: '1' }\n    mounts: [{ destination: /scratch, type: tmpfs, options: [size=64m] }]\n    devices: [{ path: /dev/fuse, type: c, major: 10, minor: 229, fileMode: 438 }]\n    rlimits: { nofile: { soft: 1024, hard: 4096 } }\n    resources: { memory: { limit: 256Mi }, cpu: { shares: 512, quota: 50000, cpus: 0-1 } }\n    spec:\n      hooks.prestart: [{ path: /usr/local/bin/hook }]\n",
+        );
+        assert_eq!(held, Vec::<(String, String)>::new());
+    }
+
+    #[test]
+    fn each_failed_value_says_what_was_expected_and_found() {
+        let failed = failures(
+            "  - container: p/c\n    annotations: { a: '2', b: x }\n    mounts: [{ destination: /scratch, type: bind }, /data]\n    devices: [{ path: /dev/fuse, type: b, major: 11, minor: 228, fileMode: 420 }]\n    rlimits: { nofile: { soft: 2048 }, core: { hard: 0 } }\n    resources: { memory: { limit: 128Mi }, cpu: { shares: 256, cpus: 0-3 } }\n    spec:\n      hooks.prestart: [{ path: /bin/other }]\n      hooks.poststop: [{ path: /bin/x }]\n",
+        );
+        let detail = |what: &str| {
+            failed
+                .iter()
+                .find(|(w, _)| w == what)
+                .map(|(_, d)| d.as_str())
+                .unwrap_or_else(|| panic!("no failure {what:?} in {failed:#?}"))
+        };
+        assert_eq!(detail("p/c has annotation a=2"), "a=1");
+        assert_eq!(detail("p/c has annotation b=x"), "annotation b is not set");
+        assert_eq!(
+            detail("p/c has a mount at {\"destination\":\"/scratch\",\"type\":\"bind\"}"),
+            "found {\"destination\":\"/scratch\",\"options\":[\"nosuid\",\"size=64m\"],\"source\":\"tmpfs\",\"type\":\"tmpfs\"}"
+        );
+        assert_eq!(detail("p/c has a mount at /data"), "mounts: /scratch");
+        let dev = detail(
+            "p/c has device {\"fileMode\":420,\"major\":11,\"minor\":228,\"path\":\"/dev/fuse\",\"type\":\"b\"}",
+        );
+        for part in [
+            "\"major\":10",
+            "\"minor\":229",
+            "\"type\":\"c\"",
+            "\"fileMode\":438",
+        ] {
+            assert!(dev.starts_with("found {") && dev.contains(part), "{dev}");
+        }
+        assert_eq!(
+            detail("p/c has rlimit RLIMIT_NOFILE soft=2048"),
+            "soft=1024 hard=4096"
+        );
+        assert_eq!(
+            detail("p/c has rlimit RLIMIT_CORE hard=0"),
+            "RLIMIT_CORE is not set"
+        );
+        assert_eq!(
+            detail("p/c: linux.resources.memory.limit is 134217728"),
+            "expected 134217728, found 268435456"
+        );
+        assert_eq!(
+            detail("p/c: linux.resources.cpu.shares is 256"),
+            "expected 256, found 512"
+        );
+        assert_eq!(
+            detail("p/c: linux.resources.cpu.cpus is 0-3"),
+            "expected 0-3, found 0-1"
+        );
+        assert_eq!(
+            detail("p/c: hooks.prestart is [{\"path\":\"/bin/other\"}]"),
+            "expected [{\"path\":\"/bin/other\"}], found [{\"path\":\"/usr/local/bin/hook\"}]"
+        );
+        assert_eq!(
+            detail("p/c: hooks.poststop is [{\"path\":\"/bin/x\"}]"),
+            "expected [{\"path\":\"/bin/x\"}], found nothing at hooks.poststop"
+        );
+        assert_eq!(failed.len(), 12, "{failed:#?}");
     }
 }

@@ -528,6 +528,19 @@ impl Scenario {
             })
     }
 
+    /// The plugin names the scenario refers to outside `plugins` and plugin
+    /// steps: in expectations (`plugin`, `by`, the plugins of `owners`)
+    /// and the keys of `runtime.policies`.
+    pub fn plugin_refs(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.runtime.policies.keys().cloned().collect();
+        for e in &self.expect {
+            let e = &e.value;
+            names.extend(e.plugin.iter().chain(&e.by).map(|p| p.value.clone()));
+            names.extend(e.owners.values().map(|p| p.value.clone()));
+        }
+        names
+    }
+
     /// The index of the `i`-th plugin (given, or 10, 20, ...).
     pub fn plugin_index(&self, i: usize) -> String {
         match self.plugins.get(i).and_then(|p| p.value.index.as_ref()) {

@@ -365,3 +365,57 @@ async fn pod_namespaces_reach_the_plugins_view() {
     let p = sc.pod("p").unwrap();
     assert_eq!(p.namespaces["network"], "/var/run/netns/p");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugins_named_but_not_in_the_plugin_directory_are_plugin_problems() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("10-quiet");
+    std::fs::write(&exe, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let opts = Options {
+        plugin_dir: Some(dir.path().to_owned()),
+        ..Default::default()
+    };
+    let yaml = format!(
+        "{PODS}expect:\n  - plugin: wanted\n    registered: true\n  - plugin: gone\n    registered: false\n"
+    );
+    // Without the plugin directory these names are refused when parsed.
+    let err = Scenario::parse("t.yaml", Path::new("."), &yaml).unwrap_err();
+    assert!(
+        err.to_string().contains("unknown plugin \"wanted\""),
+        "{err}"
+    );
+    let sc = Scenario::parse_with("t.yaml", Path::new("."), &yaml, &opts.parse_options()).unwrap();
+    let mut rec = Collect::default();
+    let s = nri_sim::run(&sc, &opts, &mut rec).await.unwrap();
+    let failed: Vec<(String, String)> = rec
+        .0
+        .iter()
+        .filter_map(|r| match r {
+            Record::PluginFailed { plugin, reason, .. } => Some((plugin.clone(), reason.clone())),
+            _ => None,
+        })
+        .collect();
+    let reason = |name: &str| {
+        failed
+            .iter()
+            .find(|(p, _)| p == name)
+            .map(|(_, r)| r.clone())
+            .unwrap_or_else(|| panic!("no plugin_failed for {name}: {failed:?}"))
+    };
+    let want = format!(
+        "not found in the plugin directory {} (it has 10-quiet)",
+        dir.path().display()
+    );
+    assert_eq!(reason("wanted"), want);
+    assert_eq!(reason("gone"), want);
+    assert!(
+        reason("10-quiet").contains("did not register"),
+        "{failed:?}"
+    );
+    // `gone` is expected not to be there; `wanted` and the quiet plugin are
+    // problems the scenario did not expect.
+    assert_eq!((s.plugin_problems, s.unexpected_plugin_problems), (3, 2));
+    assert!(!s.passed());
+}
