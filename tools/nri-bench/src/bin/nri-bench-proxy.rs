@@ -4,6 +4,10 @@
 //! plugin processes (`NRI_BENCH_PROXY_PLUGIN`, the Rust bench plugin)
 //! behind it on a socket of its own.
 //!
+//! The proxy runs on the `nri-proxy` binary's async runtime
+//! (`NRI_BENCH_PROXY_TOKIO=multi`: tokio's multi-thread scheduler with 2
+//! workers instead).
+//!
 //! ```text
 //! NRI_BENCH_PROXY_K=4 NRI_BENCH_PROXY_PLUGIN=nri-bench-plugin \
 //! nri-bench-proxy --bench --socket PATH --name NAME --idx NN --adjust noop|adjusting
@@ -24,6 +28,11 @@ use nri_bench::{ENV_PROXY_K, ENV_PROXY_PLUGIN};
 use nri_proxy::{Proxy, ProxyConfig};
 use nri_runtime::ConfigFormat;
 use tokio_util::sync::CancellationToken;
+
+/// Environment: `multi` runs the proxy on tokio's multi-thread scheduler
+/// (2 workers) instead of the `nri-proxy` binary's own runtime
+/// (`nri_proxy::cli::async_runtime`), to compare the two.
+const ENV_PROXY_TOKIO: &str = "NRI_BENCH_PROXY_TOKIO";
 
 struct Opts {
     socket: PathBuf,
@@ -83,10 +92,15 @@ fn run(o: &Opts) -> anyhow::Result<()> {
         o.socket.display()
     );
     let config = ProxyConfig::parse("nri-bench-proxy", ConfigFormat::Yaml, &text)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
+    // The proxy binary's own runtime, unless the bench asks for tokio's
+    // multi-thread scheduler (for comparing the two).
+    let rt = match std::env::var(ENV_PROXY_TOKIO).as_deref() {
+        Ok("multi") => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?,
+        _ => nri_proxy::cli::async_runtime()?,
+    };
     let mut plugins: Vec<Child> = Vec::new();
     let r = rt.block_on(serve(o, config, &sock, &mut plugins));
     for p in &mut plugins {
