@@ -14,7 +14,10 @@
 #    pulls in, are type-checked from their packaged sources;
 # 3. an unchanged copy of plugins/template (it depends on
 #    `nri-plugin = "0.1"`) joins the scratch workspace: it is built on the
-#    packaged crates, its tests run and its binary answers `-help`.
+#    packaged crates, its tests run and its binary answers `-help`;
+# 4. two plugin crates written by `nri new plugin` (the default, and one
+#    with every event) join the scratch workspace the same way, are built,
+#    and their own scenarios pass `nri sim` unchanged.
 #
 #   bash scripts/package-check.sh            # uses $CARGO_TARGET_DIR
 #
@@ -47,7 +50,7 @@ mkdir -p "$WORK/crates"
 {
   echo '[workspace]'
   echo 'resolver = "3"'
-  echo 'members = ["crates/*", "my-plugin"]'
+  echo 'members = ["crates/*", "my-plugin", "my-scaffold", "my-scaffold-all"]'
   echo
   echo '[patch.crates-io]'
 } >"$WORK/Cargo.toml"
@@ -63,17 +66,26 @@ if grep -nE "^[A-Za-z0-9_-]+ *= *\{[^}]*\bpath *=" "$WORK/my-plugin/Cargo.toml";
   exit 1
 fi
 
+echo "==> nri new plugin: my-scaffold (default events), my-scaffold-all (every event)"
+cargo build -q -p nri-cli
+NRI=$CARGO_TARGET_DIR/debug/nri
+"$NRI" new plugin my-scaffold --dir "$WORK/my-scaffold"
+"$NRI" new plugin my-scaffold-all --events all --index 60 --dir "$WORK/my-scaffold-all"
+
 check_args=()
 for c in "${RUNTIME_SIDE[@]}"; do check_args+=(-p "$c"); done
 echo "==> the packaged runtime-side crates compile from their packages (${RUNTIME_SIDE[*]})"
 (cd "$WORK" && cargo check --lib "${check_args[@]}")
 
-echo "==> a plugin crate outside the repository (a copy of plugins/template) on the packaged crates"
+echo "==> plugin crates outside the repository (plugins/template, the scaffolds) on the packaged crates"
 (
   cd "$WORK"
-  cargo build -p nri-template
+  cargo build -p nri-template -p my-scaffold -p my-scaffold-all
   cargo test -p nri-template
   "$CARGO_TARGET_DIR/debug/template" -help >/dev/null
+  for p in my-scaffold my-scaffold-all; do
+    "$NRI" sim "$p/scenario.yaml" --plugin-path "$p=$CARGO_TARGET_DIR/debug/$p"
+  done
 )
-echo "ok: packaged ${#CRATES[@]} crates; they and a plugin outside the repository build from the packages"
+echo "ok: packaged ${#CRATES[@]} crates; they, the template and two scaffolded plugins build from the packages; the scaffolds pass nri sim"
 echo "elapsed: $((SECONDS - START)) s (budget 600 s)"

@@ -14,6 +14,7 @@ mod bench;
 mod bundled_plugin;
 mod conformance;
 mod human;
+mod new;
 mod sim;
 
 /// Exit status: every expectation held.
@@ -28,7 +29,7 @@ pub const EXIT_USAGE: u8 = 2;
     name = "nri",
     version,
     about = "NRI (Node Resource Interface) tools: simulate a runtime for your plugins, check a runtime's conformance, benchmark",
-    after_help = "Examples:\n  nri sim                          run the built-in demo with the bundled plugins\n  nri sim my-scenario.yaml         replay a scenario\n  nri sim --plugin ./target/debug/my-plugin   try your plugin on a standard lifecycle\n  nri sim --help                   scenario options\n  sudo nri conformance --cri-endpoint unix:///run/containerd/containerd.sock --image busybox:latest\n                                   check a runtime against the NRI lifecycle contract\n  nri bench --quick                Rust vs Go benchmark, smoke variant\n  nri proxy --config /etc/nri-proxy/config.yaml   run plugins behind one NRI plugin (as nri-proxy)"
+    after_help = "Examples:\n  nri sim                          run the built-in demo with the bundled plugins\n  nri sim my-scenario.yaml         replay a scenario\n  nri sim --plugin ./target/debug/my-plugin   try your plugin on a standard lifecycle\n  nri sim --help                   scenario options\n  sudo nri conformance --cri-endpoint unix:///run/containerd/containerd.sock --image busybox:latest\n                                   check a runtime against the NRI lifecycle contract\n  nri bench --quick                Rust vs Go benchmark, smoke variant\n  nri proxy --config /etc/nri-proxy/config.yaml   run plugins behind one NRI plugin (as nri-proxy)\n  nri new plugin my-plugin         write a new plugin crate (builds, passes nri sim)"
 )]
 struct Cli {
     /// More logs from the embedded runtime on stderr (-v warnings, -vv info, -vvv debug).
@@ -49,6 +50,8 @@ enum Command {
     /// Run plugins behind one NRI plugin with nri-runtime's failure policies,
     /// deadlines, metrics and audit trail (the nri-proxy binary).
     Proxy(nri_proxy::cli::Args),
+    /// Start a new plugin: `nri new plugin NAME` writes a crate that builds and passes `nri sim`.
+    New(new::Args),
     /// Runs a bundled plugin (started by `nri sim`; not for direct use).
     #[command(name = "__bundled-plugin", hide = true)]
     BundledPlugin(bundled_plugin::Args),
@@ -108,6 +111,7 @@ fn main() -> ExitCode {
                 ExitCode::from(EXIT_FAILED)
             }
         },
+        Command::New(args) => new::run(args),
         Command::BundledPlugin(args) => bundled_plugin::run(args),
     }
 }
