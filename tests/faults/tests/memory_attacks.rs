@@ -17,6 +17,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod common;
+mod victim_proc;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -29,12 +30,12 @@ use nri_api::method;
 use nri_fault_tests::{empty_entries, peak_rss_kib};
 use nri_ttrpc::codec::MessageType;
 use prost::Message;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
-use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use victim_proc::VictimProc;
 
 /// The victim's peak RSS must stay under 100 MB (in KiB, as `VmHWM`).
 const PEAK_LIMIT_KIB: u64 = 100_000_000 / 1024;
@@ -50,91 +51,44 @@ const UNAVAILABLE: i32 = 14;
 
 // ------------------------------------------------------------------ victim
 
-/// The victim process and its stdin/stdout protocol (see `victim.rs`).
+/// The victim process (see `victim.rs`) with its socket.
 struct Victim {
-    child: Child,
-    stdin: ChildStdin,
-    out: Lines<BufReader<ChildStdout>>,
-    active: usize,
+    proc: VictimProc,
     socket: PathBuf,
     _dir: tempfile::TempDir,
+}
+
+impl std::ops::Deref for Victim {
+    type Target = VictimProc;
+    fn deref(&self) -> &VictimProc {
+        &self.proc
+    }
+}
+
+impl std::ops::DerefMut for Victim {
+    fn deref_mut(&mut self) -> &mut VictimProc {
+        &mut self.proc
+    }
 }
 
 impl Victim {
     async fn start() -> Victim {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("nri/nri.sock");
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_victim"))
-            .arg("--socket")
+        let mut cmd = VictimProc::command();
+        cmd.arg("--socket")
             .arg(&socket)
             // NRI_VICTIM_LOG: the victim's log filter, to see what it does.
             .env(
                 "RUST_LOG",
                 std::env::var("NRI_VICTIM_LOG").unwrap_or_else(|_| "error".into()),
             )
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let out = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut v = Victim {
-            child,
-            stdin,
-            out,
-            active: 0,
+            .stderr(Stdio::inherit());
+        Victim {
+            proc: VictimProc::spawn(cmd).await,
             socket,
             _dir: dir,
-        };
-        assert_eq!(v.line().await, "listening");
-        v
-    }
-
-    fn pid(&self) -> String {
-        self.child.id().unwrap().to_string()
-    }
-
-    /// The next line of the victim (an `active N` notice is noted too).
-    async fn raw_line(&mut self) -> String {
-        let l = tokio::time::timeout(WAIT, self.out.next_line())
-            .await
-            .expect("the victim answers in time")
-            .unwrap()
-            .expect("the victim is alive");
-        if let Some(n) = l.strip_prefix("active ") {
-            self.active = n.parse().unwrap();
         }
-        l
-    }
-
-    /// The next line that is not an `active N` notice.
-    async fn line(&mut self) -> String {
-        loop {
-            let l = self.raw_line().await;
-            if !l.starts_with("active ") {
-                return l;
-            }
-        }
-    }
-
-    /// Waits until `n` plugins are registered.
-    async fn active(&mut self, n: usize) {
-        while self.active != n {
-            let l = self.raw_line().await;
-            assert!(
-                l.starts_with("active "),
-                "unexpected line {l:?} while waiting for {n} plugins"
-            );
-        }
-    }
-
-    async fn send(&mut self, cmd: &str) {
-        self.stdin
-            .write_all(format!("{cmd}\n").as_bytes())
-            .await
-            .unwrap();
     }
 
     /// Runs `n` container lifecycles, ten at a time (each ten must be
@@ -180,12 +134,7 @@ impl Victim {
     }
 
     async fn quit(mut self) {
-        self.send("quit").await;
-        let status = tokio::time::timeout(WAIT, self.child.wait())
-            .await
-            .expect("the victim exits")
-            .unwrap();
-        assert!(status.success(), "victim: {status}");
+        self.proc.quit().await;
     }
 }
 

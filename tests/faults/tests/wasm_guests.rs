@@ -13,18 +13,17 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod common;
+mod victim_proc;
 #[path = "../../../crates/nri-runtime/tests/wasm_util/mod.rs"]
 mod wasm_util;
 
 use std::path::PathBuf;
-use std::process::Stdio;
 
 use common::*;
 use nri_api::EventMask;
 use nri_api::api::Event;
 use nri_fault_tests::peak_rss_kib;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout};
+use victim_proc::VictimProc;
 use wasm_util::{Wat, packed};
 
 const CREATE: &str = "plugin_create_container";
@@ -46,13 +45,23 @@ fn hostile(body: &str) -> Wat {
 /// The victim, with a plugin directory, its stderr (the runtime's log)
 /// in a file.
 struct Victim {
-    child: Child,
-    stdin: ChildStdin,
-    out: Lines<BufReader<ChildStdout>>,
+    proc: VictimProc,
     socket: PathBuf,
     log: PathBuf,
-    active: usize,
     _dir: tempfile::TempDir,
+}
+
+impl std::ops::Deref for Victim {
+    type Target = VictimProc;
+    fn deref(&self) -> &VictimProc {
+        &self.proc
+    }
+}
+
+impl std::ops::DerefMut for Victim {
+    fn deref_mut(&mut self) -> &mut VictimProc {
+        &mut self.proc
+    }
 }
 
 impl Victim {
@@ -62,71 +71,21 @@ impl Victim {
         guest.install(&plugins, guest_id);
         let socket = dir.path().join("nri/nri.sock");
         let log = dir.path().join("victim.log");
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_victim"))
-            .arg("--socket")
+        let mut cmd = VictimProc::command();
+        cmd.arg("--socket")
             .arg(&socket)
             .arg("--plugin-dir")
             .arg(&plugins)
             .arg("--request-timeout-ms")
             .arg(TIMEOUT_MS.to_string())
             .env("RUST_LOG", "warn")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let out = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut v = Victim {
-            child,
-            stdin,
-            out,
+            .stderr(std::fs::File::create(&log).unwrap());
+        Victim {
+            proc: VictimProc::spawn(cmd).await,
             socket,
             log,
-            active: 0,
             _dir: dir,
-        };
-        assert_eq!(v.line().await, "listening");
-        v
-    }
-
-    /// The next line of the victim (an `active N` notice is noted too).
-    async fn raw_line(&mut self) -> String {
-        let l = tokio::time::timeout(WAIT, self.out.next_line())
-            .await
-            .expect("the victim answers in time")
-            .unwrap()
-            .expect("the victim is alive");
-        if let Some(n) = l.strip_prefix("active ") {
-            self.active = n.parse().unwrap();
         }
-        l
-    }
-
-    /// The next line that is not an `active N` notice.
-    async fn line(&mut self) -> String {
-        loop {
-            let l = self.raw_line().await;
-            if !l.starts_with("active ") {
-                return l;
-            }
-        }
-    }
-
-    /// Waits until `n` plugins are active.
-    async fn active(&mut self, n: usize) {
-        while self.active != n {
-            let l = self.raw_line().await;
-            assert!(l.starts_with("active "), "unexpected line {l:?}");
-        }
-    }
-
-    async fn send(&mut self, line: &str) {
-        self.stdin
-            .write_all(format!("{line}\n").as_bytes())
-            .await
-            .unwrap();
     }
 
     /// Runs `n` lifecycles: (creations with the good plugin's annotation,
@@ -149,12 +108,7 @@ impl Victim {
 
     /// Stops the victim; it must exit cleanly. Returns its log.
     async fn quit(mut self) -> String {
-        self.send("quit").await;
-        let status = tokio::time::timeout(WAIT, self.child.wait())
-            .await
-            .expect("the victim exits in time")
-            .unwrap();
-        assert!(status.success(), "the victim exited with {status}");
+        self.proc.quit().await;
         std::fs::read_to_string(&self.log).unwrap()
     }
 }
@@ -176,7 +130,7 @@ async fn attack(id: &str, guest: Wat, loaded: bool, why: &str) -> String {
     // And the good plugin really saw them.
     assert_eq!(good.next().await.0, Event::CreateContainer);
     let failed = victim.failed().await;
-    let peak = peak_rss_kib(&victim.child.id().unwrap().to_string()).unwrap();
+    let peak = peak_rss_kib(&victim.pid()).unwrap();
     assert!(peak < PEAK_LIMIT_KIB, "victim peak {peak} KiB");
     good.stop().await;
     let log = victim.quit().await;
