@@ -252,6 +252,25 @@ impl Decoder {
     /// [`Error::OversizedFrame`] if the next header announces a payload over
     /// [`MAX_PAYLOAD`]; the trunk must then be closed.
     pub fn decode(&mut self, src: &mut BytesMut) -> Result<Option<(ConnId, Bytes)>, Error> {
+        let Some((conn, len)) = self.header(src)? else {
+            return Ok(None);
+        };
+        let total = HEADER_LEN + len as usize;
+        if src.len() < total {
+            src.reserve(total - src.len());
+            return Ok(None);
+        }
+        src.advance(HEADER_LEN);
+        let payload = src.split_to(len as usize).freeze();
+        Ok(Some((conn, payload)))
+    }
+
+    /// Reads the header at the front of `src` without consuming it: the
+    /// connection and payload length of the next frame, or `None` until the
+    /// whole header is there. A payload over [`MAX_PAYLOAD`] poisons the
+    /// decoder: this and every later call fail with
+    /// [`Error::OversizedFrame`].
+    fn header(&mut self, src: &BytesMut) -> Result<Option<(ConnId, u32)>, Error> {
         if let Some((conn, len)) = self.poisoned {
             return Err(oversized(conn, len));
         }
@@ -265,14 +284,7 @@ impl Decoder {
             self.poisoned = Some((conn, len));
             return Err(oversized(conn, len));
         }
-        let total = HEADER_LEN + len as usize;
-        if src.len() < total {
-            src.reserve(total - src.len());
-            return Ok(None);
-        }
-        src.advance(HEADER_LEN);
-        let payload = src.split_to(len as usize).freeze();
-        Ok(Some((conn, payload)))
+        Ok(Some((conn, len)))
     }
 
     /// Takes the next piece of frame payload from the front of `src`.
@@ -308,20 +320,10 @@ impl Decoder {
                 last: left == 0,
             }));
         }
-        if let Some((conn, len)) = self.poisoned {
-            return Err(oversized(conn, len));
-        }
-        if src.len() < HEADER_LEN {
+        let Some((conn, frame_len)) = self.header(src)? else {
             return Ok(None);
-        }
-        let mut h = &src[..HEADER_LEN];
-        let conn = ConnId(h.get_u32());
-        let frame_len = h.get_u32();
+        };
         let len = frame_len as usize;
-        if len > MAX_PAYLOAD {
-            self.poisoned = Some((conn, frame_len));
-            return Err(oversized(conn, frame_len));
-        }
         let have = src.len() - HEADER_LEN;
         if have < len && len <= whole_max {
             src.reserve(len - have);
