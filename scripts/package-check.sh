@@ -16,8 +16,9 @@
 #    `nri-plugin = "0.1"`) joins the scratch workspace: it is built on the
 #    packaged crates, its tests run and its binary answers `-help`;
 # 4. two plugin crates written by `nri new plugin` (the default, and one
-#    with every event) join the scratch workspace the same way, are built,
-#    and their own scenarios pass `nri sim` unchanged.
+#    with every event) join the scratch workspace the same way, are
+#    rustfmt-clean as written, are built, and their own scenarios pass
+#    `nri sim` unchanged.
 #
 #   bash scripts/package-check.sh            # uses $CARGO_TARGET_DIR
 #
@@ -80,6 +81,7 @@ echo "==> the packaged runtime-side crates compile from their packages (${RUNTIM
 echo "==> plugin crates outside the repository (plugins/template, the scaffolds) on the packaged crates"
 (
   cd "$WORK"
+  cargo fmt --check -p my-scaffold -p my-scaffold-all
   cargo build -p nri-template -p my-scaffold -p my-scaffold-all
   cargo test -p nri-template
   "$CARGO_TARGET_DIR/debug/template" -help >/dev/null

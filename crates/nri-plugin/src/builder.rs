@@ -312,7 +312,8 @@ impl<P: Plugin> Builder<P> {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidName`], [`Error::InvalidIndex`] (missing or invalid),
+    /// [`Error::InvalidName`], [`Error::MissingIndex`] (none given or
+    /// found: the message says where it comes from), [`Error::InvalidIndex`],
     /// [`Error::InvalidEvents`] (empty subscription or unknown bits).
     pub fn build(self) -> Result<Stub<P>, Error> {
         let events = self.events.unwrap_or(P::EVENTS);
@@ -407,12 +408,12 @@ fn resolve_identity(
     let env = |var: &str| std::env::var(var).ok().filter(|v| !v.is_empty());
     let mut index = index.or_else(|| env(ENV_PLUGIN_IDX));
     let mut name = name.or_else(|| env(ENV_PLUGIN_NAME));
+    let exe = std::env::args_os()
+        .next()
+        .map(PathBuf::from)
+        .and_then(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()))
+        .unwrap_or_default();
     if index.is_none() || name.is_none() {
-        let exe = std::env::args_os()
-            .next()
-            .map(PathBuf::from)
-            .and_then(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()))
-            .unwrap_or_default();
         match (&index, nri_api::parse_plugin_file_name(&exe)) {
             (None, Ok((i, n))) => {
                 index = Some(i.to_owned());
@@ -422,13 +423,15 @@ fn resolve_identity(
             }
             (Some(_), _) => {
                 if name.is_none() {
-                    name = Some(exe);
+                    name = Some(exe.clone());
                 }
             }
             (None, Err(_)) => {}
         }
     }
-    let index = index.unwrap_or_default();
+    let Some(index) = index else {
+        return Err(Error::MissingIndex { executable: exe });
+    };
     let name = name.unwrap_or_default();
     nri_api::check_plugin_index(&index).map_err(|source| Error::InvalidIndex {
         index: index.clone(),

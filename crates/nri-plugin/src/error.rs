@@ -69,6 +69,20 @@ pub enum Error {
         source: nri_api::Error,
     },
 
+    /// No index was given or found. A plugin's index comes, first to
+    /// last, from [`Builder::index`](crate::Builder::index) (or the Go
+    /// flag `-idx`, see [`GoFlags`](crate::GoFlags)), from the
+    /// `NRI_PLUGIN_IDX` environment variable a runtime sets for a plugin it
+    /// launches, and from an executable named `NN-name` (the Go stub's
+    /// convention, as in `10-my-plugin`).
+    #[error(
+        "no plugin index for executable {executable:?}: name the executable NN-name (e.g. 10-{executable}), give -idx NN (Builder::index in code), or set NRI_PLUGIN_IDX"
+    )]
+    MissingIndex {
+        /// The file name of the running executable (empty when unknown).
+        executable: String,
+    },
+
     /// The event subscription is unusable: empty (an empty mask on the wire
     /// would mean "all events") or with bits of no known event.
     #[error("invalid event subscription {events}: {reason}")]

@@ -217,7 +217,7 @@
 //! # Errors
 //!
 //! [`Stub::run`] returns one [`Error`] enum: build-time mistakes
-//! ([`Error::InvalidName`], [`Error::InvalidIndex`],
+//! ([`Error::InvalidName`], [`Error::MissingIndex`], [`Error::InvalidIndex`],
 //! [`Error::InvalidEvents`]), connection problems with the OS cause
 //! ([`Error::Connect`]: [`Error::is_socket_missing`],
 //! [`Error::is_connection_refused`], [`Error::is_permission_denied`]),

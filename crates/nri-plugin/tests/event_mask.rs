@@ -298,6 +298,31 @@ fn build_checks_events_names_and_indices() {
         .unwrap_err();
     assert!(matches!(err, Error::InvalidName { .. }), "{err:?}");
     // No name and no index at all (the test binary's name is not NN-name).
+    // The error names the executable and says where an index comes from.
     let err = Builder::new(Start).build().unwrap_err();
-    assert!(matches!(err, Error::InvalidIndex { .. }), "{err:?}");
+    let exe = std::env::args_os()
+        .next()
+        .and_then(|p| {
+            std::path::Path::new(&p)
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+        })
+        .unwrap();
+    assert!(
+        matches!(err, Error::MissingIndex { ref executable } if *executable == exe),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    for part in [
+        format!("no plugin index for executable {exe:?}"),
+        format!("NN-name (e.g. 10-{exe})"),
+        "-idx NN".to_owned(),
+        "Builder::index".to_owned(),
+        "NRI_PLUGIN_IDX".to_owned(),
+    ] {
+        assert!(text.contains(&part), "{part:?} not in {text:?}");
+    }
+    // A name alone does not make an index.
+    let err = Builder::new(Start).name("mine").build().unwrap_err();
+    assert!(matches!(err, Error::MissingIndex { .. }), "{err:?}");
 }

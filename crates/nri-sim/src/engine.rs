@@ -104,6 +104,14 @@ pub struct Options {
     pub config_file: Option<PathBuf>,
     /// Report every line plugins write.
     pub plugin_output: bool,
+    /// Where the output of WebAssembly plugins arrives (they run inside
+    /// the embedded runtime, which logs it through `tracing`): with
+    /// `plugin_output`, its lines for this run's WebAssembly plugins are
+    /// reported like any plugin's. Install [`PluginLog::layer`] in the
+    /// process's subscriber.
+    ///
+    /// [`PluginLog::layer`]: crate::PluginLog::layer
+    pub plugin_log: Option<crate::PluginLog>,
     /// Executables by plugin name, replacing the scenario's `path` (to run
     /// one scenario against different builds of a plugin).
     pub plugin_paths: BTreeMap<String, PathBuf>,
@@ -180,6 +188,16 @@ pub async fn run(
             .disable_launch(false);
     }
     let logs = crate::launch::Logs::new(&log_dir, &launched);
+    // Lines left from an earlier run are not this run's.
+    let wasm_log = opts.plugin_log.clone();
+    if let Some(l) = &wasm_log {
+        l.drain();
+    }
+    let wasm_ids = launched
+        .iter()
+        .filter(|l| l.wasm)
+        .map(|l| l.id.clone())
+        .collect();
     let nri = b
         .build(world.clone())
         .map_err(|source| Error::Runtime { source })?;
@@ -211,6 +229,8 @@ pub async fn run(
         problems: Vec::new(),
         in_failing_step: false,
         logs,
+        wasm_log,
+        wasm_ids,
     };
     eng.report_launched(&launched, reporter);
     eng.report_missing(opts, &launched, reporter);
@@ -450,6 +470,10 @@ struct Engine {
     in_failing_step: bool,
     /// Output of the plugins the runtime launched.
     logs: crate::launch::Logs,
+    /// Output of WebAssembly plugins (if the caller collects it).
+    wasm_log: Option<crate::PluginLog>,
+    /// This run's WebAssembly plugins.
+    wasm_ids: Vec<String>,
 }
 
 impl Engine {

@@ -41,6 +41,7 @@ mod expect;
 mod jsonpath;
 mod launch;
 pub mod outcome;
+mod plugin_log;
 pub mod report;
 pub mod scenario;
 pub mod spec;
@@ -48,6 +49,7 @@ pub mod spec;
 pub use engine::{ExtraPlugin, Options, run};
 pub use error::{Error, Position, Unknown};
 pub use outcome::{Golden, Outcome};
+pub use plugin_log::{MAX_LINES, PLUGIN_LOG_TARGET, PluginLog, PluginLogLayer, subscriber};
 pub use report::{Collect, Record, Reporter, Summary};
 pub use scenario::Scenario;
 

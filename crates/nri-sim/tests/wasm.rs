@@ -118,3 +118,98 @@ async fn a_wasm_plugin_in_the_plugin_directory_is_loaded() {
     assert_eq!(registered(&recs), ["30-wasmer"]);
     assert!(s.passed(), "{s:?}\n{recs:?}");
 }
+
+/// A guest whose CreateContainer writes a line to stdout (WASI `fd_write`)
+/// and logs one at level warn (`env.log`), and changes nothing.
+fn talking_guest() -> Vec<u8> {
+    use nri_api::api::LogRequest;
+    use nri_api::api::log_request::Level;
+    let text = b"hello from wasm\n";
+    let log = LogRequest {
+        msg: "careful, said the guest".into(),
+        level: Level::Warn as i32,
+    }
+    .encode_to_vec();
+    let esc = |b: &[u8]| b.iter().map(|b| format!("\\{b:02x}")).collect::<String>();
+    // iovec at 512: text at 600, its length.
+    let mut iov = 600u32.to_le_bytes().to_vec();
+    iov.extend((text.len() as u32).to_le_bytes());
+    let mut t = format!(
+        "(module
+         (import \"wasi_snapshot_preview1\" \"fd_write\" (func $w (param i32 i32 i32 i32) (result i32)))
+         (import \"env\" \"log\" (func $log (param i32 i32) (result i64)))
+         (memory (export \"memory\") 1)
+         (data (i32.const 512) \"{}\")
+         (data (i32.const 600) \"{}\")
+         (data (i32.const 700) \"{}\")
+         (func (export \"malloc\") (param i32) (result i32) (i32.const 4096))
+         (func (export \"free\") (param i32))
+         (func (export \"plugin_api_version\") (result i64) (i64.const 1))\n",
+        esc(&iov),
+        esc(text),
+        esc(&log),
+    );
+    for m in METHODS {
+        let body = if m == "create_container" {
+            format!(
+                "(drop (call $w (i32.const 1) (i32.const 512) (i32.const 1) (i32.const 520))) \
+                 (drop (call $log (i32.const 700) (i32.const {}))) (i64.const 0)",
+                log.len()
+            )
+        } else {
+            "i64.const 0".into()
+        };
+        t.push_str(&format!(
+            "(func (export \"plugin_{m}\") (param i32 i32) (result i64) {body})\n"
+        ));
+    }
+    t.push(')');
+    wat::parse_str(&t).unwrap()
+}
+
+fn plugin_output(recs: &[Record], id: &str) -> Vec<String> {
+    recs.iter()
+        .filter_map(|r| match r {
+            Record::PluginOutput { plugin, line } if plugin == id => Some(line.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_output_shows_what_a_wasm_plugin_writes_and_logs() {
+    // The runtime logs a guest's output through `tracing`: collect it the
+    // way `nri sim` does, with the simulator's layer in the subscriber.
+    let log = nri_sim::PluginLog::default();
+    tracing::subscriber::set_global_default(nri_sim::subscriber(&log)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("30-talker.wasm");
+    std::fs::write(&file, talking_guest()).unwrap();
+    let sc = "pods:\n  - name: p\n    containers: [{ name: c }]\nsteps:\n  - up: p\nexpect:\n  - plugin: talker\n    event: CreateContainer\n    calls: 1\n";
+    let mut opts = Options {
+        extra_plugins: vec![ExtraPlugin::parse(file.to_str().unwrap()).unwrap()],
+        plugin_output: true,
+        plugin_log: Some(log.clone()),
+        ..Default::default()
+    };
+    let parse =
+        |o: &Options| Scenario::parse_with("t.yaml", Path::new("."), sc, &o.parse_options());
+    let mut rec = Collect::default();
+    let s = nri_sim::run(&parse(&opts).unwrap(), &opts, &mut rec)
+        .await
+        .unwrap();
+    assert!(s.passed(), "{s:?}\n{:?}", rec.0);
+    assert_eq!(
+        plugin_output(&rec.0, "30-talker"),
+        ["hello from wasm", "WARN careful, said the guest"],
+        "{:?}",
+        rec.0
+    );
+    // Without --plugin-output nothing is shown.
+    opts.plugin_output = false;
+    let mut rec = Collect::default();
+    nri_sim::run(&parse(&opts).unwrap(), &opts, &mut rec)
+        .await
+        .unwrap();
+    assert!(plugin_output(&rec.0, "30-talker").is_empty(), "{:?}", rec.0);
+}

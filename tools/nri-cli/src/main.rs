@@ -63,6 +63,15 @@ fn init_logs(verbose: u8) {
 
 /// Logs on stderr: `RUST_LOG` if set, else by `-v`, else `quiet`.
 fn init_logs_default(verbose: u8, quiet: &str) {
+    init_logs_with(verbose, quiet, None);
+}
+
+/// [`init_logs_default`], and with `plugin_log` the output of WebAssembly
+/// plugins collected there (whatever the filter of the logs on stderr).
+fn init_logs_with(verbose: u8, quiet: &str, plugin_log: Option<&nri_sim::PluginLog>) {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let default = match verbose {
         0 => quiet,
         1 => "warn",
@@ -71,9 +80,12 @@ fn init_logs_default(verbose: u8, quiet: &str) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
+    let stderr = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .with_env_filter(filter)
+        .with_filter(filter);
+    let _ = tracing_subscriber::registry()
+        .with(stderr)
+        .with(plugin_log.map(|l| l.layer()))
         .try_init();
 }
 
@@ -87,8 +99,9 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Sim(args) => {
-            init_logs(cli.verbose);
-            sim::run(args)
+            let plugin_log = args.plugin_output().then(nri_sim::PluginLog::default);
+            init_logs_with(cli.verbose, "off", plugin_log.as_ref());
+            sim::run(args, plugin_log)
         }
         Command::Conformance(args) => {
             init_logs_default(cli.verbose, "warn,nri_plugin=error,nri_mux=error");

@@ -185,7 +185,7 @@ fn api_uses(events: &[&EventInfo]) -> String {
     {
         uses.push("Container");
     }
-    let by_event: [(&str, &[&str]); 6] = [
+    let by_event: [(&str, &[&str]); 5] = [
         (
             "CreateContainer",
             &["ContainerAdjustment", "CreateContainerResponse"],
@@ -200,7 +200,6 @@ fn api_uses(events: &[&EventInfo]) -> String {
             "ValidateContainerAdjustment",
             &["ValidateContainerAdjustmentRequest"],
         ),
-        ("", &[]),
     ];
     for (event, types) in by_event {
         if has(event) {
@@ -211,9 +210,35 @@ fn api_uses(events: &[&EventInfo]) -> String {
     uses.dedup();
     match uses.as_slice() {
         [one] => format!("use nri_plugin::api::{one};"),
-        many => format!("use nri_plugin::api::{{{}}};", many.join(", ")),
+        many => {
+            let line = format!("use nri_plugin::api::{{{}}};", many.join(", "));
+            if line.len() <= MAX_WIDTH {
+                return line;
+            }
+            // Too long for one line: one item per position, lines filled
+            // up to the width, as rustfmt lays out a long `use` list.
+            let mut out = String::from("use nri_plugin::api::{\n");
+            let mut cur = String::new();
+            for item in many {
+                let piece = format!("{item},");
+                if !cur.is_empty() && 4 + cur.len() + 1 + piece.len() > MAX_WIDTH {
+                    let _ = writeln!(out, "    {cur}");
+                    cur.clear();
+                }
+                if !cur.is_empty() {
+                    cur.push(' ');
+                }
+                cur.push_str(&piece);
+            }
+            let _ = writeln!(out, "    {cur}");
+            out.push_str("};");
+            out
+        }
     }
 }
+
+/// rustfmt's default maximum line width, which the generated code keeps.
+const MAX_WIDTH: usize = 100;
 
 fn main_rs(events: &[&EventInfo]) -> String {
     let methods: Vec<&str> = events.iter().map(|e| e.method).collect();
@@ -313,6 +338,72 @@ mod tests {
         }
     }
 
+    /// `text` as rustfmt (edition 2024, default settings) writes it.
+    fn rustfmt(text: &str) -> String {
+        use std::io::Write as _;
+        use std::process::{Command, Stdio};
+        let mut child = Command::new("rustfmt")
+            .args(["--edition", "2024", "--emit", "stdout"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run rustfmt (rustup component add rustfmt): {e}"));
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    #[test]
+    fn generated_rust_is_rustfmt_clean() {
+        let mut sets: Vec<(&str, Vec<String>)> = vec![
+            ("my-plugin", vec!["CreateContainer".into()]),
+            ("x", vec!["all".into()]),
+            (
+                "a-plugin-with-a-rather-long-name-for-the-line-widths",
+                vec!["all".into()],
+            ),
+            (
+                "pods",
+                vec!["RunPodSandbox".into(), "StopPodSandbox".into()],
+            ),
+        ];
+        sets.extend(EVENTS.iter().map(|e| ("one", vec![e.name.to_owned()])));
+        for (name, events) in sets {
+            let files = plugin_files(name, "50", &events).unwrap();
+            let main = &files.iter().find(|(f, _)| *f == "src/main.rs").unwrap().1;
+            let formatted = rustfmt(main);
+            if *main != formatted {
+                let first = main
+                    .lines()
+                    .zip(formatted.lines())
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(0);
+                panic!(
+                    "main.rs of {name} {events:?} is not rustfmt-clean from line {}:\n{}\n--- rustfmt:\n{}",
+                    first + 1,
+                    main.lines()
+                        .skip(first)
+                        .take(6)
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                    formatted
+                        .lines()
+                        .skip(first)
+                        .take(6)
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                );
+            }
+        }
+    }
+
     #[test]
     fn create_container_is_expected_to_set_its_env_with_the_plugin_as_owner() {
         let files = plugin_files("envy", "50", &["CreateContainer".into()]).unwrap();
@@ -320,7 +411,7 @@ mod tests {
         let sc = get("scenario.yaml");
         assert!(sc.contains("env: { CREATED_BY: envy }"), "{sc}");
         assert!(sc.contains("env/CREATED_BY: envy"), "{sc}");
-        assert!(get("src/main.rs").contains("add_env(\"CREATED_BY\", \"envy\")"));
+        assert!(get("src/main.rs").contains("add_env(\"CREATED_BY\", env!(\"CARGO_PKG_NAME\"))"));
         // Every type a method names is imported.
         let all = plugin_files("x", "50", &["all".into()]).unwrap();
         let main = &all.iter().find(|(f, _)| *f == "src/main.rs").unwrap().1;

@@ -87,8 +87,10 @@ pub struct Args {
     /// plugins were built from) and this command.
     #[arg(long, value_name = "SOURCE")]
     golden: Option<String>,
-    /// Show every line the plugins write (also those launched from
-    /// --plugin-dir or with `launch: true`).
+    /// Show every line the plugins write, however they were started (also
+    /// those launched from --plugin-dir or with `launch: true`, and
+    /// WebAssembly plugins: their log calls and what they write to
+    /// stdout/stderr).
     #[arg(long)]
     plugin_output: bool,
     /// Print the full final OCI spec of each container, not just the diff.
@@ -232,7 +234,16 @@ fn print_outcome(outcome: nri_sim::Outcome, golden: Option<String>) {
     }
 }
 
-pub fn run(args: Args) -> ExitCode {
+impl Args {
+    /// `--plugin-output`: every plugin's output is shown.
+    pub fn plugin_output(&self) -> bool {
+        self.plugin_output
+    }
+}
+
+/// Runs `nri sim`; `plugin_log` collects WebAssembly plugins' output (for
+/// `--plugin-output`).
+pub fn run(args: Args, plugin_log: Option<nri_sim::PluginLog>) -> ExitCode {
     if args.list_bundled {
         for (name, what) in nri_sim::bundled::Kind::describe() {
             println!("{name:<8} {what}");
@@ -317,6 +328,7 @@ pub fn run(args: Args) -> ExitCode {
         no_bundled: args.no_bundled,
         policies,
         plugin_output: args.plugin_output,
+        plugin_log,
         config_file: args.config.clone(),
         plugin_paths,
     };

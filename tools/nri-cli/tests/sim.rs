@@ -533,3 +533,73 @@ fn a_plugin_without_a_policy_inherits_the_default_policy() {
     let t = text(&o);
     assert_eq!(o.status.code(), Some(0), "{t}");
 }
+
+/// A plugin that registers, then exits while it handles CreateContainer.
+const CRASH_MID_RUN: &str = "\
+plugins:
+  - name: crashy
+    bundled: crash
+    config: { event: CreateContainer }
+  - name: env
+    bundled: env
+    config: { env: { A: '1' } }
+pods:
+  - name: web
+    containers: [{ name: app }, { name: side }]
+steps:
+  - up: web
+";
+
+#[test]
+fn a_plugin_crashing_mid_run_is_a_problem_unless_expected() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sc = write(dir.path(), "crash.yaml", CRASH_MID_RUN);
+    let sc = sc.to_str().expect("utf8");
+    let o = run(&["sim", sc]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("plugin 10-crashy"), "it registered first: {t}");
+    assert!(t.contains("plugin CRASHED 10-crashy"), "{t}");
+    assert!(t.contains("exit status: 3"), "{t}");
+    assert!(t.contains("crashing on event #"), "its last output: {t}");
+    assert!(t.contains("1 plugin problems (1 UNEXPECTED)"), "{t}");
+    // The other plugin goes on: the containers get its change.
+    assert!(t.contains("+ process.env: A=1"), "{t}");
+
+    let o = run(&["sim", sc, "--json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let records: Vec<serde_json::Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    let of = |ty: &str| -> Vec<&serde_json::Value> {
+        records
+            .iter()
+            .filter(|r| r["type"] == ty && r["plugin"] == "10-crashy")
+            .collect()
+    };
+    assert_eq!(of("plugin_registered").len(), 1, "{records:#?}");
+    let exited = of("plugin_exited");
+    assert_eq!(exited.len(), 1, "{records:#?}");
+    assert_eq!(exited[0]["expected"], false, "{records:#?}");
+    assert!(
+        exited[0]["status"]
+            .as_str()
+            .is_some_and(|s| s.contains("exit status: 3")),
+        "{records:#?}"
+    );
+    let summary = records.last().expect("records");
+    assert_eq!(summary["type"], "summary");
+    assert_eq!(summary["plugin_problems"], 1, "{summary}");
+    assert_eq!(summary["unexpected_plugin_problems"], 1, "{summary}");
+
+    // Expected by the scenario: the same crash, and the run passes.
+    let expected = format!("{CRASH_MID_RUN}expect:\n  - plugin: crashy\n    registered: false\n");
+    let sc = write(dir.path(), "crash-expected.yaml", &expected);
+    let o = run(&["sim", sc.to_str().expect("utf8")]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{t}");
+    assert!(t.contains("plugin CRASHED 10-crashy"), "{t}");
+    assert!(t.contains("1 plugin problems;"), "{t}");
+    assert!(!t.contains("UNEXPECTED"), "{t}");
+}

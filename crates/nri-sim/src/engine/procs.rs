@@ -141,7 +141,14 @@ impl Engine {
     /// Reports the output of launched plugins written since the last call
     /// (with `plugin_output`); `all` includes a last unterminated line.
     pub(super) fn flush_output(&mut self, all: bool, reporter: &mut dyn Reporter) {
-        let lines = self.logs.poll(all);
+        let mut lines = self.logs.poll(all);
+        if let Some(log) = &self.wasm_log {
+            lines.extend(
+                log.drain()
+                    .into_iter()
+                    .filter(|(id, _)| self.wasm_ids.contains(id)),
+            );
+        }
         if self.plugin_output {
             for (plugin, line) in lines {
                 reporter.report(&Record::PluginOutput { plugin, line });

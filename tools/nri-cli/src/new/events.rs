@@ -31,7 +31,8 @@ pub(super) const EVENTS: &[EventInfo] = &[
     ) -> HandlerResult<CreateContainerResponse> {
         tracing::info!(pod = %pod.name, container = %ctr.name, "creating container");
         let mut adjust = ContainerAdjustment::default();
-        adjust.add_env("CREATED_BY", "@NAME@");
+        // The scenario expects this (CARGO_PKG_NAME: the plugin's name).
+        adjust.add_env("CREATED_BY", env!("CARGO_PKG_NAME"));
         Ok(CreateContainerResponse {
             adjust: Some(adjust),
             ..Default::default()
