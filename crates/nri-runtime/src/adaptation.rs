@@ -7,7 +7,7 @@ use nri_api::api::{
     Container, ContainerAdjustment, ContainerEviction, ContainerUpdate, CreateContainerResponse,
     Empty, Event, LinuxResources, OwningPlugins, PodSandbox, StopContainerResponse,
     UpdateContainerResponse, UpdatePodSandboxRequest, UpdatePodSandboxResponse,
-    ValidateContainerAdjustmentResponse,
+    ValidateContainerAdjustmentRequest, ValidateContainerAdjustmentResponse,
 };
 use nri_api::method;
 use tokio::task::JoinSet;
@@ -803,6 +803,32 @@ impl Adaptation {
             .await
     }
 
+    /// ValidateContainerAdjustment sent by a runtime above this one (a
+    /// proxy's case: the adjustment of every plugin of that runtime):
+    /// runs the in-process validators and the validator plugins on `req`
+    /// as given, with the same fail-closed rules as the validation of this
+    /// library's own CreateContainer. `Ok` when no validator rejected it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ValidationRejected`] naming the validator, a
+    /// validator that failed closed ([`Error::PluginFailed`]), or
+    /// [`Error::InvalidState`] before [`Adaptation::start`].
+    pub async fn validate_container_adjustment(
+        &self,
+        req: &ValidateContainerAdjustmentRequest,
+    ) -> Result<EventReport, Error> {
+        self.check_started()?;
+        let sh = &self.shared;
+        let plugins = sh.registry.snapshot();
+        let no_pod = PodSandbox::default();
+        let pod = req.pod.as_ref().unwrap_or(&no_pod);
+        let mut errors = Vec::new();
+        sh.run_validators(&plugins, pod, req, &mut errors, self.budget)
+            .await?;
+        Ok(EventReport { errors })
+    }
+
     async fn notify_event(
         &self,
         ev: Event,
@@ -1077,6 +1103,25 @@ impl Shared {
         budget: Budget,
     ) -> Result<(), Error> {
         let ev = Event::ValidateContainerAdjustment;
+        if self.validators.is_empty() && !plugins.iter().any(|p| p.subscribed(ev) && !p.is_closed())
+        {
+            return Ok(());
+        }
+        let req = validate::build_request(result);
+        self.run_validators(plugins, pod, &req, errors, budget)
+            .await
+    }
+
+    /// Runs in-process validators and validator plugins on `req`.
+    async fn run_validators(
+        &self,
+        plugins: &PluginList,
+        pod: &PodSandbox,
+        req: &ValidateContainerAdjustmentRequest,
+        errors: &mut Vec<PluginError>,
+        budget: Budget,
+    ) -> Result<(), Error> {
+        let ev = Event::ValidateContainerAdjustment;
         let op = ev.pretty_name();
         // A validator already gone is absent: not called, and whether the
         // creation may go on without it was decided by the required-plugin
@@ -1086,12 +1131,8 @@ impl Shared {
             .filter(|p| p.subscribed(ev) && !p.is_closed())
             .cloned()
             .collect();
-        if vplugins.is_empty() && self.validators.is_empty() {
-            return Ok(());
-        }
-        let req = validate::build_request(result);
         for (id, v) in &self.validators {
-            if let Err(rej) = v.validate(&req) {
+            if let Err(rej) = v.validate(req) {
                 self.metrics
                     .plugin_invocation(&id.to_string(), op, Err(ErrorClass::Rejected));
                 tracing::warn!(validator = %id, reason = %rej.reason, "container adjustment rejected");

@@ -288,18 +288,20 @@ impl BenchOptions {
             } else {
                 vec![Stack::RustRust, Stack::RustProxy]
             };
-            for k in [1usize, 4] {
-                let n = (o.n / k).max(min_n);
-                cells.push(lat(
-                    format!("proxy-noop-k{k}"),
-                    format!("CreateContainer noop K={k}, direct and through nri-proxy"),
-                    Event::CreateContainer,
-                    Flavour::Noop,
-                    k,
-                    n,
-                    1,
-                    &stacks,
-                ));
+            for (f, flavour) in [("noop", Flavour::Noop), ("adjusting", Flavour::Adjusting)] {
+                for k in [1usize, 4] {
+                    let n = (o.n / k).max(min_n);
+                    cells.push(lat(
+                        format!("proxy-{f}-k{k}"),
+                        format!("CreateContainer {f} K={k}, direct and through nri-proxy"),
+                        Event::CreateContainer,
+                        flavour,
+                        k,
+                        n,
+                        1,
+                        &stacks,
+                    ));
+                }
             }
         }
         if o.wasm_cells {
@@ -906,8 +908,8 @@ fn targets(report: &BenchReport) -> Vec<TargetCheck> {
     }
     // The proxy: the Go runtime through the proxy to K Rust plugins beats
     // the Go runtime with K Go plugins.
-    for k in [1, 4] {
-        let id = format!("proxy-noop-k{k}");
+    for (f, k) in [("noop", 1), ("noop", 4), ("adjusting", 1), ("adjusting", 4)] {
+        let id = format!("proxy-{f}-k{k}");
         if report.cell(&id).is_some() {
             t.push(ratio_check(
                 report,
@@ -915,7 +917,7 @@ fn targets(report: &BenchReport) -> Vec<TargetCheck> {
                 "latency_median_us",
                 Stack::GoProxy,
                 gg,
-                format!("CreateContainer noop K={k}: Go runtime -> nri-proxy -> K Rust plugins vs K Go plugins"),
+                format!("CreateContainer {f} K={k}: Go runtime -> nri-proxy -> K Rust plugins vs K Go plugins"),
                 Want::AtMost(1.0),
             ));
         }

@@ -52,6 +52,13 @@ pub fn main(args: &Args) -> Result<(), Error> {
     };
     let config = ProxyConfig::load(&args.config)?;
     if args.check {
+        for p in config.plugins_not_launched() {
+            eprintln!(
+                "{}: warning: {} is not started: disable-launch is true",
+                args.config.display(),
+                p.display()
+            );
+        }
         tracing::info!(file = %args.config.display(), "configuration ok");
         eprintln!("{}: ok", args.config.display());
         return Ok(());

@@ -174,4 +174,25 @@ impl ProxyConfig {
     pub fn budget(&self, request_timeout: Duration) -> Duration {
         request_timeout.saturating_sub(self.safety_margin.min(request_timeout / 4))
     }
+
+    /// The plugins in the plugin directory that the proxy does not start
+    /// because `disable-launch` is true: executables and WebAssembly
+    /// modules alike (as in containerd, turning launching off turns off
+    /// the plugin directory). Empty when launching is on or the directory
+    /// holds none. The proxy logs them as a warning at start, and
+    /// `--check` lists them, so that a plugin copied there is not ignored
+    /// in silence.
+    pub fn plugins_not_launched(&self) -> Vec<PathBuf> {
+        let rt = &self.runtime;
+        if !rt.disable_launch {
+            return Vec::new();
+        }
+        match nri_runtime::launch::discover(&rt.plugin_dir, &rt.config_dir) {
+            Ok(found) => found.into_iter().map(|d| d.path).collect(),
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot list the plugin directory");
+                Vec::new()
+            }
+        }
+    }
 }

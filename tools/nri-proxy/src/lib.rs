@@ -11,7 +11,9 @@
 //! runtime's.
 //!
 //! - Upstream, the proxy subscribes to every event the runtime can deliver
-//!   (all but ValidateContainerAdjustment, see [`UPSTREAM_EVENTS`]), hands
+//!   ([`UPSTREAM_EVENTS`]; ValidateContainerAdjustment only while a
+//!   validator sits behind it, and its validators then judge the runtime's
+//!   whole adjustment), hands
 //!   each to its plugins in order (index, then name) and answers with the
 //!   merged adjustment, updates and evictions. It declares the failure
 //!   policy `keep_connected` (and `fail_request` if configured).

@@ -99,6 +99,8 @@ impl Proxy {
         }
         let stub = b.build().map_err(Error::Upstream)?;
         // Set once, here, before anything runs.
+        let _ = stub.plugin().own_name.set(stub.plugin_name());
+        // Set once, here, before anything runs.
         let _ = handle.set(stub.handle());
         Ok(Proxy {
             config,
@@ -203,6 +205,14 @@ impl Proxy {
     /// launches), so every event either reached the view before any
     /// plugin lists it or goes through the library.
     async fn start_plugin_side(&self) -> Result<(), Error> {
+        let idle = self.config.plugins_not_launched();
+        if !idle.is_empty() {
+            tracing::warn!(
+                plugin_dir = %self.config.runtime.plugin_dir.display(),
+                plugins = ?idle,
+                "nri-proxy: plugins in the plugin directory are not started: disable-launch is true (WebAssembly plugins too)"
+            );
+        }
         let state = &self.stub.plugin().state;
         let mut start = std::pin::pin!(self.adaptation.start());
         let first = std::future::poll_fn(|cx| {

@@ -6,13 +6,13 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use nri_api::EventMask;
 use nri_api::api::{
-    Container, ContainerUpdate, CreateContainerResponse, Event, LinuxResources, PodSandbox,
-    StopContainerResponse, UpdateContainerResponse,
+    Container, ContainerUpdate, CreateContainerResponse, Event, LinuxResources, PluginInstance,
+    PodSandbox, StopContainerResponse, UpdateContainerResponse, ValidateContainerAdjustmentRequest,
 };
 use nri_plugin::{ConfigureInfo, HandlerError, HandlerResult, Plugin, SyncKind};
 use nri_runtime::Adaptation;
@@ -26,14 +26,13 @@ use crate::event::{Answer, Upcall};
 use crate::metrics::ProxyMetrics;
 use crate::view::State;
 
-/// The events the proxy subscribes to upstream: all but
-/// ValidateContainerAdjustment (the proxy's own validators check the
-/// adjustment its plugins make; the runtime's validators see the proxy's
-/// merged answer). The plugin SDK drops those the runtime cannot deliver
-/// (`0x7FF` on NRI before v0.10).
-pub const UPSTREAM_EVENTS: EventMask = EventMask::ALL.difference(EventMask::from_events(&[
-    Event::ValidateContainerAdjustment,
-]));
+/// The events the proxy can subscribe to upstream: all of them. It
+/// narrows the subscription at `Configure`: ValidateContainerAdjustment
+/// only while a validator sits behind it; the plugin SDK drops those the
+/// runtime cannot deliver (`0x7FF` on NRI before v0.10).
+pub const UPSTREAM_EVENTS: EventMask = EventMask::ALL;
+
+const VALIDATION: EventMask = EventMask::from_events(&[Event::ValidateContainerAdjustment]);
 
 /// The upstream side of the proxy (an `nri_plugin::Plugin`).
 pub(crate) struct Upstream {
@@ -43,11 +42,17 @@ pub(crate) struct Upstream {
     metrics: ProxyMetrics,
     /// The runtime's request timeout, in nanoseconds (from `Configure`).
     request_timeout: AtomicU64,
+    /// The runtime's registration timeout, in nanoseconds (from
+    /// `Configure`): with the request timeout, the budget of the proxy's
+    /// Synchronize answer.
+    registration_timeout: AtomicU64,
     /// Set once the runtime's first Synchronize is in the view.
     pub(crate) synced: watch::Sender<bool>,
     /// Deliveries after the fact: a resynchronization's events, and
     /// events answered before the plugins could be called.
     pub(crate) later: Mutex<JoinSet<()>>,
+    /// The proxy's own `NN-name` upstream (set when the proxy is built).
+    pub(crate) own_name: OnceLock<String>,
 }
 
 fn failed(e: nri_runtime::Error) -> HandlerError {
@@ -86,14 +91,17 @@ impl Upstream {
         metrics: ProxyMetrics,
     ) -> Self {
         let timeout = config.runtime.request_timeout;
+        let registration = config.runtime.registration_timeout;
         Upstream {
             adaptation,
             state,
             config,
             metrics,
             request_timeout: AtomicU64::new(nanos(timeout)),
+            registration_timeout: AtomicU64::new(nanos(registration)),
             synced: watch::channel(false).0,
             later: Mutex::new(JoinSet::new()),
+            own_name: OnceLock::new(),
         }
     }
 
@@ -176,6 +184,85 @@ impl Upstream {
     async fn handle_done(&self, up: Upcall) -> HandlerResult<()> {
         self.handle(up).await.map(drop)
     }
+
+    /// Whether a validator sits behind the proxy: the plugin side's
+    /// configuration turns on the built-in default validator or has a
+    /// plugin entry with a `validation` mode, or a plugin connected to the
+    /// proxy subscribes to ValidateContainerAdjustment. Read at each
+    /// registration upstream (the subscription is fixed per connection).
+    fn validator_behind(&self) -> bool {
+        let rt = &self.config.runtime;
+        rt.default_validator.is_some()
+            || rt.plugin_policies.values().any(|p| p.validation.is_some())
+            || (self.adaptation.plugins().iter())
+                .any(|p| p.events.contains(Event::ValidateContainerAdjustment))
+    }
+
+    /// The runtime's validation request as the validators behind the
+    /// proxy see it: the proxy's entry in the list of plugins that took
+    /// part is replaced by the plugins behind it.
+    fn behind_view(
+        &self,
+        mut req: ValidateContainerAdjustmentRequest,
+    ) -> ValidateContainerAdjustmentRequest {
+        let own = self.own_name.get().map(String::as_str);
+        let at = (req.plugins.iter())
+            .position(|p| own == Some(format!("{}-{}", p.index, p.name).as_str()));
+        if let Some(at) = at {
+            let behind = (self.adaptation.plugins().into_iter()).map(|p| PluginInstance {
+                name: p.id.name().to_owned(),
+                index: p.id.index().to_owned(),
+            });
+            req.plugins.splice(at..=at, behind);
+        }
+        req
+    }
+
+    /// Starts a resynchronization with the runtime's lists. Its place in
+    /// the delivery order (the write side) is queued before the runtime
+    /// gets the Synchronize answer, so every event the runtime sends after
+    /// that waits for it; the differences are taken when that turn comes,
+    /// against a view that every earlier delivery has reached (an object
+    /// whose creation event is still with the plugins is not new again).
+    /// Earlier deliveries (a previous resynchronization's, a slow
+    /// plugin's) may hold the order for longer than the runtime waits for
+    /// the answer: the wait is cut at the smaller of the runtime's
+    /// registration and request timeouts (from `Configure`; containerd
+    /// times Synchronize with the request timeout, a runtime may bound the
+    /// whole registration with the other) minus the safety margin, and the
+    /// resynchronization follows in its turn.
+    async fn resync_in_turn(&self, pods: Vec<PodSandbox>, containers: Vec<Container>) {
+        let timeout = Duration::from_nanos(
+            self.registration_timeout
+                .load(Ordering::Relaxed)
+                .min(self.request_timeout.load(Ordering::Relaxed)),
+        );
+        let deadline = Instant::now() + self.config.budget(timeout);
+        let mut wait = Box::pin(self.state.order.clone().write_owned());
+        let turn = tokio::time::timeout_at(deadline, &mut wait).await.ok();
+        if turn.is_none() {
+            tracing::warn!(
+                budget = ?self.config.budget(timeout),
+                "nri-proxy: earlier events are still being delivered; answering the runtime's Synchronize, the resynchronization follows them"
+            );
+        }
+        let (a, state, m) = (
+            self.adaptation.clone(),
+            self.state.clone(),
+            self.metrics.clone(),
+        );
+        self.spawn_later(async move {
+            let turn = match turn {
+                Some(t) => t,
+                None => wait.await,
+            };
+            let changes = state.lock().view.resync(pods, containers);
+            if !changes.is_empty() {
+                m.resyncs.inc();
+                crate::resync::deliver(a, state, changes, turn, m).await;
+            }
+        });
+    }
 }
 
 fn nanos(d: Duration) -> u64 {
@@ -188,8 +275,14 @@ impl Plugin for Upstream {
 
     async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<Option<EventMask>> {
         let rt = &info.runtime;
+        let validate = self.validator_behind()
+            && info
+                .subscription
+                .contains(Event::ValidateContainerAdjustment);
         self.request_timeout
             .store(nanos(rt.request_timeout), Ordering::Relaxed);
+        self.registration_timeout
+            .store(nanos(rt.registration_timeout), Ordering::Relaxed);
         tracing::info!(
             runtime = %rt.name,
             runtime_version = %rt.version,
@@ -198,9 +291,14 @@ impl Plugin for Upstream {
             registration_timeout = ?rt.registration_timeout,
             budget = ?self.config.budget(rt.request_timeout),
             unsupported = ?info.unsupported,
+            validation = validate,
             "nri-proxy configured by the runtime"
         );
-        Ok(None)
+        if validate {
+            Ok(None)
+        } else {
+            Ok(Some(info.subscription.difference(VALIDATION)))
+        }
     }
 
     async fn synchronize(
@@ -210,10 +308,10 @@ impl Plugin for Upstream {
         kind: SyncKind,
     ) -> HandlerResult<Vec<ContainerUpdate>> {
         let (n_pods, n_ctrs) = (pods.len(), containers.len());
-        let changes = {
+        let lists = {
             let mut g = self.state.lock();
             if g.started {
-                Some(g.view.resync(pods, containers))
+                Some((pods, containers))
             } else {
                 g.view.replace(pods, containers);
                 None
@@ -223,21 +321,12 @@ impl Plugin for Upstream {
             pods = n_pods,
             containers = n_ctrs,
             ?kind,
-            started = changes.is_some(),
+            started = lists.is_some(),
             "nri-proxy synchronized by the runtime"
         );
         self.synced.send_replace(true);
-        if let Some(changes) = changes.filter(|c| !c.is_empty()) {
-            // Taken before the runtime gets the answer: every event it
-            // sends after it waits for these.
-            let turn = self.state.order.clone().write_owned().await;
-            self.metrics.resyncs.inc();
-            let (a, state, m) = (
-                self.adaptation.clone(),
-                self.state.clone(),
-                self.metrics.clone(),
-            );
-            self.spawn_later(crate::resync::deliver(a, state, changes, turn, m));
+        if let Some((pods, containers)) = lists {
+            self.resync_in_turn(pods, containers).await;
         }
         Ok(Vec::new())
     }
@@ -329,5 +418,22 @@ impl Plugin for Upstream {
 
     async fn remove_container(&self, pod: PodSandbox, c: Container) -> HandlerResult<()> {
         self.handle_done(Upcall::Remove(pod, c)).await
+    }
+
+    async fn validate_container_adjustment(
+        &self,
+        req: ValidateContainerAdjustmentRequest,
+    ) -> HandlerResult<()> {
+        if !self.state.lock().started {
+            return Ok(());
+        }
+        let timeout = Duration::from_nanos(self.request_timeout.load(Ordering::Relaxed));
+        let a = self
+            .adaptation
+            .with_deadline(Instant::now() + self.config.budget(timeout));
+        a.validate_container_adjustment(&self.behind_view(req))
+            .await
+            .map(drop)
+            .map_err(failed)
     }
 }

@@ -246,3 +246,82 @@ async fn an_event_held_past_its_budget_is_answered_and_delivered_in_its_turn() {
     proxy.stop().await;
     up.stop().await;
 }
+
+/// The proxy answers the runtime's Synchronize within the registration
+/// timeout it read from Configure (minus the safety margin), even while
+/// the events of an earlier resynchronization hold the delivery order:
+/// the new differences follow those, and the proxy stays registered.
+/// Paused time: the plugin is held far longer than any timeout, and the
+/// runtime's request timeout (30 s) is far longer than its registration
+/// timeout (1 s), so only the latter can make the proxy answer in time.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_resync_behind_held_events_is_answered_within_the_registration_timeout() {
+    let env = Env::new();
+    env.runtime.pods.lock().unwrap().push(pod("p0"));
+    let up = env.upstream(Duration::from_secs(2)).await;
+    // The plugin's own timeout outlasts the test: only the test releases
+    // its CreateContainer.
+    let proxy = Running::start(env.config("request-timeout: 600s\n", "")).await;
+    proxy.wait_serving(&env.proxy_socket).await;
+    let mut behind = Behind::default();
+    let hold = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+    let plugin = TestPlugin::adding("A", "1").held(hold);
+    let h = behind.connect(&env.proxy_socket, "10", "ay", plugin.clone());
+    until("the plugin", || {
+        proxy.proxy.adaptation().plugins().len() == 1
+    })
+    .await;
+    // First restart: the runtime now has p1/c1; the plugin is held in the
+    // resynchronization's CreateContainer of c1.
+    up.stop().await;
+    until("the proxy to notice", || {
+        !proxy.proxy.upstream().is_connected()
+    })
+    .await;
+    env.runtime.pods.lock().unwrap().push(pod("p1"));
+    env.runtime.containers.lock().unwrap().push(ctr("p1", "c1"));
+    let up = env.upstream(Duration::from_secs(2)).await;
+    until("the resync's CreateContainer", || {
+        plugin.events().iter().any(|e| e == "CreateContainer:c1")
+    })
+    .await;
+    // Second restart: p2 appeared.
+    up.stop().await;
+    until("the proxy to notice again", || {
+        !proxy.proxy.upstream().is_connected()
+    })
+    .await;
+    env.runtime.pods.lock().unwrap().push(pod("p2"));
+    let t0 = tokio::time::Instant::now();
+    let up = env
+        .upstream_with(Duration::from_secs(30), Duration::from_secs(1))
+        .await;
+    until("the proxy registered again", || {
+        up.plugins().len() == 1 && proxy.proxy.upstream().is_connected()
+    })
+    .await;
+    // At most the reconnection back-off (5 s) and the 750 ms budget.
+    let took = t0.elapsed();
+    assert!(took < Duration::from_secs(10), "registered after {took:?}");
+    assert_eq!(
+        plugin.events(),
+        ["RunPodSandbox:p1", "CreateContainer:c1"],
+        "registered while the first resync is still held"
+    );
+    release(&plugin, 1);
+    until("the second resync's events", || {
+        plugin.events().iter().any(|e| e == "RunPodSandbox:p2")
+    })
+    .await;
+    assert_eq!(
+        plugin.events(),
+        ["RunPodSandbox:p1", "CreateContainer:c1", "RunPodSandbox:p2"],
+        "the second resync follows the first"
+    );
+    assert_eq!(up.plugins().len(), 1, "still registered");
+    assert!(h.is_connected(), "the plugin stayed connected");
+    assert_eq!(metric(&proxy.proxy, "nri_proxy_resyncs_total"), Some(2.0));
+    behind.stop().await;
+    proxy.stop().await;
+    up.stop().await;
+}

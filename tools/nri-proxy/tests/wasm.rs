@@ -111,3 +111,49 @@ async fn the_wasm_limits_of_the_config_file_apply_behind_the_proxy() {
     proxy.stop().await;
     up.stop().await;
 }
+
+/// With `disable-launch: true` (the DaemonSet's setting) the plugin
+/// directory is off for WebAssembly plugins too, as for executables; the
+/// configuration lists what it leaves out (logged at start, shown by
+/// `--check`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disable_launch_leaves_wasm_plugins_out_and_says_so() {
+    let env = Env::new();
+    let plugins = env.dir.path().join("plugins");
+    guest().install(&plugins, "20-wasm");
+    let on = config(&env, "4MiB");
+    assert!(on.plugins_not_launched().is_empty());
+    let text = format!(
+        "socket-path: {}\nplugin-dir: {}\nconfig-dir: {}\ndisable-launch: true\nproxy:\n  name: proxy\n  index: \"50\"\n  upstream-socket: {}\n",
+        env.proxy_socket.display(),
+        plugins.display(),
+        env.dir.path().join("conf.d").display(),
+        env.upstream_socket.display()
+    );
+    let off = ProxyConfig::parse("proxy.yaml", ConfigFormat::Yaml, &text).unwrap();
+    assert_eq!(off.plugins_not_launched(), [plugins.join("20-wasm")]);
+
+    let up = env.upstream(Duration::from_secs(2)).await;
+    let proxy = Running::start(off).await;
+    proxy.wait_serving(&env.proxy_socket).await;
+    let mut behind = Behind::default();
+    behind.connect(&env.proxy_socket, "10", "ay", TestPlugin::adding("A", "10"));
+    until("the socket plugin behind the proxy", || {
+        !proxy.proxy.adaptation().plugins().is_empty()
+    })
+    .await;
+    up.run_pod_sandbox(&pod("p")).await.unwrap();
+    let out = up
+        .create_container(&pod("p"), &ctr("p", "c"))
+        .await
+        .unwrap();
+    assert_eq!(env_of(&out.adjustment), ["A=10"], "no WASM=yes");
+    let ids: Vec<String> = (proxy.proxy.adaptation().plugins().iter())
+        .map(|p| p.id.to_string())
+        .collect();
+    assert_eq!(ids, ["10-ay"]);
+
+    behind.stop().await;
+    proxy.stop().await;
+    up.stop().await;
+}

@@ -6,7 +6,8 @@
 //!
 //! The proxy runs on the `nri-proxy` binary's async runtime
 //! (`NRI_BENCH_PROXY_TOKIO=multi`: tokio's multi-thread scheduler with 2
-//! workers instead).
+//! workers instead); `NRI_BENCH_PROXY_SPIN_US` sets its plugin side's
+//! spin budget.
 //!
 //! ```text
 //! NRI_BENCH_PROXY_K=4 NRI_BENCH_PROXY_PLUGIN=nri-bench-plugin \
@@ -33,6 +34,10 @@ use tokio_util::sync::CancellationToken;
 /// (2 workers) instead of the `nri-proxy` binary's own runtime
 /// (`nri_proxy::cli::async_runtime`), to compare the two.
 const ENV_PROXY_TOKIO: &str = "NRI_BENCH_PROXY_TOKIO";
+
+/// Environment: the spin budget of the proxy's plugin side in µs (the
+/// configuration's `spin-budget`; default: the library's).
+const ENV_PROXY_SPIN_US: &str = "NRI_BENCH_PROXY_SPIN_US";
 
 struct Opts {
     socket: PathBuf,
@@ -91,6 +96,10 @@ fn run(o: &Opts) -> anyhow::Result<()> {
         o.idx,
         o.socket.display()
     );
+    let text = match std::env::var(ENV_PROXY_SPIN_US) {
+        Ok(us) => format!("spin-budget: {us}us\n{text}"),
+        Err(_) => text,
+    };
     let config = ProxyConfig::parse("nri-bench-proxy", ConfigFormat::Yaml, &text)?;
     // The proxy binary's own runtime, unless the bench asks for tokio's
     // multi-thread scheduler (for comparing the two).

@@ -109,10 +109,21 @@ impl Env {
 
     /// The runtime above the proxy, started.
     pub async fn upstream(&self, request_timeout: Duration) -> Adaptation {
+        self.upstream_with(request_timeout, nri_api::DEFAULT_REGISTRATION_TIMEOUT)
+            .await
+    }
+
+    /// The runtime above the proxy with both of its timeouts, started.
+    pub async fn upstream_with(
+        &self,
+        request_timeout: Duration,
+        registration_timeout: Duration,
+    ) -> Adaptation {
         let a = Adaptation::builder("fake-containerd", "v2.3.0")
             .socket_path(&self.upstream_socket)
             .disable_launch(true)
             .request_timeout(request_timeout)
+            .registration_timeout(registration_timeout)
             .build(self.runtime.clone())
             .unwrap();
         a.start().await.unwrap();

@@ -1,0 +1,138 @@
+//! Validation upstream: the proxy subscribes to ValidateContainerAdjustment
+//! only while a validator sits behind it, and then its validators judge
+//! the runtime's whole adjustment (plugins directly on the runtime too),
+//! seeing the plugins behind the proxy in place of the proxy.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::*;
+use nri_api::api::{Event, ValidateContainerAdjustmentRequest};
+use nri_plugin::{HandlerError, HandlerResult, Plugin};
+
+/// A validator: rejects an adjustment setting env `BAD`, and records the
+/// plugins each request says took part.
+#[derive(Clone, Default)]
+struct Guard {
+    seen: Arc<Mutex<Vec<Vec<String>>>>,
+}
+
+#[nri_plugin::plugin]
+impl Plugin for Guard {
+    async fn validate_container_adjustment(
+        &self,
+        req: ValidateContainerAdjustmentRequest,
+    ) -> HandlerResult<()> {
+        let names = req
+            .plugins
+            .iter()
+            .map(|p| format!("{}-{}", p.index, p.name))
+            .collect();
+        self.seen.lock().unwrap().push(names);
+        let adjust = req.adjust.unwrap_or_default();
+        if adjust.env.iter().any(|kv| kv.key == "BAD") {
+            return Err(HandlerError::msg("env BAD is not allowed"));
+        }
+        Ok(())
+    }
+}
+
+fn subscribes_to_validation(up: &nri_runtime::Adaptation) -> bool {
+    up.plugins()[0]
+        .events
+        .contains(Event::ValidateContainerAdjustment)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_validator_behind_the_proxy_does_not_subscribe_to_validation() {
+    let env = Env::new();
+    let up = env.upstream(Duration::from_secs(2)).await;
+    let proxy = Running::start(env.config("", "")).await;
+    proxy.wait_serving(&env.proxy_socket).await;
+    until("the proxy upstream", || up.plugins().len() == 1).await;
+    assert!(
+        !subscribes_to_validation(&up),
+        "{:?}",
+        up.plugins()[0].events
+    );
+    assert!(up.plugins()[0].events.contains(Event::CreateContainer));
+    proxy.stop().await;
+    up.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_validator_behind_the_proxy_judges_the_runtimes_whole_adjustment() {
+    let env = Env::new();
+    let up = env.upstream(Duration::from_secs(2)).await;
+    // The configuration names the validator: known before it connects.
+    let config = env.config("plugins:\n  guard:\n    validation: fail-closed\n", "");
+    let proxy = Running::start(config).await;
+    proxy.wait_serving(&env.proxy_socket).await;
+    until("the proxy upstream", || up.plugins().len() == 1).await;
+    assert!(
+        subscribes_to_validation(&up),
+        "{:?}",
+        up.plugins()[0].events
+    );
+
+    let guard = Guard::default();
+    let mut behind = Behind::default();
+    behind.connect(&env.proxy_socket, "10", "ay", TestPlugin::adding("A", "1"));
+    let stub = nri_plugin::Builder::new(guard.clone())
+        .name("guard")
+        .index("90")
+        .socket_path(&env.proxy_socket)
+        .mode(nri_plugin::ConnectMode::External)
+        .build()
+        .unwrap();
+    let guard_handle = stub.handle();
+    let guard_task = tokio::spawn(async move { stub.run().await });
+    until("two plugins behind the proxy", || {
+        proxy.proxy.adaptation().plugins().len() == 2
+    })
+    .await;
+
+    // Accepted: validated behind the proxy (its plugins' adjustment) and
+    // upstream (the runtime's whole adjustment, the plugins behind the
+    // proxy listed in its place).
+    up.run_pod_sandbox(&pod("p")).await.unwrap();
+    let out = up
+        .create_container(&pod("p"), &ctr("p", "c1"))
+        .await
+        .unwrap();
+    assert_eq!(env_of(&out.adjustment), ["A=1"]);
+    let seen = guard.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2, "inside the proxy, then upstream: {seen:?}");
+    assert_eq!(
+        seen[1],
+        ["10-ay", "90-guard"],
+        "upstream, the proxy replaced"
+    );
+
+    // A plugin directly on the runtime sets what the validator forbids.
+    let mut direct = Behind::default();
+    direct.connect(
+        &env.upstream_socket,
+        "20",
+        "direct",
+        TestPlugin::adding("BAD", "1"),
+    );
+    until("the direct plugin", || up.plugins().len() == 2).await;
+    let err = up
+        .create_container(&pod("p"), &ctr("p", "c2"))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("env BAD is not allowed"), "{err}");
+    let last = guard.seen.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(last, ["20-direct", "10-ay", "90-guard"]);
+
+    direct.stop().await;
+    guard_handle.stop();
+    let _ = guard_task.await;
+    behind.stop().await;
+    proxy.stop().await;
+    up.stop().await;
+}
