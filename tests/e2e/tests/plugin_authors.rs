@@ -162,6 +162,12 @@ fn script(blocks: &[Block], dir: &Path, target: &Path, lock: &Path) -> String {
 /// Runs the local blocks of the page in a fresh directory; returns the
 /// directory (the scaffold is its `work/scratch`).
 fn run_local() -> Result<std::path::PathBuf> {
+    // The page's scaffold is built into the shared target dir under one
+    // name: one run at a time in this test binary.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let blocks = shell_blocks(&page()?)?;
     let nri = plugin_binary("nri-cli", Target::Bin, "nri")?;
     let root = workspace_root().canonicalize()?;
