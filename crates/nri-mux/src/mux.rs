@@ -261,7 +261,13 @@ struct Inner {
     woke_driver: AtomicBool,
     /// The one waker the reader is polled with (see `poll_reader`).
     reader_wake: Waker,
+    /// Told of every dropped frame ([`Mux::on_dropped_frame`]).
+    drop_observer: OnceLock<DropObserver>,
 }
+
+/// What [`Mux::on_dropped_frame`] calls: the connection id and announced
+/// payload length of a frame for a connection that is not open.
+type DropObserver = Box<dyn Fn(ConnId, usize) + Send + Sync>;
 
 /// Wakes whoever runs the trunk reader: the driving writer, else the
 /// reader task. Holds the `Inner` weakly (the `Inner` holds it).
@@ -509,11 +515,22 @@ impl Inner {
         if !first {
             return;
         }
-        tracing::warn!(
-            conn = conn.0,
-            len,
-            "mux: dropping frame for a connection that is not open"
-        );
+        match self.drop_observer.get() {
+            // The observer reports it, knowing who the peer is.
+            Some(observe) => {
+                tracing::debug!(
+                    conn = conn.0,
+                    len,
+                    "mux: dropping frame for a connection that is not open"
+                );
+                observe(conn, len);
+            }
+            None => tracing::warn!(
+                conn = conn.0,
+                len,
+                "mux: dropping frame for a connection that is not open"
+            ),
+        }
         let c = &self.counters;
         c.dropped_frames.fetch_add(1, Ordering::Relaxed);
         c.dropped_bytes.fetch_add(len as u64, Ordering::Relaxed);
@@ -1288,6 +1305,7 @@ impl Mux {
             drive_waker: Mutex::new(None),
             woke_driver: AtomicBool::new(false),
             reader_wake: Waker::from(Arc::new(ReaderWake(weak.clone()))),
+            drop_observer: OnceLock::new(),
         });
         // The reader future holds the `Inner` that holds it: the cycle ends
         // when the loop returns (the slot is emptied) or in `Owner::drop`.
@@ -1385,6 +1403,22 @@ impl Mux {
     pub fn set_spin_budget(&self, budget: std::time::Duration) {
         let ns = u64::try_from(budget.as_nanos()).unwrap_or(u64::MAX);
         self.owner.inner.spin_budget_ns.store(ns, Ordering::Relaxed);
+    }
+
+    /// Calls `observe` with the connection id and announced payload length
+    /// of every frame dropped from now on because its connection is not
+    /// open (once per frame, in the trunk reader's task: it must not
+    /// block), instead of logging a warning. The first observer set stays;
+    /// returns `false` if one was set already.
+    pub fn on_dropped_frame(
+        &self,
+        observe: impl Fn(ConnId, usize) + Send + Sync + 'static,
+    ) -> bool {
+        self.owner
+            .inner
+            .drop_observer
+            .set(Box::new(observe))
+            .is_ok()
     }
 
     /// Opens logical connection `id` on this side. Nothing is sent: the peer

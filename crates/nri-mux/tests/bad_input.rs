@@ -118,6 +118,34 @@ async fn unknown_conn_is_dropped_and_reported() {
 }
 
 #[tokio::test]
+async fn the_drop_observer_is_told_of_every_dropped_frame_once() {
+    let (mux, mut raw) = mux_and_raw();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let observer = seen.clone();
+    assert!(mux.on_dropped_frame(move |conn, len| observer.lock().unwrap().push((conn, len))));
+    assert!(!mux.on_dropped_frame(|_, _| {}), "the first observer stays");
+    let mut c2 = mux.open(RUNTIME_SERVICE_CONN).unwrap();
+    // A frame larger than one read, for connection 1 (not open): told once.
+    let big = pattern(MAX_PAYLOAD, 1);
+    let mut bytes = frame(1, &big);
+    bytes.extend_from_slice(&frame(9, b"stray"));
+    bytes.extend_from_slice(&frame(2, b"mine"));
+    let writer = tokio::spawn(async move {
+        raw.write_all(&bytes).await.unwrap();
+        raw
+    });
+    let mut b = [0u8; 4];
+    c2.read_exact(&mut b).await.unwrap();
+    assert_eq!(&b, b"mine");
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![(PLUGIN_SERVICE_CONN, MAX_PAYLOAD), (ConnId(9), 5)]
+    );
+    assert_eq!(mux.stats().dropped_frames, 2);
+    drop(writer.await.unwrap());
+}
+
+#[tokio::test]
 async fn frames_for_a_dropped_conn_are_dropped() {
     let (mux, mut raw) = mux_and_raw();
     let c2 = mux.open(RUNTIME_SERVICE_CONN).unwrap();

@@ -54,10 +54,45 @@ fn plugin_service(mux: &nri_mux::Mux) -> Result<(Client, Arc<PluginInput>), nri_
     Ok((client, input))
 }
 
-/// Who is on the other end of a runtime service, before it registers.
+/// Who is on the other end of a connection, before it registers.
+#[derive(Clone)]
 struct RuntimeServicePeer {
     origin: PluginOrigin,
     description: String,
+}
+
+impl RuntimeServicePeer {
+    /// The peer for refusal reports: the plugin once it has registered
+    /// (`identity` set), else the connection's description.
+    fn peer(&self, identity: &Mutex<Option<PluginId>>) -> Peer {
+        let id = crate::lock(identity).clone();
+        Peer {
+            registered: id.is_some(),
+            name: id.map_or_else(|| self.description.clone(), |id| id.to_string()),
+            origin: self.origin,
+        }
+    }
+}
+
+/// Reports every frame the multiplexer drops because its connection is
+/// not open (for instance answers written on the plugin service
+/// connection before registering), as a refusal of kind
+/// `unknown_connection`.
+fn report_dropped_frames(
+    mux: &nri_mux::Mux,
+    guard: Arc<crate::peer::PeerGuard>,
+    identity: Arc<Mutex<Option<PluginId>>>,
+    who: RuntimeServicePeer,
+) {
+    mux.on_dropped_frame(move |conn, len| {
+        let refused = Refused {
+            kind: "unknown_connection",
+            reason: format!(
+                "{len}-byte frame for multiplexer connection {conn}, which is not open"
+            ),
+        };
+        guard.report(&who.peer(&identity), "frame", &refused);
+    });
 }
 
 /// How the connection was made, and for launched plugins who it is.
@@ -115,15 +150,13 @@ impl Shared {
             .map_err(|e| reg_err(format!("mux: {e}")))?;
         let closed = CancellationToken::new();
         let identity: Arc<Mutex<Option<PluginId>>> = Arc::new(Mutex::new(None));
+        let who = RuntimeServicePeer {
+            origin: pending.origin,
+            description: peer.clone(),
+        };
+        report_dropped_frames(&mux, self.peers.clone(), identity.clone(), who.clone());
         let (reg_tx, mut reg_rx) = mpsc::channel::<(RegisterPluginRequest, RegisterReply)>(1);
-        let (server, request_len) = self.runtime_service(
-            reg_tx,
-            identity.clone(),
-            RuntimeServicePeer {
-                origin: pending.origin,
-                description: peer.clone(),
-            },
-        )?;
+        let (server, request_len) = self.runtime_service(reg_tx, identity.clone(), who)?;
         {
             let (requests, answers) = conn2.into_split();
             let (feed, serving) = server.serve_fed(answers, closed.clone());
@@ -310,14 +343,7 @@ impl Shared {
         let request_len = RequestLenLimit::new(limits.unregistered_request_len());
         let peer_of = {
             let identity = identity.clone();
-            move || -> Peer {
-                let id = crate::lock(&identity).clone();
-                Peer {
-                    registered: id.is_some(),
-                    name: id.map_or_else(|| who.description.clone(), |id| id.to_string()),
-                    origin: who.origin,
-                }
-            }
+            move || -> Peer { who.peer(&identity) }
         };
         let peer_of = Arc::new(peer_of);
         let register = {
@@ -548,7 +574,7 @@ impl Shared {
         payload: bytes::Bytes,
     ) -> Result<SynchronizeResponse, String> {
         plugin
-            .call_raw(
+            .call_decoded(
                 &*self.metrics,
                 "Synchronize",
                 method::SYNCHRONIZE,
@@ -556,7 +582,6 @@ impl Shared {
                 plugin.timeout,
             )
             .await
-            .and_then(|b| plugin.decode_answer(method::SYNCHRONIZE, b))
             .map_err(|e| format!("Synchronize failed: {e}"))
     }
 }

@@ -67,17 +67,14 @@ impl Shared {
             return;
         };
         let answer = plugin
-            .call_raw(
+            .call_decoded::<CreateContainerResponse>(
                 &*self.metrics,
                 "CreateContainer",
                 method::CREATE_CONTAINER,
                 request,
                 plugin.timeout,
             )
-            .await
-            .and_then(|b| {
-                plugin.decode_answer::<CreateContainerResponse>(method::CREATE_CONTAINER, b)
-            });
+            .await;
         if let Err(Ok(resp)) = reply.send(answer)
             && has_changes(&resp)
         {
@@ -97,8 +94,8 @@ impl Shared {
         }
         let metrics = &*self.metrics;
         if i.event == Event::CreateContainer {
-            let b = plugin
-                .call_raw(
+            let resp = plugin
+                .call_decoded::<CreateContainerResponse>(
                     metrics,
                     "CreateContainer",
                     method::CREATE_CONTAINER,
@@ -106,8 +103,6 @@ impl Shared {
                     plugin.timeout,
                 )
                 .await?;
-            let resp =
-                plugin.decode_answer::<CreateContainerResponse>(method::CREATE_CONTAINER, b)?;
             if has_changes(&resp) {
                 tracing::warn!(plugin = %plugin.id, container = i.id(), "ignoring changes to a container created before the plugin synchronized");
             }

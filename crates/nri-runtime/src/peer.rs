@@ -135,7 +135,7 @@ impl Peer {
 pub(crate) struct Refused {
     /// Metric label: `unregistered`, `too_large`, `too_many_updates`,
     /// `decoded_size`, `malformed`, `in_flight`, `metadata`,
-    /// `pending_connections`.
+    /// `pending_connections`, `unknown_connection`.
     pub(crate) kind: &'static str,
     pub(crate) reason: String,
 }

@@ -408,6 +408,41 @@ impl Plugin {
         payload: Bytes,
         timeout: Duration,
     ) -> Result<Bytes, PluginFailure> {
+        let res = self
+            .call_timed(metrics, operation, method, payload, timeout)
+            .await;
+        self.account(metrics, operation, &res);
+        res
+    }
+
+    /// One call whose answer is decoded ([`Self::decode_answer`]) before
+    /// the call is accounted: an answer refused undecoded counts as an
+    /// invalid response, not as a success.
+    pub(crate) async fn call_decoded<Resp: Message + prost::Name + Default>(
+        &self,
+        metrics: &dyn Metrics,
+        operation: &str,
+        method: &str,
+        payload: Bytes,
+        timeout: Duration,
+    ) -> Result<Resp, PluginFailure> {
+        let res = self
+            .call_timed(metrics, operation, method, payload, timeout)
+            .await
+            .and_then(|b| self.decode_answer(method, b));
+        self.account(metrics, operation, &res);
+        res
+    }
+
+    /// One raw call with its latency recorded (not yet accounted).
+    async fn call_timed(
+        &self,
+        metrics: &dyn Metrics,
+        operation: &str,
+        method: &str,
+        payload: Bytes,
+        timeout: Duration,
+    ) -> Result<Bytes, PluginFailure> {
         let start = Instant::now();
         let res = self.conn.call(method, payload, timeout).await;
         let elapsed = start.elapsed();
@@ -415,7 +450,6 @@ impl Plugin {
         // not sent later, with another call.
         self.conn.clear_hint();
         metrics.plugin_latency(&self.name, operation, elapsed);
-        self.account(metrics, operation, &res);
         res
     }
 
@@ -460,22 +494,20 @@ impl Plugin {
         req: &Req,
         timeout: Duration,
     ) -> Result<Resp, PluginFailure> {
-        let bytes = self
-            .call_raw(
-                metrics,
-                operation,
-                method,
-                Bytes::from(req.encode_to_vec()),
-                timeout,
-            )
-            .await?;
-        self.decode_answer(method, bytes)
+        self.call_decoded(
+            metrics,
+            operation,
+            method,
+            Bytes::from(req.encode_to_vec()),
+            timeout,
+        )
+        .await
     }
 
     /// Decodes the plugin's answer to `method`, once it is known to be
     /// within the limits on what a peer may cost (see `peer.rs`); a
     /// refused answer is reported with the plugin's pid and uid.
-    pub(crate) fn decode_answer<Resp: Message + prost::Name + Default>(
+    fn decode_answer<Resp: Message + prost::Name + Default>(
         &self,
         method: &str,
         bytes: Bytes,
@@ -509,10 +541,8 @@ impl Plugin {
         timeout: Duration,
     ) -> Result<Resp, PluginFailure> {
         let left = self.wait_ready(metrics, operation, timeout).await?;
-        let bytes = self
-            .call_raw(metrics, operation, method, payload, left)
-            .await?;
-        self.decode_answer(method, bytes)
+        self.call_decoded(metrics, operation, method, payload, left)
+            .await
     }
 
     /// Delivers one of the nine events that older plugins receive through

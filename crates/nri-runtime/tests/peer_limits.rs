@@ -13,23 +13,35 @@ use std::time::Duration;
 use common::*;
 use nri_api::api::*;
 use nri_api::{RUNTIME_SERVICE, method};
-use nri_runtime::{Error, Metrics, PeerLimits};
+use nri_runtime::{Error, ErrorClass, Metrics, PeerLimits};
 use nri_ttrpc::{CallOptions, Code};
 use prost::Message;
 
-/// Records `peer_refused` calls.
+/// Records `peer_refused` calls, and `plugin_invocation` results of
+/// `CreateContainer`.
 #[derive(Default)]
-struct Refusals(Mutex<Vec<(String, String)>>);
+struct Refusals(
+    Mutex<Vec<(String, String)>>,
+    Mutex<Vec<(String, Result<(), ErrorClass>)>>,
+);
 
 impl Metrics for Refusals {
     fn peer_refused(&self, peer: &str, reason: &str) {
         self.0.lock().unwrap().push((peer.into(), reason.into()));
+    }
+    fn plugin_invocation(&self, plugin: &str, operation: &str, result: Result<(), ErrorClass>) {
+        if operation == "CreateContainer" {
+            self.1.lock().unwrap().push((plugin.into(), result));
+        }
     }
 }
 
 impl Refusals {
     fn seen(&self) -> Vec<(String, String)> {
         self.0.lock().unwrap().clone()
+    }
+    fn creations(&self) -> Vec<(String, Result<(), ErrorClass>)> {
+        self.1.lock().unwrap().clone()
     }
 }
 
@@ -194,6 +206,11 @@ async fn an_answer_with_too_many_updates_fails_that_plugins_event_only() {
         metrics.seen(),
         [("10-bad".to_owned(), "too_many_updates".to_owned())]
     );
+    // The refused answer counts as an invalid response, not a success.
+    assert_eq!(
+        metrics.creations(),
+        [("10-bad".to_owned(), Err(ErrorClass::InvalidResponse))]
+    );
     assert_eq!(a.plugins().len(), 2, "nobody was disconnected");
     a.stop().await;
 }
@@ -234,5 +251,45 @@ async fn connections_beyond_the_waiting_limit_are_closed_at_once() {
     }
     assert!(ok.is_some());
     wait_active(&a, 1).await;
+    a.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frames_for_connections_that_are_not_open_are_counted_as_refusals() {
+    use tokio::io::AsyncWriteExt;
+    let env = TestEnv::new();
+    let metrics = Arc::new(Refusals::default());
+    let a = env.start(env.builder().metrics(metrics.clone())).await;
+    let stream = tokio::net::UnixStream::connect(&env.socket).await.unwrap();
+    let mux = nri_mux::Mux::new(stream);
+    // Before registering: an "answer" on the plugin service connection
+    // (not open on the runtime's side until registration) and a frame on
+    // a connection nobody opens.
+    let mut stray = mux.open(nri_mux::PLUGIN_SERVICE_CONN).unwrap();
+    stray.write_all(&[0; 100]).await.unwrap();
+    let mut other = mux.open(nri_mux::ConnId(7)).unwrap();
+    other.write_all(&[0; 10]).await.unwrap();
+    // The runtime reads the trunk in order: once this request is answered,
+    // the frames before it were dropped.
+    let client = nri_ttrpc::Client::new(mux.open(nri_mux::RUNTIME_SERVICE_CONN).unwrap());
+    let err = client
+        .call(
+            RUNTIME_SERVICE,
+            method::UPDATE_CONTAINERS,
+            empty_updates(1).encode_to_vec().into(),
+            CallOptions::new(Duration::from_secs(5)),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err}");
+    let unregistered = |reason: &str| ("unregistered".to_owned(), reason.to_owned());
+    assert_eq!(
+        metrics.seen(),
+        [
+            unregistered("unknown_connection"),
+            unregistered("unknown_connection"),
+            unregistered("unregistered"),
+        ]
+    );
     a.stop().await;
 }

@@ -10,7 +10,12 @@
 //!   sixteen (as many as may wait to register);
 //! - 4 MiB answers to calls never made, written by sixteen connections
 //!   that have not registered on the connection where the runtime calls
-//!   the plugin.
+//!   the plugin;
+//! - a registered plugin answering every CreateContainer, UpdateContainer
+//!   and StopContainer with 4 MiB of empty updates and evictions.
+//!
+//! Each refusal must be counted by reason and logged with the peer's pid
+//! and uid (the attackers run in this test process).
 //!
 //! Each test takes a few seconds to a few tens of seconds (the victim
 //! reads 4 MiB messages in a debug build).
@@ -25,9 +30,13 @@ use std::process::Stdio;
 use std::sync::Arc;
 
 use common::*;
-use nri_api::api::{ContainerUpdate, UpdateContainersRequest};
+use nri_api::api::{
+    ContainerEviction, ContainerUpdate, CreateContainerResponse, Event, StopContainerResponse,
+    UpdateContainerResponse, UpdateContainersRequest,
+};
 use nri_api::method;
 use nri_fault_tests::{empty_entries, peak_rss_kib};
+use nri_plugin::EventMask;
 use nri_ttrpc::codec::MessageType;
 use prost::Message;
 use tokio::io::AsyncWriteExt;
@@ -51,10 +60,11 @@ const UNAVAILABLE: i32 = 14;
 
 // ------------------------------------------------------------------ victim
 
-/// The victim process (see `victim.rs`) with its socket.
+/// The victim process (see `victim.rs`) with its socket and log.
 struct Victim {
     proc: VictimProc,
     socket: PathBuf,
+    log: PathBuf,
     _dir: tempfile::TempDir,
 }
 
@@ -75,20 +85,28 @@ impl Victim {
     async fn start() -> Victim {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("nri/nri.sock");
+        let log = dir.path().join("victim.log");
         let mut cmd = VictimProc::command();
         cmd.arg("--socket")
             .arg(&socket)
-            // NRI_VICTIM_LOG: the victim's log filter, to see what it does.
+            // NRI_VICTIM_LOG: the victim's log filter (default: warnings,
+            // where refusals are logged).
             .env(
                 "RUST_LOG",
-                std::env::var("NRI_VICTIM_LOG").unwrap_or_else(|_| "error".into()),
+                std::env::var("NRI_VICTIM_LOG").unwrap_or_else(|_| "warn".into()),
             )
-            .stderr(Stdio::inherit());
+            .stderr(Stdio::from(std::fs::File::create(&log).unwrap()));
         Victim {
             proc: VictimProc::spawn(cmd).await,
             socket,
+            log,
             _dir: dir,
         }
+    }
+
+    /// What the victim logged so far.
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap()
     }
 
     /// Runs `n` container lifecycles, ten at a time (each ten must be
@@ -145,6 +163,8 @@ impl Victim {
 struct Attacks {
     stop: CancellationToken,
     set: JoinSet<()>,
+    /// Attackers on threads (and tokio runtimes) of their own.
+    threads: Vec<std::thread::JoinHandle<()>>,
     sent: Arc<watch::Sender<u64>>,
     /// Status codes the victim answered attack requests with.
     codes: Arc<std::sync::Mutex<BTreeMap<i32, u64>>>,
@@ -155,6 +175,7 @@ impl Attacks {
         Attacks {
             stop: CancellationToken::new(),
             set: JoinSet::new(),
+            threads: Vec::new(),
             sent: Arc::new(watch::channel(0).0),
             codes: Arc::default(),
         }
@@ -231,9 +252,85 @@ impl Attacks {
         }
     }
 
+    /// A plugin that registers as `10-hostile` and answers every
+    /// CreateContainer, UpdateContainer and StopContainer with about 4 MiB
+    /// of empty updates and evictions. It runs on a thread and a tokio
+    /// runtime of its own, so that writing its answers never holds up the
+    /// good plugin's tasks on this test's runtime.
+    fn oversize_answers(&mut self, socket: &Path) {
+        let (upd, evict) = (ContainerUpdate::default(), ContainerEviction::default());
+        // Half empty updates, half empty evictions.
+        let halves = |update_key: u8, evict_key: u8| {
+            let mut b = empty_entries(update_key, ATTACK_LEN / 2);
+            b.extend(empty_entries(evict_key, ATTACK_LEN / 2));
+            b
+        };
+        let create = halves(
+            key_of(CreateContainerResponse {
+                update: vec![upd.clone()],
+                ..Default::default()
+            }),
+            key_of(CreateContainerResponse {
+                evict: vec![evict.clone()],
+                ..Default::default()
+            }),
+        );
+        let update = halves(
+            key_of(UpdateContainerResponse {
+                update: vec![upd.clone()],
+                evict: vec![],
+            }),
+            key_of(UpdateContainerResponse {
+                update: vec![],
+                evict: vec![evict],
+            }),
+        );
+        let stop_answer = empty_entries(
+            key_of(StopContainerResponse { update: vec![upd] }),
+            ATTACK_LEN,
+        );
+        let answers: BTreeMap<&'static str, Vec<u8>> = [
+            (method::CREATE_CONTAINER, create),
+            (method::UPDATE_CONTAINER, update),
+            (method::STOP_CONTAINER, stop_answer),
+        ]
+        .into();
+        let (socket, stop, sent) = (socket.to_owned(), self.stop.clone(), self.sent.clone());
+        self.threads.push(std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let events = [
+                    Event::CreateContainer,
+                    Event::UpdateContainer,
+                    Event::StopContainer,
+                ];
+                let opts = RawOpts {
+                    events: EventMask::from_events(&events).as_i32(),
+                };
+                let mut p = RawPlugin::connect(&socket, opts, move |m, _| {
+                    let answer = answers.get(m)?.clone();
+                    sent.send_modify(|n| *n += 1);
+                    Some(Act::Reply(answer))
+                })
+                .await;
+                p.register("hostile", "10").await.unwrap();
+                stop.cancelled().await;
+            });
+        }));
+    }
+
     async fn stop(mut self) -> BTreeMap<i32, u64> {
         self.stop.cancel();
         self.set.shutdown().await;
+        for t in std::mem::take(&mut self.threads) {
+            tokio::task::spawn_blocking(move || t.join())
+                .await
+                .unwrap()
+                .unwrap();
+        }
         self.codes.lock().unwrap().clone()
     }
 }
@@ -258,6 +355,8 @@ fn key_of(m: impl Message) -> u8 {
 
 /// What one attack run measured.
 struct Outcome {
+    /// The victim's log.
+    log: String,
     baseline_kib: u64,
     peak_kib: u64,
     during: u64,
@@ -293,6 +392,7 @@ async fn under_attack(
     let codes = attacks.stop().await;
     let peak_kib = victim.peak_kib();
     let (refused, failed) = victim.report().await;
+    let log = victim.log();
     victim.quit().await;
     good.stop().await;
     guard.check();
@@ -314,6 +414,7 @@ async fn under_attack(
         "{name}: victim peak RSS {peak_kib} KiB >= {PEAK_LIMIT_KIB} KiB"
     );
     Outcome {
+        log,
         baseline_kib,
         peak_kib,
         during,
@@ -382,4 +483,63 @@ async fn unregistered_connections_writing_4mib_stray_answers_stay_bounded() {
     .await;
     assert!(o.failed.is_empty(), "{:?}", o.failed);
     assert!(o.during >= 16, "{}", o.during);
+    assert!(
+        o.refused.get("unknown_connection").copied().unwrap_or(0) >= 16,
+        "every stray frame is counted: {:?}",
+        o.refused
+    );
+    let logged = refusal_lines(&o.log, "unknown_connection");
+    assert!(
+        !logged.is_empty() && logged.iter().all(|l| l.contains(&this_process())),
+        "every stray frame is logged with the peer's pid and uid:\n{}",
+        logged.join("\n")
+    );
+}
+
+/// `pid=Some(..) uid=Some(..)` of this process, as a refusal logs its
+/// peer.
+fn this_process() -> String {
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata("/proc/self").unwrap().uid();
+    format!("pid=Some({}) uid=Some({uid})", std::process::id())
+}
+
+/// The victim's log lines that refuse a message for `kind`.
+fn refusal_lines<'a>(log: &'a str, kind: &str) -> Vec<&'a str> {
+    log.lines()
+        .filter(|l| l.contains("refusing a message from an NRI peer") && l.contains(kind))
+        .collect()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_plugin_answering_with_4mib_of_updates_costs_only_its_own_part() {
+    let o = under_attack("oversize answers", 2, 0, |a, s| a.oversize_answers(s)).await;
+    // Three calls of the hostile plugin per lifecycle, every answer refused
+    // undecoded and its part of the event failed.
+    let refused = o.refused.get("too_many_updates").copied().unwrap_or(0);
+    assert!(
+        refused >= 3 * CREATIONS && o.refused.len() == 1,
+        "{:?}",
+        o.refused
+    );
+    let failed = o.failed.get("10-hostile").copied().unwrap_or(0);
+    assert!(
+        failed >= 3 * CREATIONS && o.failed.len() == 1,
+        "{:?}",
+        o.failed
+    );
+    let logged = refusal_lines(&o.log, "too_many_updates");
+    for m in [
+        method::CREATE_CONTAINER,
+        method::UPDATE_CONTAINER,
+        method::STOP_CONTAINER,
+    ] {
+        assert!(
+            logged.iter().any(|l| l.contains("peer=10-hostile")
+                && l.contains(&this_process())
+                && l.contains(m)),
+            "the refused {m} answer is logged with the plugin's name, pid and uid:\n{}",
+            logged.join("\n")
+        );
+    }
 }
