@@ -118,9 +118,6 @@ async fn configure_carries_runtime_identity_and_timeouts() {
         )
         .await;
     let stream = tokio::net::UnixStream::connect(&env.socket).await.unwrap();
-    let mux = nri_mux::Mux::new_paused(stream);
-    let c1 = mux.open(nri_mux::PLUGIN_SERVICE_CONN).unwrap();
-    let c2 = mux.open(nri_mux::RUNTIME_SERVICE_CONN).unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let svc = nri_ttrpc::service_fn(move |ctx, payload: bytes::Bytes| {
         let tx = tx.clone();
@@ -143,24 +140,15 @@ async fn configure_carries_runtime_identity_and_timeouts() {
             Err(nri_ttrpc::Status::unknown_method(ctx.method()))
         }
     });
-    let mut server = nri_ttrpc::Server::new();
-    server.register(nri_api::PLUGIN_SERVICE, svc).unwrap();
-    let stop = tokio_util::sync::CancellationToken::new();
-    let s2 = stop.clone();
-    let serving = tokio::spawn(async move { server.serve(c1, s2).await });
-    let client = nri_ttrpc::Client::new(c2);
-    mux.start();
-    let _: nri_api::api::Empty = client
-        .call_message(
-            nri_api::RUNTIME_SERVICE,
-            "RegisterPlugin",
-            &nri_api::api::RegisterPluginRequest {
-                plugin_name: "raw".into(),
-                plugin_idx: "01".into(),
-                nri_version: String::new(),
-            },
-            nri_ttrpc::CallOptions::new(Duration::from_secs(5)),
-        )
+    let opts = nri_test_support::plugin_end::Options {
+        register: Some(nri_api::api::RegisterPluginRequest {
+            plugin_name: "raw".into(),
+            plugin_idx: "01".into(),
+            nri_version: String::new(),
+        }),
+        wake_hints: false,
+    };
+    let end = nri_test_support::plugin_end::PluginEnd::connect(stream, svc, opts)
         .await
         .unwrap();
     let req = rx.recv().await.unwrap();
@@ -175,8 +163,8 @@ async fn configure_carries_runtime_identity_and_timeouts() {
         EventMask::from(Event::CreateContainer)
     );
     a.stop().await;
-    stop.cancel();
-    let _ = serving.await;
+    end.shutdown.cancel();
+    let _ = end.serving.await;
 }
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]

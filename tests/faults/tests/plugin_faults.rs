@@ -17,75 +17,30 @@ use nri_api::api::{
     CreateContainerResponse, Empty, Event, PodSandbox, RegisterPluginRequest,
     StartContainerRequest, StateChangeEvent, SynchronizeRequest, SynchronizeResponse,
 };
-use nri_api::{PLUGIN_SERVICE, RUNTIME_SERVICE, method};
-use nri_mux::{Mux, PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN};
+use nri_api::{PLUGIN_SERVICE, method};
 use nri_plugin::{EventMask, HandlerResult, Phase, Plugin, ReconnectPolicy, SyncKind};
-use nri_ttrpc::{CallOptions, Client, Code, Methods, Server, Status};
+use nri_test_support::fake_runtime::{FakeRuntime, Register, RuntimeConn};
+use nri_ttrpc::{CallOptions, Code};
 use prost::Message;
 use tokio::io::AsyncWriteExt;
-use tokio::net::{UnixListener, UnixStream};
-use tokio::sync::{Notify, mpsc};
-use tokio_util::sync::CancellationToken;
+use tokio::net::UnixStream;
+use tokio::sync::Notify;
 
 // ------------------------------------------------------------- fake runtime
 
-/// The runtime end of one plugin connection, built on the real mux and
-/// ttRPC crates, plus a raw clone of the socket to inject bytes.
+/// The runtime end of one plugin connection (the shared fake runtime's,
+/// on the real mux and ttRPC crates), plus a raw clone of the socket to
+/// inject bytes.
 struct Conn {
-    mux: Mux,
-    client: Client,
+    inner: RuntimeConn,
     raw: UnixStream,
-    registered: mpsc::UnboundedReceiver<RegisterPluginRequest>,
-    stop: CancellationToken,
 }
 
 impl Conn {
-    /// `answer_register`: answer RegisterPlugin (false: never answer).
-    fn new(stream: UnixStream, answer_register: bool) -> Conn {
-        let std = stream.into_std().unwrap();
-        let raw = UnixStream::from_std(std.try_clone().unwrap()).unwrap();
-        let stream = UnixStream::from_std(std).unwrap();
-        let mux = Mux::new_paused(stream);
-        let to_plugin = mux.open(PLUGIN_SERVICE_CONN).unwrap();
-        let from_plugin = mux.open(RUNTIME_SERVICE_CONN).unwrap();
-        let (tx, registered) = mpsc::unbounded_channel();
-        let methods = Methods::new().add_message(
-            method::REGISTER_PLUGIN,
-            move |_ctx, req: RegisterPluginRequest| {
-                let tx = tx.clone();
-                async move {
-                    let _ = tx.send(req);
-                    if !answer_register {
-                        std::future::pending::<()>().await;
-                    }
-                    Ok::<_, Status>(Empty {})
-                }
-            },
-        );
-        let mut server = Server::new();
-        server.register(RUNTIME_SERVICE, methods).unwrap();
-        let stop = CancellationToken::new();
-        tokio::spawn({
-            let stop = stop.clone();
-            async move {
-                let _ = server.serve(from_plugin, stop).await;
-            }
-        });
-        mux.start();
-        Conn {
-            mux,
-            client: Client::new(to_plugin),
-            raw,
-            registered,
-            stop,
-        }
-    }
-
     async fn registered(&mut self) -> RegisterPluginRequest {
-        tokio::time::timeout(WAIT, self.registered.recv())
+        tokio::time::timeout(WAIT, self.inner.registered())
             .await
             .expect("registration in time")
-            .expect("registration")
     }
 
     async fn call<Req: Message, Resp: Message + Default>(
@@ -93,41 +48,21 @@ impl Conn {
         m: &str,
         req: &Req,
     ) -> Result<Resp, nri_ttrpc::Error> {
-        self.client
-            .call_message(
-                PLUGIN_SERVICE,
-                m,
-                req,
-                CallOptions::new(Duration::from_secs(5)),
-            )
-            .await
+        self.inner.call(m, req).await
     }
 
     /// Sends a request without waiting for the answer (the call runs in a
     /// task that ends with the connection).
     fn send<Req: Message + Send + 'static>(&self, m: &'static str, req: Req) {
-        let client = self.client.clone();
-        tokio::spawn(async move {
-            let _ = client
-                .call_message::<_, Empty>(PLUGIN_SERVICE, m, &req, CallOptions::new(WAIT))
-                .await;
-        });
+        self.inner.send(m, req, WAIT);
     }
 
     async fn configure(&self) -> Result<ConfigureResponse, nri_ttrpc::Error> {
-        self.call(method::CONFIGURE, &configure_req()).await
+        self.inner.configure(configure_req()).await
     }
 
     async fn sync(&self) -> Result<SynchronizeResponse, nri_ttrpc::Error> {
-        self.call(
-            method::SYNCHRONIZE,
-            &SynchronizeRequest {
-                pods: vec![pod("p0")],
-                containers: vec![],
-                more: false,
-            },
-        )
-        .await
+        self.inner.sync(vec![pod("p0")], vec![]).await
     }
 
     async fn ready(&mut self) {
@@ -138,9 +73,7 @@ impl Conn {
 
     /// Drops the connection (runtime crash).
     fn drop_conn(self) {
-        self.stop.cancel();
-        self.client.close();
-        self.mux.close();
+        drop(self.inner);
         drop(self.raw);
     }
 }
@@ -174,39 +107,33 @@ fn create_req(id: &str) -> CreateContainerRequest {
     }
 }
 
-struct Runtime {
-    _dir: tempfile::TempDir,
-    path: std::path::PathBuf,
-    listener: Option<UnixListener>,
-}
+/// The shared fake runtime, accepting within [`WAIT`].
+struct Runtime(FakeRuntime);
 
 impl Runtime {
     fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("nri.sock");
-        let listener = Some(UnixListener::bind(&path).unwrap());
-        Runtime {
-            _dir: dir,
-            path,
-            listener,
-        }
+        Runtime(FakeRuntime::new())
     }
+    /// `answer_register`: answer RegisterPlugin (false: never answer).
     async fn accept(&self, answer_register: bool) -> Conn {
-        let l = self.listener.as_ref().unwrap();
-        let (s, _) = tokio::time::timeout(WAIT, l.accept())
+        let s = tokio::time::timeout(WAIT, self.0.accept_raw())
             .await
-            .expect("plugin connects in time")
-            .unwrap();
-        Conn::new(s, answer_register)
+            .expect("plugin connects in time");
+        let register = if answer_register {
+            Register::Accept
+        } else {
+            Register::Hang
+        };
+        let (inner, raw) = RuntimeConn::with_raw(s, register);
+        Conn { inner, raw }
     }
     /// Stops listening and removes the socket (runtime down).
     fn down(&mut self) {
-        self.listener = None;
-        let _ = std::fs::remove_file(&self.path);
+        self.0.down();
     }
     /// Listens again at the same path (runtime restarted).
     fn up(&mut self) {
-        self.listener = Some(UnixListener::bind(&self.path).unwrap());
+        self.0.up();
     }
 }
 
@@ -281,7 +208,7 @@ fn stub(rt: &Runtime, rec: &Arc<Rec>) -> nri_plugin::Stub<P> {
     nri_plugin::Builder::new(P(rec.clone()))
         .name("victim")
         .index("10")
-        .socket_path(&rt.path)
+        .socket_path(&rt.0.path)
         .registration_timeout(Duration::from_secs(2))
         .build()
         .unwrap()
@@ -291,7 +218,7 @@ fn reconnecting(rt: &Runtime, rec: &Arc<Rec>) -> nri_plugin::Stub<P> {
     nri_plugin::Builder::new(P(rec.clone()))
         .name("victim")
         .index("10")
-        .socket_path(&rt.path)
+        .socket_path(&rt.0.path)
         .registration_timeout(Duration::from_secs(2))
         .reconnect(ReconnectPolicy::new(
             Duration::from_millis(10),
@@ -560,12 +487,14 @@ async fn unsubscribed_events_are_acknowledged_and_the_plugin_goes_on() {
         method::VALIDATE_CONTAINER_ADJUSTMENT,
     ] {
         let r = conn
+            .inner
             .client
             .call(PLUGIN_SERVICE, m, payload.clone(), CallOptions::new(WAIT))
             .await;
         assert!(r.as_ref().is_ok_and(Bytes::is_empty), "{m}: {r:?}");
     }
     let r = conn
+        .inner
         .client
         .call(
             PLUGIN_SERVICE,
@@ -585,6 +514,7 @@ async fn unsubscribed_events_are_acknowledged_and_the_plugin_goes_on() {
     assert!(r.is_ok(), "{r:?}");
     // A different service altogether.
     let r = conn
+        .inner
         .client
         .call(
             "nri.pkg.api.v1alpha1.Other",

@@ -1,253 +1,27 @@
-//! Test helpers: an in-process fake NRI runtime built from nri-ttrpc +
-//! nri-mux, and a recording plugin.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, missing_docs)]
+//! Test helpers: the shared fake runtime (nri-test-support) and a
+//! recording plugin.
+#![allow(
+    dead_code,
+    unused_imports,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    missing_docs
+)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::Duration;
 
-use bytes::Bytes;
 use nri_api::api::{
-    self, ConfigureRequest, ConfigureResponse, Container, ContainerAdjustment, ContainerUpdate,
-    CreateContainerResponse, Empty, Event, KeyValue, LinuxResources, PodSandbox,
-    RegisterPluginRequest, StopContainerResponse, SynchronizeRequest, SynchronizeResponse,
-    UpdateContainerResponse, UpdateContainersRequest, UpdateContainersResponse,
+    self, Container, ContainerAdjustment, ContainerUpdate, CreateContainerResponse, Event,
+    KeyValue, LinuxResources, PodSandbox, StopContainerResponse, UpdateContainerResponse,
     ValidateContainerAdjustmentRequest,
 };
-use nri_api::{PLUGIN_SERVICE, RUNTIME_SERVICE, method};
-use nri_mux::{Mux, PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN};
 use nri_plugin::{ConfigureInfo, EventMask, HandlerError, HandlerResult, Plugin, SyncKind};
-use nri_ttrpc::{CallOptions, Client, Methods, Server, Status};
-use prost::Message;
-use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
 
-pub const TIMEOUT: Duration = Duration::from_secs(5);
-
-/// How the fake runtime answers RegisterPlugin.
-#[derive(Clone, Debug)]
-pub enum Register {
-    Accept,
-    Refuse(String),
-    /// Never answer.
-    Hang,
-    /// Answer after this delay.
-    Delay(Duration),
-}
-
-/// A fake runtime listening on a socket in a temp dir.
-pub struct FakeRuntime {
-    pub dir: tempfile::TempDir,
-    pub path: PathBuf,
-    listener: UnixListener,
-}
-
-impl FakeRuntime {
-    pub fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("nri.sock");
-        let listener = UnixListener::bind(&path).unwrap();
-        FakeRuntime {
-            dir,
-            path,
-            listener,
-        }
-    }
-
-    /// Accepts one plugin connection.
-    pub async fn accept(&self, register: Register) -> RuntimeConn {
-        let (stream, _) = self.listener.accept().await.unwrap();
-        RuntimeConn::new(stream, register)
-    }
-
-    /// Accepts one plugin connection and hands over the raw socket (no
-    /// multiplexer): for tests that write bytes of their own.
-    pub async fn accept_raw(&self) -> UnixStream {
-        self.listener.accept().await.unwrap().0
-    }
-
-    /// Accepts, waits for registration and configures (`v0.12.2`).
-    pub async fn accept_configured(&self) -> RuntimeConn {
-        let conn = self.accept(Register::Accept).await;
-        conn.registered().await;
-        conn.configure(configure_req("v0.12.2")).await.unwrap();
-        conn
-    }
-
-    /// [`accept_configured`](Self::accept_configured), then synchronizes
-    /// with nothing.
-    pub async fn accept_ready(&self) -> RuntimeConn {
-        let conn = self.accept_configured().await;
-        conn.sync(vec![], vec![]).await.unwrap();
-        conn
-    }
-}
-
-pub fn configure_req(nri_version: &str) -> ConfigureRequest {
-    ConfigureRequest {
-        config: String::new(),
-        runtime_name: "fake-runtime".into(),
-        runtime_version: "v1.0.0".into(),
-        registration_timeout: 5000,
-        request_timeout: 2000,
-        nri_version: nri_version.into(),
-    }
-}
-
-/// The runtime's side of one plugin connection.
-pub struct RuntimeConn {
-    pub mux: Mux,
-    pub client: Client,
-    registrations: tokio::sync::Mutex<mpsc::UnboundedReceiver<RegisterPluginRequest>>,
-    pub updates: tokio::sync::Mutex<mpsc::UnboundedReceiver<UpdateContainersRequest>>,
-    stop: CancellationToken,
-    server: JoinHandle<()>,
-}
-
-impl Drop for RuntimeConn {
-    fn drop(&mut self) {
-        self.stop.cancel();
-        self.server.abort();
-        self.client.close();
-        self.mux.close();
-    }
-}
-
-impl RuntimeConn {
-    pub fn new(stream: UnixStream, register: Register) -> Self {
-        let mux = Mux::new_paused(stream);
-        let to_plugin = mux.open(PLUGIN_SERVICE_CONN).unwrap();
-        let from_plugin = mux.open(RUNTIME_SERVICE_CONN).unwrap();
-        mux.start();
-        let (reg_tx, reg_rx) = mpsc::unbounded_channel();
-        let (upd_tx, upd_rx) = mpsc::unbounded_channel();
-        let methods = Methods::new()
-            .add_message(
-                method::REGISTER_PLUGIN,
-                move |_ctx, req: RegisterPluginRequest| {
-                    let reg_tx = reg_tx.clone();
-                    let register = register.clone();
-                    async move {
-                        let _ = reg_tx.send(req);
-                        match register {
-                            Register::Accept => Ok(Empty {}),
-                            Register::Refuse(m) => Err(Status::new(nri_ttrpc::Code::Unknown, m)),
-                            Register::Hang => std::future::pending().await,
-                            Register::Delay(d) => {
-                                tokio::time::sleep(d).await;
-                                Ok(Empty {})
-                            }
-                        }
-                    }
-                },
-            )
-            .add_message(
-                method::UPDATE_CONTAINERS,
-                move |_ctx, req: UpdateContainersRequest| {
-                    let upd_tx = upd_tx.clone();
-                    async move {
-                        // Report the first update as failed, to check the answer travels back.
-                        let failed = req.update.iter().take(1).cloned().collect();
-                        let _ = upd_tx.send(req);
-                        Ok(UpdateContainersResponse { failed })
-                    }
-                },
-            );
-        let mut server = Server::new();
-        server.register(RUNTIME_SERVICE, methods).unwrap();
-        let stop = CancellationToken::new();
-        let server = tokio::spawn({
-            let stop = stop.clone();
-            async move {
-                let _ = server.serve(from_plugin, stop).await;
-            }
-        });
-        RuntimeConn {
-            mux,
-            client: Client::new(to_plugin),
-            registrations: tokio::sync::Mutex::new(reg_rx),
-            updates: tokio::sync::Mutex::new(upd_rx),
-            stop,
-            server,
-        }
-    }
-
-    pub async fn registered(&self) -> RegisterPluginRequest {
-        self.registrations
-            .lock()
-            .await
-            .recv()
-            .await
-            .expect("registration")
-    }
-
-    pub async fn call<Req: Message, Resp: Message + Default>(
-        &self,
-        m: &str,
-        req: &Req,
-    ) -> Result<Resp, nri_ttrpc::Error> {
-        self.client
-            .call_message(PLUGIN_SERVICE, m, req, CallOptions::new(TIMEOUT))
-            .await
-    }
-
-    pub async fn call_raw(&self, m: &str, payload: Bytes) -> Result<Bytes, nri_ttrpc::Error> {
-        self.client
-            .call(PLUGIN_SERVICE, m, payload, CallOptions::new(TIMEOUT))
-            .await
-    }
-
-    pub async fn configure(
-        &self,
-        req: ConfigureRequest,
-    ) -> Result<ConfigureResponse, nri_ttrpc::Error> {
-        self.call(method::CONFIGURE, &req).await
-    }
-
-    /// One-message synchronization.
-    pub async fn sync(
-        &self,
-        pods: Vec<PodSandbox>,
-        containers: Vec<Container>,
-    ) -> Result<SynchronizeResponse, nri_ttrpc::Error> {
-        self.call(
-            method::SYNCHRONIZE,
-            &SynchronizeRequest {
-                pods,
-                containers,
-                more: false,
-            },
-        )
-        .await
-    }
-
-    pub async fn shutdown(&self) -> Result<Empty, nri_ttrpc::Error> {
-        self.call(method::SHUTDOWN, &Empty {}).await
-    }
-
-    /// Stops answering the plugin's calls (RegisterPlugin, UpdateContainers).
-    pub fn stop_serving(&self) {
-        self.stop.cancel();
-        self.server.abort();
-    }
-
-    pub fn close(&self) {
-        self.client.close();
-        self.mux.close();
-    }
-}
-
-pub fn pod(id: &str) -> PodSandbox {
-    PodSandbox {
-        id: id.into(),
-        name: format!("{id}-name"),
-        uid: format!("{id}-uid"),
-        namespace: "default".into(),
-        ..Default::default()
-    }
-}
+pub use nri_test_support::TIMEOUT;
+pub use nri_test_support::fake_runtime::{FakeRuntime, Register, RuntimeConn, configure_req};
+pub use nri_test_support::fixtures::pod;
 
 pub fn container(id: &str, pod: &str) -> Container {
     Container {

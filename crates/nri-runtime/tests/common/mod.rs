@@ -1,6 +1,6 @@
-//! Test harness: a fake runtime (callbacks) and a fake plugin written
-//! directly on nri-ttrpc + nri-mux (no dependency on nri-plugin).
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+//! Test harness: the shared fake runtime callbacks (nri-test-support) and
+//! a fake plugin on its plugin end (no dependency on nri-plugin).
+#![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -11,81 +11,15 @@ use bytes::Bytes;
 use nri_api::api::*;
 use nri_api::{EventMask, PLUGIN_SERVICE, RUNTIME_SERVICE, method};
 use nri_runtime::{Adaptation, BoxFuture, Builder, CallbackError, RuntimeCallbacks, Snapshot};
+use nri_test_support::plugin_end;
 use nri_ttrpc::{CallOptions, Client, Code, HandlerResult, Server, Status, service_fn};
 use prost::Message;
 use tokio_util::sync::CancellationToken;
 
 // ---------------------------------------------------------------- runtime
 
-/// A runtime that stores pods and containers and records updates.
-#[derive(Default)]
-pub struct FakeRuntime {
-    pub pods: Mutex<Vec<PodSandbox>>,
-    pub containers: Mutex<Vec<Container>>,
-    pub updates: Mutex<Vec<ContainerUpdate>>,
-    pub evictions: Mutex<Vec<ContainerEviction>>,
-}
-
-impl FakeRuntime {
-    pub fn new() -> Arc<Self> {
-        Arc::new(Self::default())
-    }
-    pub fn add_pod(&self, p: PodSandbox) {
-        self.pods.lock().unwrap().push(p);
-    }
-    pub fn add_container(&self, c: Container) {
-        self.containers.lock().unwrap().push(c);
-    }
-}
-
-impl RuntimeCallbacks for FakeRuntime {
-    fn list_pods_and_containers(&self) -> BoxFuture<'_, Result<Snapshot, CallbackError>> {
-        Box::pin(async move {
-            Ok(Snapshot::new(
-                self.pods.lock().unwrap().clone(),
-                self.containers.lock().unwrap().clone(),
-            ))
-        })
-    }
-    fn update_containers(
-        &self,
-        updates: Vec<ContainerUpdate>,
-    ) -> BoxFuture<'_, Result<Vec<ContainerUpdate>, CallbackError>> {
-        Box::pin(async move {
-            self.updates.lock().unwrap().extend(updates);
-            Ok(Vec::new())
-        })
-    }
-    fn evict_containers(
-        &self,
-        evictions: Vec<ContainerEviction>,
-    ) -> BoxFuture<'_, Result<(), CallbackError>> {
-        Box::pin(async move {
-            self.evictions.lock().unwrap().extend(evictions);
-            Ok(())
-        })
-    }
-}
-
-pub fn pod(id: &str) -> PodSandbox {
-    PodSandbox {
-        id: id.into(),
-        name: format!("{id}-name"),
-        uid: format!("{id}-uid"),
-        namespace: "default".into(),
-        ..Default::default()
-    }
-}
-
-pub fn ctr(pod: &str, id: &str) -> Container {
-    Container {
-        id: id.into(),
-        pod_sandbox_id: pod.into(),
-        name: format!("{id}-name"),
-        state: ContainerState::ContainerCreated as i32,
-        ..Default::default()
-    }
-}
+pub use nri_test_support::callbacks::FakeCallbacks as FakeRuntime;
+pub use nri_test_support::fixtures::{ctr, pod};
 
 pub struct TestEnv {
     pub dir: tempfile::TempDir,
@@ -343,53 +277,22 @@ impl FakePlugin {
         self,
         stream: tokio::net::UnixStream,
     ) -> Result<Connected, nri_ttrpc::Error> {
-        let mux = nri_mux::Mux::new_paused(stream);
-        let c1 = mux.open(nri_mux::PLUGIN_SERVICE_CONN).unwrap();
-        let c2 = mux.open(nri_mux::RUNTIME_SERVICE_CONN).unwrap();
         let me = Arc::new(self.clone());
         let svc = service_fn(move |ctx, payload: Bytes| {
             let me = me.clone();
             async move { me.handle(ctx.method(), payload).await }
         });
-        let mut server = Server::new();
-        server.register(PLUGIN_SERVICE, svc).unwrap();
-        let shutdown = CancellationToken::new();
-        let serving = tokio::spawn({
-            let shutdown = shutdown.clone();
-            async move {
-                let _ = server.serve(c1, shutdown).await;
-            }
-        });
-        let client = Client::new(c2);
-        if self.wake_hints {
-            assert!(mux.accept_wake_hints());
-        }
-        mux.start();
-        if !self.skip_register {
-            let req = RegisterPluginRequest {
-                plugin_name: self.name.clone(),
-                plugin_idx: self.idx.clone(),
-                nri_version: "v0.12.2".into(),
-            };
-            let r: Result<Empty, _> = client
-                .call_message(
-                    RUNTIME_SERVICE,
-                    method::REGISTER_PLUGIN,
-                    &req,
-                    CallOptions::new(Duration::from_secs(30)),
-                )
-                .await;
-            if let Err(e) = r {
-                shutdown.cancel();
-                mux.close();
-                return Err(e);
-            }
-        }
+        let opts = plugin_end::Options {
+            register: (!self.skip_register)
+                .then(|| plugin_end::register_req(&self.idx, &self.name)),
+            wake_hints: self.wake_hints,
+        };
+        let end = plugin_end::PluginEnd::connect(stream, svc, opts).await?;
         Ok(Connected {
-            mux,
-            client,
-            shutdown,
-            serving,
+            mux: end.mux,
+            client: end.client,
+            shutdown: end.shutdown,
+            serving: end.serving,
             plugin: self,
         })
     }

@@ -25,14 +25,12 @@ use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use nri_api::api::{
-    self, ConfigureResponse, Container, ContainerEviction, ContainerUpdate,
-    CreateContainerResponse, Empty, Event, PodSandbox, RegisterPluginRequest, SynchronizeResponse,
+    self, ConfigureResponse, Container, ContainerUpdate, CreateContainerResponse, Empty, Event,
+    PodSandbox, RegisterPluginRequest, SynchronizeResponse,
 };
 use nri_api::{RUNTIME_SERVICE, method};
 use nri_plugin::{EventMask, HandlerResult, Plugin, SyncKind};
-use nri_runtime::{
-    Adaptation, BoxFuture, Builder, CallbackError, ErrorClass, Metrics, RuntimeCallbacks, Snapshot,
-};
+use nri_runtime::{Adaptation, BoxFuture, Builder, ErrorClass, Metrics};
 use nri_ttrpc::codec::{self, Decoder, MessageType};
 use nri_ttrpc::{Request, Response, Status};
 use prost::Message;
@@ -217,59 +215,9 @@ impl Metrics for Probe {
 
 // ----------------------------------------------------------------- runtime
 
-/// Fake runtime callbacks: stores nothing, lists what it was given.
-#[derive(Default)]
-pub struct FakeRuntime {
-    pub pods: Mutex<Vec<PodSandbox>>,
-    pub containers: Mutex<Vec<Container>>,
-    pub updates: Mutex<Vec<ContainerUpdate>>,
-}
-
-impl RuntimeCallbacks for FakeRuntime {
-    fn list_pods_and_containers(&self) -> BoxFuture<'_, Result<Snapshot, CallbackError>> {
-        Box::pin(async move {
-            Ok(Snapshot::new(
-                self.pods.lock().unwrap().clone(),
-                self.containers.lock().unwrap().clone(),
-            ))
-        })
-    }
-    fn update_containers(
-        &self,
-        updates: Vec<ContainerUpdate>,
-    ) -> BoxFuture<'_, Result<Vec<ContainerUpdate>, CallbackError>> {
-        Box::pin(async move {
-            self.updates.lock().unwrap().extend(updates);
-            Ok(Vec::new())
-        })
-    }
-    fn evict_containers(
-        &self,
-        _evictions: Vec<ContainerEviction>,
-    ) -> BoxFuture<'_, Result<(), CallbackError>> {
-        Box::pin(async move { Ok(()) })
-    }
-}
-
-pub fn pod(id: &str) -> PodSandbox {
-    PodSandbox {
-        id: id.into(),
-        name: format!("{id}-name"),
-        uid: format!("{id}-uid"),
-        namespace: "default".into(),
-        ..Default::default()
-    }
-}
-
-pub fn ctr(pod: &str, id: &str) -> Container {
-    Container {
-        id: id.into(),
-        pod_sandbox_id: pod.into(),
-        name: format!("{id}-name"),
-        state: api::ContainerState::ContainerCreated as i32,
-        ..Default::default()
-    }
-}
+/// Fake runtime callbacks: list what they were given, record updates.
+pub use nri_test_support::callbacks::FakeCallbacks as FakeRuntime;
+pub use nri_test_support::fixtures::{ctr, pod};
 
 /// A runtime under test: temp dir, socket, probe.
 pub struct Env {
