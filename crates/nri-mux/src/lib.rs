@@ -78,6 +78,8 @@ mod error;
 mod mux;
 mod socket;
 mod spin;
+#[doc(hidden)]
+pub mod sync;
 
 pub use codec::{
     ConnId, Decoder, EXTENSION_CONN, Extension, FIRST_FRAME_MAX, HEADER_LEN, MAX_PAYLOAD,

@@ -7,7 +7,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream as StdUnixStream;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError};
+use std::sync::{Arc, Mutex, OnceLock, TryLockError};
 use std::task::{Context, Poll, Waker};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -45,9 +45,7 @@ const READ_CHUNK: usize = 64 * 1024;
 /// of before it parks (`Inner::read_rest`).
 const REST_WAIT_NS: u64 = 20_000;
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
+use crate::sync::lock;
 
 fn push_waker(list: &mut Vec<Waker>, w: &Waker) {
     if !list.iter().any(|x| x.will_wake(w)) {

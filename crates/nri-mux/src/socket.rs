@@ -6,7 +6,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream as StdUnixStream;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use crate::Error;
 
@@ -143,7 +143,7 @@ static ADOPTED: Mutex<Option<HashSet<RawFd>>> = Mutex::new(None);
 pub fn adopt_inherited_fd(fd: RawFd) -> Result<StdUnixStream, Error> {
     check_unix_stream(fd)?;
     {
-        let mut adopted = ADOPTED.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut adopted = crate::sync::lock(&ADOPTED);
         if !adopted.get_or_insert_with(HashSet::new).insert(fd) {
             return Err(Error::AlreadyAdopted { fd });
         }

@@ -1,7 +1,7 @@
 //! [`PluginHandle`]: what a plugin can do from any task while it runs.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nri_api::api::{
@@ -13,9 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{Error, RuntimeInfo};
 
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
+pub(crate) use nri_mux::sync::lock;
 
 /// State shared by the stub, the service and every handle.
 #[derive(Debug)]

@@ -85,13 +85,7 @@ pub use peer::{
 pub use plugin::{PluginInfo, PluginOrigin};
 pub use registry::CreationGuard;
 
-/// Locks `m`, going on with the data when a thread panicked while holding
-/// it: every critical section in this crate leaves its data whole at each
-/// step, so a poisoned lock says nothing about the data, and one failed
-/// task must not take the runtime down.
-pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+pub(crate) use nri_mux::sync::lock;
 pub use wasm::{WasmError, WasmLimits};
 
 // The README's example, compiled and run as a doc test.

@@ -18,9 +18,10 @@ mod world;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use nri_mux::sync::lock;
 use nri_runtime::{Adaptation, Builder, FailurePolicy, PluginPolicy};
 use serde_saphyr::Spanned;
 
@@ -144,10 +145,6 @@ fn scenario_path(scenario: &Scenario, path: &str) -> PathBuf {
     } else {
         path
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn ms(d: Duration) -> f64 {

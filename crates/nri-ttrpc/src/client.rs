@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -101,7 +101,7 @@ impl Shared {
 
     fn state(&self) -> MutexGuard<'_, State> {
         // No code panics while holding this lock; recover anyway.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        nri_mux::sync::lock(&self.state)
     }
 
     fn closed_error(&self) -> Error {

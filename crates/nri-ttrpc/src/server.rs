@@ -5,7 +5,9 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
+
+use nri_mux::sync::lock;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -121,15 +123,11 @@ const POOLED_SLOTS: usize = 4;
 
 impl SlotPool {
     fn take(&self) -> HandlerSlot {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop()
-            .unwrap_or_default()
+        lock(&self.0).pop().unwrap_or_default()
     }
 
     fn put(&self, slot: HandlerSlot) {
-        let mut slots = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slots = lock(&self.0);
         if slots.len() < POOLED_SLOTS {
             slots.push(slot);
         }
@@ -932,11 +930,7 @@ struct ConnWriter {
 
 impl ConnWriter {
     fn take_error(&self) -> Result<(), Error> {
-        let err = self
-            .error
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let err = lock(&self.error).take();
         match err {
             Some(e) if !is_peer_gone(&e) => Err(Error::Io { source: e }),
             _ => Ok(()),
@@ -975,7 +969,7 @@ impl ConnWriter {
         if let Err(e) = write_message(w.as_mut(), &buf).await {
             tracing::debug!(stream_id, error = %e, "ttrpc server: write failed");
             *io = None;
-            *self.error.lock().unwrap_or_else(PoisonError::into_inner) = Some(e);
+            *lock(&self.error) = Some(e);
             self.failed.cancel();
         }
     }
