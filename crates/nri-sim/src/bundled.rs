@@ -540,25 +540,34 @@ impl Plugin for Bundled {
 /// launches it (socket on fd 3, settings in [`ENV_CONFIG`]). Returns when
 /// the runtime shuts the plugin down or goes away.
 pub async fn run(kind: &str) -> Result<(), Error> {
-    let bad = |reason: String| Error::Bundled {
-        name: kind.to_owned(),
-        reason,
-    };
-    let k = Kind::parse(kind).ok_or_else(|| bad("unknown kind".into()))?;
+    let name = || kind.to_owned();
+    let k = Kind::parse(kind).ok_or_else(|| Error::UnknownBundledKind { name: name() })?;
     let config: BTreeMap<String, Value> = match std::env::var(ENV_CONFIG) {
         Ok(s) if !s.is_empty() => {
-            serde_json::from_str(&s).map_err(|e| bad(format!("{ENV_CONFIG}: {e}")))?
+            serde_json::from_str(&s).map_err(|source| Error::BundledSettingsJson {
+                name: name(),
+                variable: ENV_CONFIG,
+                source,
+            })?
         }
         _ => BTreeMap::new(),
     };
-    let settings = Settings::from_map(k, &config).map_err(bad)?;
+    let settings = Settings::from_map(k, &config).map_err(|reason| Error::BundledSettings {
+        name: name(),
+        reason,
+    })?;
     if k == Kind::Garbage {
-        return garbage().await.map_err(|e| bad(e.to_string()));
+        return garbage().await.map_err(|source| Error::BundledIo {
+            name: name(),
+            source,
+        });
     }
     let events = match std::env::var(ENV_EVENTS) {
-        Ok(s) if !s.is_empty() => {
-            EventMask::parse(&s).map_err(|e| bad(format!("{ENV_EVENTS}: {e}")))?
-        }
+        Ok(s) if !s.is_empty() => EventMask::parse(&s).map_err(|source| Error::BundledEvents {
+            name: name(),
+            variable: ENV_EVENTS,
+            source,
+        })?,
         _ => k.default_events(),
     };
     let plugin = Bundled {
@@ -571,14 +580,20 @@ pub async fn run(kind: &str) -> Result<(), Error> {
     let stub = Builder::new(plugin)
         .events(events)
         .build()
-        .map_err(|e| bad(e.to_string()))?;
+        .map_err(|source| Error::BundledPlugin {
+            name: name(),
+            source,
+        })?;
     match stub.run().await {
         Ok(()) | Err(nri_plugin::Error::ShutDownByRuntime) => Ok(()),
         Err(e @ nri_plugin::Error::ConnectionLost { .. }) => {
             tracing::info!("runtime went away: {e}");
             Ok(())
         }
-        Err(e) => Err(bad(e.to_string())),
+        Err(source) => Err(Error::BundledPlugin {
+            name: name(),
+            source,
+        }),
     }
 }
 

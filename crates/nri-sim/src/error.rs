@@ -69,22 +69,74 @@ pub enum Error {
         #[source]
         source: nri_runtime::Error,
     },
-    /// The plugin directory (`--plugin-dir`) is not a directory or holds
-    /// no plugin executables.
-    #[error("plugin directory {}: {reason}", dir.display())]
-    PluginDir {
+    /// The plugin directory (`--plugin-dir`) is not a directory.
+    #[error("plugin directory {}: not a directory", dir.display())]
+    PluginDirNotADirectory {
         /// The directory.
         dir: std::path::PathBuf,
-        /// What is wrong.
-        reason: String,
     },
-    /// A bundled plugin could not run.
+    /// The plugin directory (`--plugin-dir`) holds no plugin executables.
+    #[error(
+        "plugin directory {}: no plugins in it (executables named NN-name, e.g. 10-my-plugin)",
+        dir.display()
+    )]
+    PluginDirEmpty {
+        /// The directory.
+        dir: std::path::PathBuf,
+    },
+    /// `nri` was asked to run a bundled plugin of a kind it does not have.
+    #[error("bundled plugin {name:?}: unknown kind")]
+    UnknownBundledKind {
+        /// The kind asked for.
+        name: String,
+    },
+    /// A bundled plugin's settings are not valid for its kind.
     #[error("bundled plugin {name:?}: {reason}")]
-    Bundled {
+    BundledSettings {
         /// Which plugin kind.
         name: String,
-        /// Why.
+        /// What is wrong with the settings.
         reason: String,
+    },
+    /// A bundled plugin's settings variable is not a JSON object.
+    #[error("bundled plugin {name:?}: {variable}: {source}")]
+    BundledSettingsJson {
+        /// Which plugin kind.
+        name: String,
+        /// The environment variable.
+        variable: &'static str,
+        /// The JSON error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A bundled plugin's subscription variable is not a list of events.
+    #[error("bundled plugin {name:?}: {variable}: {source}")]
+    BundledEvents {
+        /// Which plugin kind.
+        name: String,
+        /// The environment variable.
+        variable: &'static str,
+        /// The event list's error.
+        #[source]
+        source: nri_api::Error,
+    },
+    /// A bundled plugin failed on its socket.
+    #[error("bundled plugin {name:?}: {source}")]
+    BundledIo {
+        /// Which plugin kind.
+        name: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A bundled plugin's SDK stub failed to build or to run.
+    #[error("bundled plugin {name:?}: {source}")]
+    BundledPlugin {
+        /// Which plugin kind.
+        name: String,
+        /// The plugin SDK's error.
+        #[source]
+        source: nri_plugin::Error,
     },
 }
 

@@ -58,17 +58,15 @@ pub(crate) fn from_dir(dir: &Path) -> Result<Vec<Launched>, Error> {
     let meta = std::fs::metadata(dir)
         .map_err(|e| Error::io(format!("reading the plugin directory {}", dir.display()), e))?;
     if !meta.is_dir() {
-        return Err(Error::PluginDir {
+        return Err(Error::PluginDirNotADirectory {
             dir: dir.to_owned(),
-            reason: "not a directory".into(),
         });
     }
     let found =
         nri_runtime::launch::discover(dir, dir).map_err(|source| Error::Runtime { source })?;
     if found.is_empty() {
-        return Err(Error::PluginDir {
+        return Err(Error::PluginDirEmpty {
             dir: dir.to_owned(),
-            reason: "no plugins in it (executables named NN-name, e.g. 10-my-plugin)".into(),
         });
     }
     Ok(found
