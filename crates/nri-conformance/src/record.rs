@@ -1,9 +1,10 @@
 //! What a recording plugin instance saw: [`Record`]s in one shared,
 //! time-stamped [`EventLog`].
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::Instant;
 
+use nri_mux::sync::lock;
 use nri_plugin::api::{Container, PodSandbox};
 use serde::Serialize;
 
@@ -232,7 +233,7 @@ impl EventLog {
     /// Appends a record.
     pub fn push(&self, instance: &str, kind: RecordKind) {
         let at_ms = u64::try_from(self.t0.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let mut r = self.records.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut r = lock(&self.records);
         let seq = r.len() as u64;
         r.push(Record {
             seq,
@@ -244,19 +245,12 @@ impl EventLog {
 
     /// A copy of all records so far.
     pub fn snapshot(&self) -> Vec<Record> {
-        self.records
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        lock(&self.records).clone()
     }
 
     /// Whether some record satisfies `f`.
     pub fn any(&self, f: impl Fn(&Record) -> bool) -> bool {
-        self.records
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .any(f)
+        lock(&self.records).iter().any(f)
     }
 }
 
@@ -264,19 +258,11 @@ impl EventLog {
     /// The `seq` the next record will get: records pushed so far have a
     /// smaller one.
     pub fn next_seq(&self) -> u64 {
-        self.records
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len() as u64
+        lock(&self.records).len() as u64
     }
 
     /// How many records satisfy `f`.
     pub fn count(&self, f: impl Fn(&Record) -> bool) -> usize {
-        self.records
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .filter(|r| f(r))
-            .count()
+        lock(&self.records).iter().filter(|r| f(r)).count()
     }
 }

@@ -3,9 +3,10 @@
 //! (refuse, delay, or hold an event until the checker releases it).
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use nri_mux::sync::lock;
 use nri_plugin::api::{
     Container, ContainerUpdate, CreateContainerResponse, LinuxResources, PodSandbox,
     StopContainerResponse, UpdateContainerResponse, ValidateContainerAdjustmentRequest,
@@ -185,10 +186,6 @@ impl Recorder {
         }
         Ok(())
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn refusal(event: EventKind, name: &str) -> HandlerError {

@@ -7,13 +7,14 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nri_api::api::{Container, ContainerUpdate, PodSandbox};
 use nri_conformance::{
     ContainerSpec, ContainerState, ContainerStatus, Cri, CriResult, PodSpec, PodState, PodStatus,
 };
+use nri_mux::sync::lock;
 use nri_runtime::{
     Adaptation, BoxFuture, CallbackError, PluginFailure, RuntimeCallbacks, Snapshot,
 };
@@ -73,10 +74,6 @@ struct State {
 }
 
 type Shared = Arc<Mutex<State>>;
-
-fn lock(s: &Shared) -> std::sync::MutexGuard<'_, State> {
-    s.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 struct Callbacks(Shared);
 
