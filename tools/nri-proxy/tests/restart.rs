@@ -61,9 +61,14 @@ async fn a_runtime_restart_is_delivered_as_events_and_plugins_stay_connected() {
         cause = c.source();
     }
     assert!(
-        msg.contains("nri-proxy could not forward") && msg.contains("not"),
+        msg.contains("nri-proxy could not forward container updates to the runtime"),
         "{msg}"
     );
+    assert!(
+        env.runtime.updates.lock().unwrap().is_empty(),
+        "not queued for later"
+    );
+    assert!(h.is_connected(), "the plugin stays connected");
 
     // What the runtime has when it comes back.
     *env.runtime.pods.lock().unwrap() = vec![pod("p1")];
@@ -93,6 +98,10 @@ async fn a_runtime_restart_is_delivered_as_events_and_plugins_stay_connected() {
         "no second Synchronize"
     );
     assert!(h.is_connected(), "the plugin stayed connected");
+    assert!(
+        env.runtime.updates.lock().unwrap().is_empty(),
+        "the failed update did not reach the runtime once it was back"
+    );
 
     let out = up
         .create_container(&pod("p1"), &ctr("p1", "c2"))
