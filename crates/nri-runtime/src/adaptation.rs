@@ -1239,21 +1239,31 @@ impl Shared {
                 }
             };
             let cfg = &self.config;
-            if !crate::listener::peer_allowed(
-                creds.uid,
-                creds.gid,
-                &cfg.allowed_uids,
-                &cfg.allowed_gids,
-            ) {
-                tracing::warn!(uid = creds.uid, gid = creds.gid, pid = ?creds.pid, "rejecting NRI connection from uid {} (gid {}): not in the allowed peer list", creds.uid, creds.gid);
-                continue;
-            }
             let origin = PluginOrigin::External {
                 uid: creds.uid,
                 gid: creds.gid,
                 pid: creds.pid,
             };
             let peer = format!("uid={} pid={:?}", creds.uid, creds.pid);
+            if !crate::listener::peer_allowed(
+                creds.uid,
+                creds.gid,
+                &cfg.allowed_uids,
+                &cfg.allowed_gids,
+            ) {
+                let reason = format!(
+                    "connection from uid {} (gid {}): not in the allowed peer list",
+                    creds.uid, creds.gid
+                );
+                self.peers.refuse_unregistered(
+                    &peer,
+                    origin,
+                    "connection",
+                    "peer_not_allowed",
+                    reason,
+                );
+                continue;
+            }
             let Some(slot) = self.peers.pending_slot() else {
                 // Dropping the stream closes it.
                 self.peers.refuse_connection(

@@ -179,9 +179,11 @@ impl Shared {
         let reg = tokio::select! {
             r = reg_rx.recv() => r,
             () = tokio::time::sleep(self.config.registration_timeout) => {
+                let reason = format!("no registration within {:?}", self.config.registration_timeout);
+                self.peers.refuse_unregistered(&peer, pending.origin, "connection", "registration_timeout", reason.clone());
                 cleanup(&mux, &closed);
                 kill_child(&mut pending.child).await;
-                return Err(reg_err(format!("no registration within {:?}", self.config.registration_timeout)));
+                return Err(reg_err(reason));
             }
             _ = mux.closed() => None,
         };
@@ -193,8 +195,18 @@ impl Shared {
         let id = match self.check_registration(&req, pending.launched_id.take()) {
             Ok(id) => id,
             Err(reason) => {
+                let refused = format!(
+                    "registration as index {:?}, name {:?}: {reason}",
+                    req.plugin_idx, req.plugin_name
+                );
+                self.peers.refuse_unregistered(
+                    &peer,
+                    pending.origin,
+                    method::REGISTER_PLUGIN,
+                    "registration",
+                    refused,
+                );
                 let _ = reply.send(Err(Status::new(Code::InvalidArgument, reason.clone())));
-                tracing::warn!(peer = %peer, name = %req.plugin_name, index = %req.plugin_idx, reason = %reason, "refusing NRI plugin registration");
                 // Let the answer reach the plugin before closing: closing the
                 // trunk discards unsent data, so give the plugin a bounded
                 // moment to read the refusal and hang up itself.

@@ -69,7 +69,8 @@ pub trait Metrics: Send + Sync + 'static {
     /// `too_large`, `too_many_updates`, `decoded_size`, `malformed`,
     /// `in_flight`, `metadata`, `pending_connections`, `invalid_update`,
     /// `rejected_update`, `unknown_connection` (a frame for a multiplexer
-    /// connection that is not open, dropped unread).
+    /// connection that is not open, dropped unread), `peer_not_allowed`,
+    /// `registration`, `registration_timeout`.
     fn peer_refused(&self, peer: &str, reason: &str) {
         let _ = (peer, reason);
     }

@@ -135,7 +135,8 @@ impl Peer {
 pub(crate) struct Refused {
     /// Metric label: `unregistered`, `too_large`, `too_many_updates`,
     /// `decoded_size`, `malformed`, `in_flight`, `metadata`,
-    /// `pending_connections`, `unknown_connection`.
+    /// `pending_connections`, `unknown_connection`, `peer_not_allowed`,
+    /// `registration`, `registration_timeout`.
     pub(crate) kind: &'static str,
     pub(crate) reason: String,
 }
@@ -238,16 +239,33 @@ impl PeerGuard {
     /// Reports a connection closed at once because
     /// [`PeerLimits::max_pending_connections`] were waiting to register.
     pub(crate) fn refuse_connection(&self, description: &str, origin: PluginOrigin, max: usize) {
+        let reason = format!("{max} connections are already waiting to register");
+        self.refuse_unregistered(
+            description,
+            origin,
+            "connection",
+            "pending_connections",
+            reason,
+        );
+    }
+
+    /// Reports a refusal of a connection that has not registered (the
+    /// peer `description`, for instance `uid=0 pid=Some(42)`): `what` was
+    /// refused, `kind` is the metric label.
+    pub(crate) fn refuse_unregistered(
+        &self,
+        description: &str,
+        origin: PluginOrigin,
+        what: &str,
+        kind: &'static str,
+        reason: String,
+    ) {
         let peer = Peer {
             name: description.to_owned(),
             registered: false,
             origin,
         };
-        let refused = Refused {
-            kind: "pending_connections",
-            reason: format!("{max} connections are already waiting to register"),
-        };
-        self.report(&peer, "connection", &refused);
+        self.report(&peer, what, &Refused { kind, reason });
     }
 
     /// A place among the connections waiting to register, or `None` when

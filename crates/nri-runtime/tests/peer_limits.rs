@@ -293,3 +293,77 @@ async fn frames_for_connections_that_are_not_open_are_counted_as_refusals() {
     );
     a.stop().await;
 }
+
+/// Reads `stream` until the runtime closes it.
+async fn until_closed(mut stream: tokio::net::UnixStream) {
+    let mut buf = [0u8; 64];
+    loop {
+        let n = tokio::time::timeout(
+            Duration::from_secs(10),
+            tokio::io::AsyncReadExt::read(&mut stream, &mut buf),
+        )
+        .await
+        .expect("the runtime closes the connection")
+        .unwrap_or(0);
+        if n == 0 {
+            return;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_outside_the_allow_list_is_a_counted_refusal() {
+    let env = TestEnv::new();
+    let metrics = Arc::new(Refusals::default());
+    let builder = env.builder().metrics(metrics.clone());
+    // Nobody runs as these.
+    let a = env
+        .start(
+            builder
+                .allowed_uids([4_000_000_000])
+                .allowed_gids([4_000_000_000]),
+        )
+        .await;
+    let stream = tokio::net::UnixStream::connect(&env.socket).await.unwrap();
+    until_closed(stream).await;
+    assert_eq!(
+        metrics.seen(),
+        [("unregistered".to_owned(), "peer_not_allowed".to_owned())]
+    );
+    a.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_and_missing_registrations_are_counted_refusals() {
+    let env = TestEnv::new();
+    let metrics = Arc::new(Refusals::default());
+    let builder = env
+        .builder()
+        .metrics(metrics.clone())
+        .registration_timeout(Duration::from_secs(1));
+    let a = env.start(builder).await;
+    let _first = FakePlugin::new("10", "dup")
+        .connect(&env.socket)
+        .await
+        .unwrap();
+    wait_active(&a, 1).await;
+    // The same name again: refused (and reported before the answer).
+    assert!(
+        FakePlugin::new("10", "dup")
+            .connect(&env.socket)
+            .await
+            .is_err()
+    );
+    assert_eq!(
+        metrics.seen(),
+        [("unregistered".to_owned(), "registration".to_owned())]
+    );
+    // A connection that never registers is closed after the timeout.
+    let silent = tokio::net::UnixStream::connect(&env.socket).await.unwrap();
+    until_closed(silent).await;
+    assert_eq!(
+        metrics.seen()[1..],
+        [("unregistered".to_owned(), "registration_timeout".to_owned())]
+    );
+    a.stop().await;
+}

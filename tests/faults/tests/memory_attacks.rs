@@ -442,9 +442,13 @@ fn assert_flood_refused(name: &str, o: &Outcome) {
     let refused: u64 = o.refused.values().sum();
     assert!(
         refused > 0
-            && o.refused
-                .keys()
-                .all(|r| r == "too_large" || r == "unregistered" || r == "pending_connections"),
+            && o.refused.keys().all(|r| [
+                "too_large",
+                "unregistered",
+                "pending_connections",
+                "registration_timeout"
+            ]
+            .contains(&r.as_str())),
         "{name}: refusals counted by reason: {:?} ({total} requests)",
         o.refused
     );
