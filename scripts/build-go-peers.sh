@@ -102,15 +102,9 @@ if [[ -f $INTEROP/legacy/go.mod ]]; then
 fi
 
 # The WebAssembly guest (its own module): a .wasm built with the standard
-# toolchain, as upstream builds its WASM sample plugin.
+# toolchain (scripts/build-wasm-guest.sh, which plugin authors use too).
 if [[ -f $INTEROP/wasm-guest/go.mod ]]; then
-	if ! (cd "$INTEROP/wasm-guest" && GOOS=wasip1 GOARCH=wasm "$GO" build -trimpath \
-		-buildmode=c-shared -o "$STAGE/out/wasm-guest.wasm" .) >"$LOG" 2>&1; then
-		cat "$LOG" >&2
-		die "go build in interop/wasm-guest (GOOS=wasip1) failed"
-	fi
-	# Executable, as a plugin in a plugin directory must be.
-	chmod 0755 "$STAGE/out/wasm-guest.wasm"
+	GO=$GO bash "$ROOT/scripts/build-wasm-guest.sh" "$INTEROP/wasm-guest" "$STAGE/out/wasm-guest.wasm"
 fi
 
 # Install: replace only binaries whose bytes changed.
