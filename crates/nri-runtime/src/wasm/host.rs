@@ -69,6 +69,9 @@ pub(crate) struct Guest {
     free: TypedFunc<i32, ()>,
     methods: HashMap<&'static str, TypedFunc<(i32, i32), i64>>,
     slice: u64,
+    /// Fuel (about one unit per instruction) the guest used since the
+    /// start of the current call, for the trace log.
+    fuel_used: u64,
 }
 
 impl std::fmt::Debug for Guest {
@@ -154,6 +157,7 @@ impl Guest {
             free,
             methods,
             slice,
+            fuel_used: 0,
         };
         let failed = |e: CallError| instantiate(describe(&e));
         if let Ok(init) = init {
@@ -188,12 +192,17 @@ impl Guest {
         self.store
             .set_fuel(self.slice)
             .map_err(|e| engine_error(&e))?;
+        let mut given = self.slice;
         let mut call = f
             .call_resumable(&mut self.store, params)
             .map_err(|e| engine_error(&e))?;
         loop {
             match call {
-                TypedResumableCall::Finished(r) => return Ok(r),
+                TypedResumableCall::Finished(r) => {
+                    let left = self.store.get_fuel().unwrap_or(0);
+                    self.fuel_used = self.fuel_used.saturating_add(given.saturating_sub(left));
+                    return Ok(r);
+                }
                 TypedResumableCall::HostTrap(t) => return Err(engine_error(t.host_error())),
                 TypedResumableCall::OutOfFuel(more) => {
                     if Instant::now() >= deadline {
@@ -203,6 +212,8 @@ impl Guest {
                         return Err(CallError::Closed);
                     }
                     let fuel = self.slice.max(more.required_fuel());
+                    self.fuel_used = self.fuel_used.saturating_add(given);
+                    given = fuel;
                     self.store.set_fuel(fuel).map_err(|e| engine_error(&e))?;
                     call = more.resume(&mut self.store).map_err(|e| engine_error(&e))?;
                 }
@@ -220,6 +231,7 @@ impl Guest {
         cancel: &CancellationToken,
     ) -> Result<Vec<u8>, CallError> {
         let f = *self.methods.get(method).ok_or(CallError::NoMethod)?;
+        self.fuel_used = 0;
         let len = u32::try_from(req.len())
             .ok()
             .filter(|n| *n < abi::ERROR_FLAG)
@@ -258,6 +270,7 @@ impl Guest {
         if ptr != 0 {
             self.run(&free, ptr, deadline, Some(cancel))?;
         }
+        tracing::trace!(plugin = %self.store.data().plugin, method, fuel = self.fuel_used, "WebAssembly call done");
         answer
     }
 }
