@@ -34,6 +34,9 @@ cargo xtask codegen --check
 step "no source file over 800 lines unless listed in scripts/large-files.txt"
 bash scripts/check-file-sizes.sh
 
+step "no function over 80 lines unless listed in scripts/long-functions.txt"
+bash scripts/check-long-functions.sh
+
 step "Go interop peers"
 bash scripts/build-go-peers.sh
 

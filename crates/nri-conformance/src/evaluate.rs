@@ -243,6 +243,7 @@ fn driven_clauses(
     error_and_sync_clauses(records, main, d, classify, out);
 }
 
+#[allow(clippy::too_many_lines)]
 fn error_and_sync_clauses(
     records: &[Record],
     main: &str,

@@ -621,6 +621,7 @@ impl Inner {
         true
     }
 
+    #[allow(clippy::too_many_lines)]
     async fn read_loop(self: Arc<Self>, rd: io::Result<StdUnixStream>) {
         // One cancellation future for the whole loop, not one per turn.
         let ended = self.ended.cancelled();

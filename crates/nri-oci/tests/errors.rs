@@ -21,6 +21,7 @@ fn linux_adj(l: api::LinuxContainerAdjustment) -> api::ContainerAdjustment {
     }
 }
 
+#[allow(clippy::too_many_lines)]
 fn cases() -> Vec<(&'static str, api::ContainerAdjustment)> {
     let l = api::LinuxContainerAdjustment::default;
     vec![

@@ -173,6 +173,7 @@ impl<P: Plugin> PluginService<P> {
         e.into_status(method)
     }
 
+    #[allow(clippy::too_many_lines)]
     async fn configure(self, payload: Bytes) -> nri_ttrpc::HandlerResult {
         let req: ConfigureRequest = decode(payload)?;
         self.conn.set_phase(Phase::Configuring);
@@ -470,6 +471,7 @@ impl<P: Plugin> Service for PluginService<P> {
     // Each event's future holds the decoded request (a CreateContainer's
     // pod and container are 2.8 KB by value): the slot reuses one
     // allocation for them instead of a new large one per event.
+    #[allow(clippy::too_many_lines)]
     fn call_in(&self, _ctx: RequestContext, m: &str, payload: Bytes, slot: &mut HandlerSlot) {
         if event_of_method(m).is_some_and(|e| !P::IMPLEMENTED.events().contains(e)) {
             // An event without a method: an empty success, as the Go stub

@@ -157,6 +157,7 @@ impl<P: Plugin> Stub<P> {
     }
 
     /// One connection, from dialling to its end.
+    #[allow(clippy::too_many_lines)]
     async fn run_connection(&self, kind: SyncKind) -> End {
         let stop = self.shared.stop.clone();
         let conn = Arc::new(ConnState::new(kind));

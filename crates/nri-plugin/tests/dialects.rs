@@ -26,6 +26,7 @@ async fn empty_call<Req: Message>(conn: &RuntimeConn, m: &str, req: &Req) {
 }
 
 #[tokio::test]
+#[allow(clippy::too_many_lines)]
 async fn every_event_through_dedicated_rpcs_and_state_change() {
     let rt = FakeRuntime::new();
     let (rec, mut calls) = Recorder::new();

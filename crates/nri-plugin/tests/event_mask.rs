@@ -209,6 +209,7 @@ async fn configure_error_is_configure_failed() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)]
 fn build_checks_events_names_and_indices() {
     struct NoEvents;
     #[nri_plugin::plugin]

@@ -107,6 +107,7 @@ async fn raw_ok(conn: &RuntimeConn, m: &'static str, msg: Vec<u8>) -> bytes::Byt
 }
 
 #[tokio::test]
+#[allow(clippy::too_many_lines)]
 async fn subscribed_events_without_a_method_get_an_empty_success() {
     let rt = FakeRuntime::new();
     let stub = Builder::new(AllButOnlyCreate)

@@ -494,6 +494,7 @@ impl Adaptation {
 
     /// CreateContainer: the merged adjustment, updates of other containers
     /// and evictions, after validation.
+    #[allow(clippy::too_many_lines)]
     pub async fn create_container(
         &self,
         pod: &PodSandbox,

@@ -133,6 +133,7 @@ impl Shared {
     }
 
     /// Registration, configuration, synchronization and activation.
+    #[allow(clippy::too_many_lines)]
     pub(crate) async fn establish(
         self: Arc<Self>,
         stream: UnixStream,
@@ -344,6 +345,7 @@ impl Shared {
     /// configured). Until the plugin has registered, only a small
     /// `RegisterPlugin` is accepted; every other request is refused before
     /// it is decoded (see [`crate::peer`]).
+    #[allow(clippy::too_many_lines)]
     fn runtime_service(
         self: &Arc<Self>,
         reg_tx: mpsc::Sender<(RegisterPluginRequest, RegisterReply)>,

@@ -34,6 +34,7 @@ fn cpu_update(id: &str, shares: u64) -> ContainerUpdate {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[allow(clippy::too_many_lines)]
 async fn every_kind_of_adjustment_is_merged() {
     let env = TestEnv::new();
     let a = env.start(env.builder()).await;

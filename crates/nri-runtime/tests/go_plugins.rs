@@ -182,6 +182,7 @@ async fn a_go_plugin_sees_the_container_adjusted_before_it() {
 const LEGACY_EVENTS: &str = "runpodsandbox,stoppodsandbox,removepodsandbox,createcontainer,postcreatecontainer,startcontainer,poststartcontainer,updatecontainer,postupdatecontainer,stopcontainer,removecontainer";
 
 #[tokio::test(flavor = "multi_thread")]
+#[allow(clippy::too_many_lines)]
 async fn go_plugins_both_dialects_register_get_every_event_and_adjust() {
     let (Some(modern), Some(legacy)) = (peer("nri-go-plugin"), peer("nri-go-plugin-legacy")) else {
         return;

@@ -59,6 +59,7 @@ fn field<'a>(line: &'a str, name: &str) -> Option<&'a str> {
 }
 
 #[tokio::test(flavor = "current_thread")]
+#[allow(clippy::too_many_lines)]
 async fn long_lines_are_cut_and_floods_are_rate_limited_without_blocking_the_plugin() {
     let (tx, mut rx) = watch::channel(String::new());
     let writer = Log(Arc::new(tx));

@@ -85,6 +85,7 @@ fn deferred_path_taken(plugin: &FakePlugin) -> bool {
 const MIN_DEFERRED_SHARE: f64 = 0.30;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[allow(clippy::too_many_lines)]
 async fn registrations_race_creations_without_losing_or_duplicating() {
     let env = TestEnv::new();
     let a = env.start(env.builder()).await;

@@ -158,6 +158,7 @@ fn ms(d: Duration) -> f64 {
 ///
 /// Only set-up problems (temporary directory, runtime start). Plugin and
 /// event failures are reported, not returned.
+#[allow(clippy::too_many_lines)]
 pub async fn run(
     scenario: &Scenario,
     opts: &Options,

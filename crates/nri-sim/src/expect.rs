@@ -73,6 +73,7 @@ pub(crate) fn check_all(
 
 type Outcome = (String, Result<(), String>);
 
+#[allow(clippy::too_many_lines)]
 fn check(e: &Expectation, v: &View<'_>) -> Vec<Outcome> {
     let mut out = Vec::new();
     if let Some(c) = &e.container {

@@ -246,6 +246,7 @@ impl Server {
     }
 
     /// One frame of the connection; `Err` ends the connection.
+    #[allow(clippy::too_many_lines)]
     fn on_frame(&self, frame: Frame, last_stream_id: &mut u32, cx: &ConnCx) -> Result<(), Error> {
         let id = frame.stream_id;
         if frame.message_type == MessageType::Response {

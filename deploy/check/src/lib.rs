@@ -278,6 +278,7 @@ pub fn check_crate(repo: &Path, def: &ImageDef) -> Vec<String> {
 }
 
 /// Checks one plugin's kustomize base in `dir` against its image entry.
+#[allow(clippy::too_many_lines)]
 pub fn check_base(dir: &Path, def: &ImageDef, version: &str) -> Vec<String> {
     let mut problems = Vec::new();
     let kpath = dir.join("kustomization.yaml");
@@ -375,6 +376,7 @@ pub fn check_base(dir: &Path, def: &ImageDef, version: &str) -> Vec<String> {
 
 /// Checks a DaemonSet of plugin `def`. `configmaps`: ConfigMaps defined
 /// next to it (configMap volumes must name one).
+#[allow(clippy::too_many_lines)]
 pub fn check_daemonset(
     ds: &Value,
     def: &ImageDef,

@@ -60,6 +60,7 @@ fn edit(path: &Path, from: &str, to: &str) {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)]
 fn checks_catch_mistakes() {
     type Mutation = (&'static str, &'static str, &'static str, &'static str);
     let cases: &[Mutation] = &[

@@ -86,6 +86,7 @@ fn allowed_requests_are_injected() {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)]
 fn requests_outside_are_refused_with_pod_annotation_value_and_rule() {
     let f = fenced();
     let cases = [

@@ -139,6 +139,7 @@ impl Instances {
     }
 }
 
+#[allow(clippy::too_many_lines)]
 async fn run(cfg: Config, args: CommonArgs, log: LogOutput) -> ExitCode {
     let mut inst = Instances {
         set: JoinSet::new(),

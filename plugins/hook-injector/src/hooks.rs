@@ -242,6 +242,7 @@ fn regex(what: &str, p: &str) -> Result<Regex, String> {
 /// # Errors
 ///
 /// A text naming the problem.
+#[allow(clippy::too_many_lines)]
 pub fn parse_hook(content: &[u8], exists: impl Fn(&Path) -> bool) -> Result<HookConfig, String> {
     let mut v: Value = serde_json::from_slice(content).map_err(|e| e.to_string())?;
     fold(&mut v, &["version", "hook", "when", "stages"]);

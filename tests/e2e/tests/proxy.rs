@@ -36,6 +36,7 @@ fn go_plugin() -> Result<PathBuf> {
     Ok(bin)
 }
 
+#[allow(clippy::too_many_lines)]
 fn run(version: &str) -> Result<()> {
     let label = format!("proxy {version}");
     let proxy_bin = plugin_binary("nri-proxy", Target::Bin, "nri-proxy")?;
@@ -218,6 +219,7 @@ fn test_required_missing(version: &str) {
 /// proxy registers again, its plugins (Rust and Go) stay connected and
 /// registered once, the container made before the restart keeps running,
 /// and a container made after it has both adjustments.
+#[allow(clippy::too_many_lines)]
 fn run_restart(version: &str) -> Result<()> {
     let label = format!("proxy restart {version}");
     let proxy_bin = plugin_binary("nri-proxy", Target::Bin, "nri-proxy")?;

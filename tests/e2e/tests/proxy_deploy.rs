@@ -159,6 +159,7 @@ fn image(cd: &Containerd, deploy: &Path, def: &ImageDefinition) -> Result<String
     Ok(reference)
 }
 
+#[allow(clippy::too_many_lines)]
 fn run(version: &str) -> Result<()> {
     let label = format!("proxy deploy {version}");
     let deploy = workspace_root().join("deploy");

@@ -20,6 +20,7 @@ const BUDGET: std::time::Duration = std::time::Duration::from_secs(90);
 const ENV_KEY: &str = "NRI_E2E_SDK";
 const ANNOTATION: &str = "e2e.nri.example/sdk";
 
+#[allow(clippy::too_many_lines)]
 fn run(version: &str) -> Result<()> {
     let label = format!("sdk_external {version}");
     let adjuster = plugin_binary("nri-plugin", Target::Example, "adjuster")?;

@@ -310,6 +310,7 @@ async fn connection_dropped_mid_configure_sync_and_event_is_connection_lost_with
 /// restart: the plugin dials again, re-registers and re-synchronizes
 /// (`SyncKind::Resync`), and serves events on the new connection.
 #[tokio::test(flavor = "current_thread")]
+#[allow(clippy::too_many_lines)]
 async fn reconnect_policy_re_registers_after_drops_at_every_phase() {
     let guard = no_panics();
     let mut rt = Runtime::new();

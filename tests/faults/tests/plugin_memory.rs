@@ -168,6 +168,7 @@ async fn attack(messages: Vec<Bytes>, accepted: usize) -> (ExitStatus, u64, Stri
 /// runtime that registers and configures it, then makes `calls` in turn
 /// (until one fails) and closes the connection; the plugin runs with
 /// `-no-reconnect`, so it exits then.
+#[allow(clippy::too_many_lines)]
 async fn drive(bin: (&'static str, &'static str), args: &[&str], calls: Vec<(&str, Bytes)>) -> Run {
     let bin = tokio::task::spawn_blocking(move || sample_plugin(bin.0, bin.1))
         .await

@@ -766,6 +766,7 @@ async fn negative_resource_limits_are_refused_naming_the_plugin() {
 /// the audit trail see it), or removes and sets (upstream's documented
 /// override: allowed, `20-two` wins).
 #[tokio::test(flavor = "current_thread", start_paused = true)]
+#[allow(clippy::too_many_lines)]
 async fn conflicting_changes_fail_naming_both_and_removals_are_owned() {
     let guard = no_panics();
     let env = Env::new();

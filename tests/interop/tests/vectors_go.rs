@@ -181,6 +181,7 @@ fn str_set(v: &Value) -> BTreeSet<String> {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)]
 fn go_vectors_roundtrip() -> Result<()> {
     let Some(bin) = go_peer("nri-vectors") else {
         return Ok(());

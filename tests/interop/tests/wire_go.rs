@@ -311,6 +311,7 @@ fn go_args(role: Role, sock: &Path) -> Vec<String> {
     args
 }
 
+#[allow(clippy::too_many_lines)]
 async fn scenario(role: Role) -> Result<()> {
     let Some(bin) = go_peer("nri-wire-peer") else {
         return Ok(());

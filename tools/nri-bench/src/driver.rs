@@ -188,6 +188,7 @@ impl BenchOptions {
     }
 
     /// The matrix of cells.
+    #[allow(clippy::too_many_lines)]
     pub fn cells(&self) -> Vec<Cell> {
         let o = self.effective();
         let min_n = if o.quick { 40 } else { 200 };
@@ -637,6 +638,7 @@ fn run_metrics(r: &RunResult) -> Vec<(&'static str, f64)> {
 ///
 /// A missing binary. Failed runs do not stop the matrix: they are listed
 /// in [`StackResult::errors`] and make the affected targets unmeasured.
+#[allow(clippy::too_many_lines)]
 pub fn run(opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchReport, Error> {
     let mut o = opts.effective();
     if o.quick && opts.reps == BenchOptions::default().reps {
@@ -848,6 +850,7 @@ pub(crate) fn ratio_check(
     }
 }
 
+#[allow(clippy::too_many_lines)]
 fn targets(report: &BenchReport) -> Vec<TargetCheck> {
     let mut t = Vec::new();
     let (gg, gr, rr, rg) = (Stack::GoGo, Stack::GoRust, Stack::RustRust, Stack::RustGo);

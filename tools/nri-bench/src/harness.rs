@@ -194,6 +194,7 @@ pub fn run(o: &HarnessOptions) -> RunResult {
     res
 }
 
+#[allow(clippy::too_many_lines)]
 async fn run_async(
     o: &HarnessOptions,
     res: &mut RunResult,
@@ -353,6 +354,7 @@ impl Calls {
     }
 }
 
+#[allow(clippy::too_many_lines)]
 async fn latency(
     o: &HarnessOptions,
     a: &Adaptation,

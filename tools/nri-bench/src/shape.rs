@@ -137,6 +137,7 @@ fn bind(dest: &str, source: String, mode: &str) -> Mount {
 /// namespaces, memory limit+swap, CPU shares/quota/period/cpus/mems, one
 /// unified key, oom_score_adj and a systemd-style cgroups path. State
 /// CREATED.
+#[allow(clippy::too_many_lines)]
 pub fn container(pod: &PodSandbox, j: usize, n: u64) -> Container {
     let id = hex_id("ctr", n);
     let name = format!("bench-ctr-{j}");

@@ -53,6 +53,7 @@ pub fn print_table(report: &BenchReport, w: &mut dyn Write) -> Result<(), Error>
     write_all(report, w).map_err(Error::Output)
 }
 
+#[allow(clippy::too_many_lines)]
 fn write_all(r: &BenchReport, w: &mut dyn Write) -> std::io::Result<()> {
     let m = &r.machine;
     writeln!(

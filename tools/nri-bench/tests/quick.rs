@@ -31,6 +31,7 @@ fn go_bin_dir() -> Option<PathBuf> {
 }
 
 #[test]
+#[allow(clippy::too_many_lines)]
 fn quick_matrix_end_to_end() {
     let runtime_bin = PathBuf::from(env!("CARGO_BIN_EXE_nri-bench-runtime"));
     let plugin_bin = PathBuf::from(env!("CARGO_BIN_EXE_nri-bench-plugin"));

@@ -243,6 +243,7 @@ fn entry(path: &str, value: &str) -> String {
 }
 
 impl<W: Write + Send> nri_sim::Reporter for Human<W> {
+    #[allow(clippy::too_many_lines)]
     fn report(&mut self, r: &Record) {
         let verbose = !self.quiet;
         match r {

@@ -243,6 +243,7 @@ impl Args {
 
 /// Runs `nri sim`; `plugin_log` collects WebAssembly plugins' output (for
 /// `--plugin-output`).
+#[allow(clippy::too_many_lines)]
 pub fn run(args: Args, plugin_log: Option<nri_sim::PluginLog>) -> ExitCode {
     if args.list_bundled {
         for (name, what) in nri_sim::bundled::Kind::describe() {

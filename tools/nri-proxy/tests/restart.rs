@@ -14,6 +14,7 @@ use nri_api::api::{
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::too_many_lines)]
 async fn a_runtime_restart_is_delivered_as_events_and_plugins_stay_connected() {
     let env = Env::new();
     env.runtime.pods.lock().unwrap().push(pod("p0"));

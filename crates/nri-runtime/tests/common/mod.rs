@@ -301,6 +301,7 @@ impl FakePlugin {
         self.log.lock().unwrap().push(r);
     }
 
+    #[allow(clippy::too_many_lines)]
     async fn handle(&self, m: &str, payload: Bytes) -> HandlerResult {
         let mut rec = Received {
             plugin: self.full_name(),

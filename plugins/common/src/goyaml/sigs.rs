@@ -262,6 +262,7 @@ fn type_error(what: &str, shape: &Shape, path: &str) -> DecodeError {
 
 /// `encoding/json` decoding of `v` into `slot`, which holds the current
 /// value of a Go variable of type `shape`.
+#[allow(clippy::too_many_lines)]
 fn decode(
     v: &Jv,
     shape: &Shape,

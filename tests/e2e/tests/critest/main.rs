@@ -183,6 +183,7 @@ fn parse_report(json: &serde_json::Value) -> Vec<(String, Outcome, String)> {
     out
 }
 
+#[allow(clippy::too_many_lines)]
 fn run(version: &str) -> Result<()> {
     let vi = version_index(version)?;
     let Some(critest) = critest_path() else {

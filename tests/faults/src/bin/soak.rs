@@ -477,6 +477,7 @@ fn snap(children: &[Child], handle: &tokio::runtime::Handle) -> Snap {
     }
 }
 
+#[allow(clippy::too_many_lines)]
 async fn runtime_main(args: Args, handle: tokio::runtime::Handle) -> anyhow::Result<()> {
     let dir = tempfile_dir()?;
     let socket = dir.join("nri.sock");

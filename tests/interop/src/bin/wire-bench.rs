@@ -606,6 +606,7 @@ fn loadavg() -> String {
         .unwrap_or_default()
 }
 
+#[allow(clippy::too_many_lines)]
 fn main() -> Result<()> {
     let args = Args::parse();
     BLOCK_ON.store(args.block_on, std::sync::atomic::Ordering::Relaxed);
