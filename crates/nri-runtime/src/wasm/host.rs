@@ -82,6 +82,21 @@ impl std::fmt::Debug for Guest {
     }
 }
 
+/// The engine a guest is compiled for: fuel metered.
+fn engine() -> Engine {
+    let mut cfg = wasmi::Config::default();
+    cfg.consume_fuel(true);
+    // Functions are translated lazily, on their first call; translation
+    // costs no fuel (the deadline still bounds it), since running out of
+    // fuel while translating ends the call instead of pausing it.
+    cfg.fuel_cost(wasmi::CustomFuelCosts {
+        bytes_copied_per_fuel: 64,
+        fuel_per_bytes_translated: 0,
+        fuel_per_bytes_validated: 0,
+    });
+    Engine::new(&cfg)
+}
+
 impl Guest {
     /// Compiles and instantiates `wasm`, runs its initializer and checks
     /// its API version and exports, all before `deadline`.
@@ -91,17 +106,7 @@ impl Guest {
         limits: &WasmLimits,
         deadline: Instant,
     ) -> Result<Self, WasmError> {
-        let mut cfg = wasmi::Config::default();
-        cfg.consume_fuel(true);
-        // Functions are translated lazily, on their first call; translation
-        // costs no fuel (the deadline still bounds it), since running out of
-        // fuel while translating ends the call instead of pausing it.
-        cfg.fuel_cost(wasmi::CustomFuelCosts {
-            bytes_copied_per_fuel: 64,
-            fuel_per_bytes_translated: 0,
-            fuel_per_bytes_validated: 0,
-        });
-        let engine = Engine::new(&cfg);
+        let engine = engine();
         let module = Module::new(&engine, wasm).map_err(|e| WasmError::Compile {
             message: e.to_string(),
         })?;
