@@ -587,8 +587,11 @@ async fn out_of_range_indices_and_bad_names_are_refused() {
             "{idx:?} {name:?}: {err:?}"
         );
         raw.wait_closed().await;
-        let refusal =
-            logs.lines_with(&["refusing NRI plugin registration", &format!("index={idx}")]);
+        let refusal = logs.lines_with(&[
+            "refusing a message from an NRI peer",
+            "kind=\"registration\"",
+            &format!("index {idx:?}, name {name:?}"),
+        ]);
         assert!(!refusal.is_empty(), "{idx:?} {name:?}: {}", logs.text());
     }
     assert_eq!(a.plugins().len(), 1);
