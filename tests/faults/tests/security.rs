@@ -133,7 +133,11 @@ async fn peer_uid_allow_list_rejects_another_user_and_admits_listed_ones() {
     let (status, stderr) = stderr_of(child).await;
     assert!(!status.success(), "rejected peer must not run: {stderr}");
     assert!(a.plugins().is_empty());
-    let warn = logs.lines_with(&["rejecting NRI connection from uid 65534"]);
+    let warn = logs.lines_with(&[
+        "refusing a message from an NRI peer",
+        "kind=\"peer_not_allowed\"",
+        "connection from uid 65534",
+    ]);
     assert_eq!(warn.len(), 1, "{}", logs.text());
     // An allowed uid (us, root) works on the same runtime.
     let mut good = GoodPlugin::start(&env.socket);
