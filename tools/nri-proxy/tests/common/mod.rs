@@ -1,7 +1,7 @@
 //! Test harness: our runtime library as the upstream runtime (a fake
 //! container runtime behind it), the proxy, and plugins on our SDK behind
 //! the proxy.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -10,73 +10,17 @@ use std::time::Duration;
 use nri_api::api::*;
 use nri_plugin::{Builder, ConnectMode, EventMask, HandlerResult, Plugin, PluginHandle, SyncKind};
 use nri_proxy::{Proxy, ProxyConfig};
-use nri_runtime::{Adaptation, BoxFuture, CallbackError, ConfigFormat, RuntimeCallbacks, Snapshot};
+use nri_runtime::{Adaptation, ConfigFormat};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 // ------------------------------------------------------------ upstream
 
-/// The container runtime above the proxy: stores pods and containers,
-/// records unsolicited updates and answers them with `fail_updates`.
-#[derive(Default)]
-pub struct FakeRuntime {
-    pub pods: Mutex<Vec<PodSandbox>>,
-    pub containers: Mutex<Vec<Container>>,
-    pub updates: Mutex<Vec<ContainerUpdate>>,
-    pub evictions: Mutex<Vec<ContainerEviction>>,
-    /// Updates of these container ids are reported as failed.
-    pub fail_updates: Mutex<Vec<String>>,
-}
-
-impl RuntimeCallbacks for FakeRuntime {
-    fn list_pods_and_containers(&self) -> BoxFuture<'_, Result<Snapshot, CallbackError>> {
-        let s = Snapshot::new(
-            self.pods.lock().unwrap().clone(),
-            self.containers.lock().unwrap().clone(),
-        );
-        Box::pin(async move { Ok(s) })
-    }
-    fn update_containers(
-        &self,
-        updates: Vec<ContainerUpdate>,
-    ) -> BoxFuture<'_, Result<Vec<ContainerUpdate>, CallbackError>> {
-        let fail = self.fail_updates.lock().unwrap().clone();
-        let failed = updates
-            .iter()
-            .filter(|u| fail.contains(&u.container_id))
-            .cloned()
-            .collect();
-        self.updates.lock().unwrap().extend(updates);
-        Box::pin(async move { Ok(failed) })
-    }
-    fn evict_containers(
-        &self,
-        evictions: Vec<ContainerEviction>,
-    ) -> BoxFuture<'_, Result<(), CallbackError>> {
-        self.evictions.lock().unwrap().extend(evictions);
-        Box::pin(async { Ok(()) })
-    }
-}
-
-pub fn pod(id: &str) -> PodSandbox {
-    PodSandbox {
-        id: id.into(),
-        name: format!("{id}-name"),
-        uid: format!("{id}-uid"),
-        namespace: "default".into(),
-        ..Default::default()
-    }
-}
-
-pub fn ctr(pod: &str, id: &str) -> Container {
-    Container {
-        id: id.into(),
-        pod_sandbox_id: pod.into(),
-        name: format!("{id}-name"),
-        state: ContainerState::ContainerCreated as i32,
-        ..Default::default()
-    }
-}
+// The container runtime above the proxy is the workspace's recording
+// callbacks: it lists pods and containers, records unsolicited updates and
+// answers them with `fail_updates`.
+pub use nri_test_support::callbacks::FakeCallbacks;
+pub use nri_test_support::fixtures::{ctr, pod};
 
 /// Polls `cond` (yielding to the runtime between tries) until it holds.
 pub async fn until(what: &str, mut cond: impl FnMut() -> bool) {
@@ -93,7 +37,7 @@ pub struct Env {
     pub dir: tempfile::TempDir,
     pub upstream_socket: PathBuf,
     pub proxy_socket: PathBuf,
-    pub runtime: Arc<FakeRuntime>,
+    pub runtime: Arc<FakeCallbacks>,
 }
 
 impl Env {
@@ -102,7 +46,7 @@ impl Env {
         Env {
             upstream_socket: dir.path().join("up/nri.sock"),
             proxy_socket: dir.path().join("proxy/nri.sock"),
-            runtime: Arc::new(FakeRuntime::default()),
+            runtime: FakeCallbacks::new(),
             dir,
         }
     }
