@@ -6,8 +6,8 @@
 //! synchronization barrier relies on that order).
 
 use nri_api::api::{
-    Container, CreateContainerResponse, Event, LinuxResources, PodSandbox, StopContainerResponse,
-    UpdateContainerResponse,
+    Container, CreateContainerResponse, Event, LinuxResources, OwningPlugins, PodSandbox,
+    StopContainerResponse, UpdateContainerResponse,
 };
 use nri_runtime::Adaptation;
 
@@ -47,8 +47,8 @@ pub(crate) enum Upcall {
 pub(crate) enum Answer {
     /// Nothing beyond success.
     Done,
-    /// CreateContainer's merged answer.
-    Create(CreateContainerResponse),
+    /// CreateContainer's merged answer, and who owns which field of it.
+    Create(CreateContainerResponse, OwningPlugins),
     /// UpdateContainer's merged answer.
     Update(UpdateContainerResponse),
     /// StopContainer's merged answer.
@@ -155,11 +155,14 @@ impl Upcall {
                 Ok(out) => {
                     state.update(|v| self.store(v));
                     drop(out.guard);
-                    return Ok(Answer::Create(CreateContainerResponse {
-                        adjust: Some(out.adjustment),
-                        update: out.updates,
-                        evict: out.evictions,
-                    }));
+                    return Ok(Answer::Create(
+                        CreateContainerResponse {
+                            adjust: Some(out.adjustment),
+                            update: out.updates,
+                            evict: out.evictions,
+                        },
+                        out.owners,
+                    ));
                 }
                 Err(e) => Err(e),
             },

@@ -40,6 +40,7 @@ mod config;
 mod error;
 mod event;
 mod metrics;
+mod owners;
 mod proxy;
 mod resync;
 mod upstream;

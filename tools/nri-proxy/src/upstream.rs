@@ -5,7 +5,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
@@ -24,6 +24,7 @@ use tokio::time::Instant;
 use crate::ProxyConfig;
 use crate::event::{Answer, Upcall};
 use crate::metrics::ProxyMetrics;
+use crate::owners::Recent;
 use crate::view::State;
 
 /// The events the proxy can subscribe to upstream: all of them. It
@@ -53,6 +54,11 @@ pub(crate) struct Upstream {
     pub(crate) later: Mutex<JoinSet<()>>,
     /// The proxy's own `NN-name` upstream (set when the proxy is built).
     pub(crate) own_name: OnceLock<String>,
+    /// Whether the proxy subscribed to validation at its last `Configure`.
+    validating: AtomicBool,
+    /// Who behind the proxy owns which field of its recent creations (kept
+    /// while it validates, for the validators behind it).
+    owners: Recent,
 }
 
 fn failed(e: nri_runtime::Error) -> HandlerError {
@@ -102,6 +108,8 @@ impl Upstream {
             synced: watch::channel(false).0,
             later: Mutex::new(JoinSet::new()),
             own_name: OnceLock::new(),
+            validating: AtomicBool::new(false),
+            owners: Recent::default(),
         }
     }
 
@@ -200,12 +208,17 @@ impl Upstream {
 
     /// The runtime's validation request as the validators behind the
     /// proxy see it: the proxy's entry in the list of plugins that took
-    /// part is replaced by the plugins behind it.
+    /// part is replaced by the plugins behind it, and the fields the
+    /// runtime says the proxy owns name the plugins behind it that own
+    /// them (see [`crate::owners`]).
     fn behind_view(
         &self,
         mut req: ValidateContainerAdjustmentRequest,
     ) -> ValidateContainerAdjustmentRequest {
         let own = self.own_name.get().map(String::as_str);
+        if let (Some(own), Some(owners), Some(c)) = (own, req.owners.as_mut(), &req.container) {
+            self.owners.rewrite(owners, &c.id, own);
+        }
         let at = (req.plugins.iter())
             .position(|p| own == Some(format!("{}-{}", p.index, p.name).as_str()));
         if let Some(at) = at {
@@ -283,6 +296,7 @@ impl Plugin for Upstream {
             .store(nanos(rt.request_timeout), Ordering::Relaxed);
         self.registration_timeout
             .store(nanos(rt.registration_timeout), Ordering::Relaxed);
+        self.validating.store(validate, Ordering::Relaxed);
         tracing::info!(
             runtime = %rt.name,
             runtime_version = %rt.version,
@@ -365,7 +379,12 @@ impl Plugin for Upstream {
         container: Container,
     ) -> HandlerResult<CreateContainerResponse> {
         match self.handle(Upcall::Create(pod, container)).await? {
-            Answer::Create(r) => Ok(r),
+            Answer::Create(r, owners) => {
+                if self.validating.load(Ordering::Relaxed) {
+                    self.owners.keep(owners);
+                }
+                Ok(r)
+            }
             _ => Ok(CreateContainerResponse::default()),
         }
     }

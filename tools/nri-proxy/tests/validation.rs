@@ -1,7 +1,8 @@
 //! Validation upstream: the proxy subscribes to ValidateContainerAdjustment
 //! only while a validator sits behind it, and then its validators judge
 //! the runtime's whole adjustment (plugins directly on the runtime too),
-//! seeing the plugins behind the proxy in place of the proxy.
+//! seeing the plugins behind the proxy in place of the proxy, also as the
+//! owners of the fields they changed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -10,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::*;
-use nri_api::api::{Event, ValidateContainerAdjustmentRequest};
+use nri_api::api::{Event, Field, ValidateContainerAdjustmentRequest};
 use nri_plugin::{HandlerError, HandlerResult, Plugin};
 
 /// A validator: rejects an adjustment setting env `BAD`, and records the
@@ -18,6 +19,9 @@ use nri_plugin::{HandlerError, HandlerResult, Plugin};
 #[derive(Clone, Default)]
 struct Guard {
     seen: Arc<Mutex<Vec<Vec<String>>>>,
+    /// The owner of env `A` of each request's container, as the request
+    /// names it.
+    env_a_owner: Arc<Mutex<Vec<Option<String>>>>,
 }
 
 #[nri_plugin::plugin]
@@ -32,6 +36,13 @@ impl Plugin for Guard {
             .map(|p| format!("{}-{}", p.index, p.name))
             .collect();
         self.seen.lock().unwrap().push(names);
+        let owner = (req.owners.as_ref())
+            .zip(req.container.as_ref())
+            .and_then(|(o, c)| o.owners.get(&c.id))
+            .and_then(|f| f.compound.get(&(Field::Env as i32)))
+            .and_then(|e| e.owners.get("A"))
+            .cloned();
+        self.env_a_owner.lock().unwrap().push(owner);
         let adjust = req.adjust.unwrap_or_default();
         if adjust.env.iter().any(|kv| kv.key == "BAD") {
             return Err(HandlerError::msg("env BAD is not allowed"));
@@ -110,6 +121,13 @@ async fn a_validator_behind_the_proxy_judges_the_runtimes_whole_adjustment() {
         seen[1],
         ["10-ay", "90-guard"],
         "upstream, the proxy replaced"
+    );
+    // The runtime records the proxy as the owner of env A; the validator
+    // behind the proxy is told the plugin behind it that set it.
+    assert_eq!(
+        *guard.env_a_owner.lock().unwrap(),
+        [Some("10-ay".to_owned()), Some("10-ay".to_owned())],
+        "inside the proxy, then upstream"
     );
 
     // A plugin directly on the runtime sets what the validator forbids.
