@@ -37,19 +37,21 @@ import (
 const nriVersion = "v0.12.5"
 
 type options struct {
-	pluginBin      string
-	wasm           string
-	k, n, warmup   int
-	concurrency    int
-	flavour        string
-	event          string
-	mode           string
-	syncPods       int
-	syncPerPod     int
-	idleWait       time.Duration
-	regWait        time.Duration
-	logLevel       string
-	pluginLogLevel string
+	pluginBin    string
+	wasm         string
+	k, n, warmup int
+	// adjustingPlugins: the adjustments to expect; -1 means k.
+	adjustingPlugins int
+	concurrency      int
+	flavour          string
+	event            string
+	mode             string
+	syncPods         int
+	syncPerPod       int
+	idleWait         time.Duration
+	regWait          time.Duration
+	logLevel         string
+	pluginLogLevel   string
 }
 
 type bench struct {
@@ -178,6 +180,7 @@ func parseFlags() options {
 	flag.StringVar(&o.pluginBin, "plugin-bin", filepath.Join(filepath.Dir(self), "nri-go-plugin"), "plugin binary, run as: BIN --bench --socket S --name bench --idx NN --adjust FLAVOUR")
 	flag.StringVar(&o.wasm, "wasm", "", "WebAssembly plugin: K copies of it in the plugin directory instead of K plugin processes")
 	flag.IntVar(&o.k, "k", 1, "number of plugin processes (indices 10, 11, ...)")
+	flag.IntVar(&o.adjustingPlugins, "adjusting-plugins", -1, "plugins whose adjustments the merged reply must carry when adjusting (default: the -k value; a proxy in place of the plugins answers for the plugins behind it)")
 	flag.IntVar(&o.n, "n", 20000, "timed calls (latency mode)")
 	flag.IntVar(&o.warmup, "warmup", 1000, "warm-up calls (latency mode)")
 	flag.IntVar(&o.concurrency, "concurrency", 1, "concurrent callers, each on distinct containers (latency mode)")
@@ -427,6 +430,9 @@ func (b *bench) latency(res *Result, cmds []*exec.Cmd) error {
 			want := 0
 			if o.flavour == "adjusting" {
 				want = o.k
+				if o.adjustingPlugins >= 0 {
+					want = o.adjustingPlugins
+				}
 			}
 			if envs == want && anns == want {
 				res.AdjustCheck = fmt.Sprintf("ok: %d env, %d annotations", envs, anns)

@@ -289,14 +289,10 @@ impl BenchOptions {
             } else {
                 vec![Stack::RustRust, Stack::RustProxy]
             };
-            // Adjusting at K=1 only: the harnesses check one adjustment
-            // per plugin they started, and through the proxy they start
-            // one whatever K is behind it.
-            for (f, flavour, ks) in [
-                ("noop", Flavour::Noop, &[1usize, 4][..]),
-                ("adjusting", Flavour::Adjusting, &[1][..]),
-            ] {
-                for &k in ks {
+            // Through the proxy the harnesses start one plugin and check
+            // the adjustments of the K behind it (`--adjusting-plugins`).
+            for (f, flavour) in [("noop", Flavour::Noop), ("adjusting", Flavour::Adjusting)] {
+                for k in [1usize, 4] {
                     let n = (o.n / k).max(min_n);
                     cells.push(lat(
                         format!("proxy-{f}-k{k}"),
@@ -524,7 +520,9 @@ fn run_one(bins: &Bins, o: &BenchOptions, cell: &Cell, stack: Stack) -> Result<R
     let k = if stack.proxy() { 1 } else { cell.k };
     if stack.proxy() {
         cmd.env(ENV_PROXY_K, cell.k.to_string())
-            .env(ENV_PROXY_PLUGIN, &bins.rust_plugin);
+            .env(ENV_PROXY_PLUGIN, &bins.rust_plugin)
+            .arg("--adjusting-plugins")
+            .arg(cell.k.to_string());
     }
     cmd.arg("--mode")
         .arg(cell.mode.as_str())
@@ -917,7 +915,7 @@ fn targets(report: &BenchReport) -> Vec<TargetCheck> {
     }
     // The proxy: the Go runtime through the proxy to K Rust plugins beats
     // the Go runtime with K Go plugins.
-    for (f, k) in [("noop", 1), ("noop", 4), ("adjusting", 1)] {
+    for (f, k) in [("noop", 1), ("noop", 4), ("adjusting", 1), ("adjusting", 4)] {
         let id = format!("proxy-{f}-k{k}");
         if report.cell(&id).is_some() {
             t.push(ratio_check(

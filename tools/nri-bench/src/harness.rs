@@ -48,6 +48,10 @@ pub struct HarnessOptions {
     pub plugin_bin: PathBuf,
     /// Number of plugin processes (indices 10, 11, ...).
     pub k: usize,
+    /// Plugins whose adjustments the merged reply must carry in the
+    /// adjusting flavour; `None`: `k` (a proxy started in place of the
+    /// plugins answers for the plugins behind it).
+    pub adjusting_plugins: Option<usize>,
     /// Timed calls (latency mode).
     pub n: usize,
     /// Warm-up calls (latency mode).
@@ -88,6 +92,7 @@ impl Default for HarnessOptions {
         HarnessOptions {
             plugin_bin: PathBuf::from("nri-bench-plugin"),
             k: 1,
+            adjusting_plugins: None,
             n: 20000,
             warmup: 1000,
             concurrency: 1,
@@ -390,7 +395,7 @@ async fn latency(
                     .filter(|k| k.starts_with("bench.example.com/plugin-"))
                     .count();
                 let want = if o.flavour == Flavour::Adjusting {
-                    o.k
+                    o.adjusting_plugins.unwrap_or(o.k)
                 } else {
                     0
                 };

@@ -49,6 +49,11 @@ struct Args {
     /// Number of plugin processes (indices 10, 11, ...).
     #[arg(long, default_value_t = 1)]
     k: usize,
+    /// Plugins whose adjustments the merged reply must carry (adjusting
+    /// flavour; default: --k). A proxy started in place of the plugins
+    /// answers for the plugins behind it.
+    #[arg(long)]
+    adjusting_plugins: Option<usize>,
     /// Timed calls (latency mode).
     #[arg(long, default_value_t = 20000)]
     n: usize,
@@ -138,6 +143,7 @@ fn main() -> ExitCode {
     let o = HarnessOptions {
         plugin_bin,
         k: a.k,
+        adjusting_plugins: a.adjusting_plugins,
         n: a.n,
         warmup: a.warmup,
         concurrency: a.concurrency,
