@@ -85,6 +85,18 @@ pub use server::{
     service_fn,
 };
 
+/// How long after a request's deadline the server answers
+/// `DEADLINE_EXCEEDED` for a handler that is still running (100 ms).
+///
+/// The client gave up at the deadline already, and its own timeout is the
+/// error it should report (a Go runtime names the plugin and applies the
+/// plugin's timeout policy only for its own timeout). Answering at the
+/// deadline raced that timer: on a loaded node the server's answer could
+/// reach the client first and turn a timeout into a plugin error. The
+/// late answer only frees the stream. Go's ttRPC server has no such
+/// answer: it waits for the handler whatever the deadline.
+pub const DEADLINE_GRACE: std::time::Duration = std::time::Duration::from_millis(100);
+
 // The README's example, compiled and run as a doc test.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

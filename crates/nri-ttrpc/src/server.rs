@@ -50,7 +50,7 @@ use crate::proto::{Code, Request, Status};
 /// | undecodable request envelope | `INVALID_ARGUMENT` | kept |
 /// | even or non-increasing stream id | `INVALID_ARGUMENT` | kept |
 /// | data message (type 3, streaming) | `UNIMPLEMENTED` | kept |
-/// | handler runs past the request deadline | `DEADLINE_EXCEEDED` | kept |
+/// | handler runs past the request deadline | `DEADLINE_EXCEEDED`, [`DEADLINE_GRACE`](crate::DEADLINE_GRACE) after it | kept |
 /// | handler panics | `INTERNAL` | kept |
 /// | response over 4 MiB | `RESOURCE_EXHAUSTED` instead | kept |
 /// | response-type message from the client | none (ignored, as Go does) | kept |

@@ -184,7 +184,8 @@ pub(super) fn start_handler(
     .map_err(|_| Panicked)
 }
 
-/// Runs the handler started in `slot` to its end or its deadline.
+/// Runs the handler started in `slot` to its end, or until
+/// [`DEADLINE_GRACE`](crate::DEADLINE_GRACE) after its deadline.
 pub(super) async fn run_handler(
     slot: &mut HandlerSlot,
     deadline: Option<Instant>,
@@ -202,16 +203,18 @@ pub(super) async fn run_handler(
             let first = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await;
             match first {
                 Poll::Ready(r) => r,
-                Poll::Pending => match tokio::time::timeout_at(d, fut).await {
-                    Ok(r) => r,
-                    Err(_elapsed) => {
-                        tracing::debug!(method = %method, "ttrpc server: handler deadline exceeded");
-                        return Err(Status::new(
-                            Code::DeadlineExceeded,
-                            format!("method {method}: deadline exceeded"),
-                        ));
+                Poll::Pending => {
+                    match tokio::time::timeout_at(d + crate::DEADLINE_GRACE, fut).await {
+                        Ok(r) => r,
+                        Err(_elapsed) => {
+                            tracing::debug!(method = %method, "ttrpc server: handler deadline exceeded");
+                            return Err(Status::new(
+                                Code::DeadlineExceeded,
+                                format!("method {method}: deadline exceeded"),
+                            ));
+                        }
                     }
-                },
+                }
             }
         }
     };
