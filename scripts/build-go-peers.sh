@@ -27,25 +27,10 @@ die() {
 	exit 1
 }
 
-GO=${GO:-}
-if [[ -z $GO ]]; then
-	if command -v go >/dev/null 2>&1; then
-		GO=$(command -v go)
-	elif [[ -x /usr/local/go/bin/go ]]; then
-		GO=/usr/local/go/bin/go
-	else
-		die "no Go toolchain found (install Go >= 1.24 or set GO=/path/to/go)"
-	fi
-fi
+# shellcheck source=lib/go-env.sh
+source "$ROOT/scripts/lib/go-env.sh"
 
-CACHE_BASE=${XDG_CACHE_HOME:-$HOME/.cache}/nri-rs/go
-export GOCACHE=${GOCACHE:-$CACHE_BASE/build}
-export GOMODCACHE=${GOMODCACHE:-$CACHE_BASE/mod}
-export GOFLAGS="-mod=mod -buildvcs=false"
-export GOWORK=off
-export CGO_ENABLED=${CGO_ENABLED:-0}
-
-mkdir -p "$BIN" "$GOCACHE" "$GOMODCACHE"
+mkdir -p "$BIN"
 BIN=$(cd "$BIN" && pwd)
 
 # Fast path: skip Go entirely when no source, module file, toolchain or
@@ -57,6 +42,8 @@ stamp() {
 	echo "$GOFLAGS $CGO_ENABLED $GOMODCACHE"
 	(cd "$INTEROP" && find . -path ./bin -prune -o -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) -print0 |
 		LC_ALL=C sort -z | xargs -0 -r sha256sum)
+	# The scripts that do the building count too.
+	(cd "$ROOT/scripts" && sha256sum build-go-peers.sh build-wasm-guest.sh lib/go-env.sh)
 }
 STAMP=$(stamp | sha256sum | cut -d' ' -f1)
 if [[ -f $STAMP_FILE ]]; then

@@ -12,11 +12,7 @@
 # plugin in a runtime's plugin directory must be). Quiet on success; on
 # failure prints Go's output and exits non-zero.
 #
-# Environment:
-#   GO                the go binary (default: go on PATH, else /usr/local/go/bin/go)
-#   GOCACHE, GOMODCACHE
-#                     used as given; when unset they default to
-#                     ${XDG_CACHE_HOME:-$HOME/.cache}/nri-rs/go/{build,mod}
+# Environment: GO, GOCACHE, GOMODCACHE as scripts/lib/go-env.sh says.
 set -euo pipefail
 
 die() {
@@ -29,24 +25,11 @@ MOD=$1
 OUT=$2
 [[ -f $MOD/go.mod ]] || die "$MOD has no go.mod"
 
-GO=${GO:-}
-if [[ -z $GO ]]; then
-	if command -v go >/dev/null 2>&1; then
-		GO=$(command -v go)
-	elif [[ -x /usr/local/go/bin/go ]]; then
-		GO=/usr/local/go/bin/go
-	else
-		die "no Go toolchain found (install Go >= 1.24 or set GO=/path/to/go)"
-	fi
-fi
-
-CACHE_BASE=${XDG_CACHE_HOME:-$HOME/.cache}/nri-rs/go
-export GOCACHE=${GOCACHE:-$CACHE_BASE/build}
-export GOMODCACHE=${GOMODCACHE:-$CACHE_BASE/mod}
-export GOFLAGS="-mod=mod -buildvcs=false"
-export GOWORK=off
+# shellcheck source=lib/go-env.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/go-env.sh"
+# A WebAssembly guest is built without cgo, whatever the caller's setting.
 export CGO_ENABLED=0
-mkdir -p "$GOCACHE" "$GOMODCACHE" "$(dirname "$OUT")"
+mkdir -p "$(dirname "$OUT")"
 
 TMP=$(mktemp "$(dirname "$OUT")/.build-wasm-guest.XXXXXX")
 LOG=$(mktemp "${TMPDIR:-/tmp}/build-wasm-guest.log.XXXXXX")
