@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::adaptation::Shared;
 use crate::encode::{SyncEncoder, SyncLimits, SyncObjects, SyncParts};
-use crate::error::Error;
+use crate::error::{Error, RegistrationFailure};
 use crate::peer::{Peer, Refused};
 use crate::plugin::{Conn, Plugin, PluginInput, PluginOrigin, PluginParts};
 use nri_merge::PluginId;
@@ -140,15 +140,17 @@ impl Shared {
         mut pending: Pending,
     ) -> Result<Arc<Plugin>, Error> {
         let peer = pending.peer.clone();
-        let reg_err = |reason: String| Error::Registration {
+        let reg_err = |reason: RegistrationFailure| Error::Registration {
             plugin: peer.clone(),
             reason,
         };
         let mux = nri_mux::Mux::new_paused(stream);
         mux.set_spin_budget(self.config.spin_budget);
-        let conn2 = mux
-            .open(RUNTIME_SERVICE_CONN)
-            .map_err(|e| reg_err(format!("mux: {e}")))?;
+        let conn2 = mux.open(RUNTIME_SERVICE_CONN).map_err(|e| {
+            reg_err(RegistrationFailure::Transport {
+                message: e.to_string(),
+            })
+        })?;
         let closed = CancellationToken::new();
         let identity: Arc<Mutex<Option<PluginId>>> = Arc::new(Mutex::new(None));
         let who = RuntimeServicePeer {
@@ -180,8 +182,8 @@ impl Shared {
         let reg = tokio::select! {
             r = reg_rx.recv() => r,
             () = tokio::time::sleep(self.config.registration_timeout) => {
-                let reason = format!("no registration within {:?}", self.config.registration_timeout);
-                self.peers.refuse_unregistered(&peer, pending.origin, "connection", "registration_timeout", reason.clone());
+                let reason = RegistrationFailure::Timeout { timeout: self.config.registration_timeout };
+                self.peers.refuse_unregistered(&peer, pending.origin, "connection", "registration_timeout", reason.to_string());
                 cleanup(&mux, &closed);
                 kill_child(&mut pending.child).await;
                 return Err(reg_err(reason));
@@ -191,7 +193,7 @@ impl Shared {
         let Some((req, reply)) = reg else {
             cleanup(&mux, &closed);
             kill_child(&mut pending.child).await;
-            return Err(reg_err("connection closed before registration".into()));
+            return Err(reg_err(RegistrationFailure::ClosedBeforeRegistration));
         };
         let id = match self.check_registration(&req, pending.launched_id.take()) {
             Ok(id) => id,
@@ -207,7 +209,7 @@ impl Shared {
                     "registration",
                     refused,
                 );
-                let _ = reply.send(Err(Status::new(Code::InvalidArgument, reason.clone())));
+                let _ = reply.send(Err(Status::new(Code::InvalidArgument, reason.to_string())));
                 // Let the answer reach the plugin before closing: closing the
                 // trunk discards unsent data, so give the plugin a bounded
                 // moment to read the refusal and hang up itself.
@@ -227,7 +229,9 @@ impl Shared {
                 let _ = reply.send(Err(Status::new(Code::Unavailable, "connection closed")));
                 cleanup(&mux, &closed);
                 kill_child(&mut pending.child).await;
-                return Err(reg_err(format!("mux: {e}")));
+                return Err(reg_err(RegistrationFailure::Transport {
+                    message: e.to_string(),
+                }));
             }
         };
         let cleanup = |mux: &nri_mux::Mux, client: &Client, closed: &CancellationToken| {
@@ -238,7 +242,7 @@ impl Shared {
         drop(pending.pending_slot.take());
         tracing::info!(plugin = %id, peer = %peer, nri_version = %req.nri_version, "NRI plugin registered");
         let full = id.to_string();
-        let fail = |reason: String| Error::Registration {
+        let fail = |reason: RegistrationFailure| Error::Registration {
             plugin: full.clone(),
             reason,
         };
@@ -267,7 +271,9 @@ impl Shared {
                 declared = resp.failure_policy;
                 check_mask(resp.events)
             }
-            Err(e) => Err(format!("Configure failed: {e}")),
+            Err(e) => Err(RegistrationFailure::Configure {
+                message: e.to_string(),
+            }),
         };
         let mask = match mask {
             Ok(m) => m,
@@ -324,18 +330,24 @@ impl Shared {
         &self,
         req: &RegisterPluginRequest,
         launched: Option<PluginId>,
-    ) -> Result<PluginId, String> {
+    ) -> Result<PluginId, RegistrationFailure> {
+        fn invalid(e: impl std::fmt::Display) -> RegistrationFailure {
+            RegistrationFailure::InvalidIdentity {
+                reason: e.to_string(),
+            }
+        }
         let id = match launched {
             Some(id) => id,
             None => {
-                nri_api::check_plugin_index(&req.plugin_idx).map_err(|e| e.to_string())?;
-                nri_api::check_plugin_name(&req.plugin_name).map_err(|e| e.to_string())?;
-                PluginId::new(req.plugin_idx.clone(), req.plugin_name.clone())
-                    .map_err(|e| e.to_string())?
+                nri_api::check_plugin_index(&req.plugin_idx).map_err(invalid)?;
+                nri_api::check_plugin_name(&req.plugin_name).map_err(invalid)?;
+                PluginId::new(req.plugin_idx.clone(), req.plugin_name.clone()).map_err(invalid)?
             }
         };
         if !self.registry.reserve(&id.to_string()) {
-            return Err(format!("a plugin named {id} is already connected"));
+            return Err(RegistrationFailure::NameInUse {
+                plugin: id.to_string(),
+            });
         }
         Ok(id)
     }
@@ -443,7 +455,9 @@ impl Shared {
             .register(RUNTIME_SERVICE, methods)
             .map_err(|e| Error::Registration {
                 plugin: "?".into(),
-                reason: e.to_string(),
+                reason: RegistrationFailure::Transport {
+                    message: e.to_string(),
+                },
             })?;
         server.set_limits(
             ServerLimits::default()
@@ -504,14 +518,19 @@ impl Shared {
 
     /// Synchronize behind the barrier, then the deferred deliveries, then
     /// activation. See `registry.rs` and `docs/runtime/sync.md`.
-    pub(crate) async fn synchronize(&self, plugin: &Arc<Plugin>) -> Result<(), String> {
+    pub(crate) async fn synchronize(
+        &self,
+        plugin: &Arc<Plugin>,
+    ) -> Result<(), RegistrationFailure> {
         let finished = self.registry.begin_sync(plugin);
         self.await_finished_creations(plugin, finished).await;
         let snapshot = self
             .callbacks
             .list_pods_and_containers()
             .await
-            .map_err(|e| format!("listing pods and containers failed: {e}"))?;
+            .map_err(|e| RegistrationFailure::ListFailed {
+                message: e.to_string(),
+            })?;
         self.peers.known.listed(&snapshot.containers);
         let objects = {
             let (queued_pods, queued_containers) = self.registry.queued_ids(plugin);
@@ -550,7 +569,7 @@ impl Shared {
         }
         plugin.mark_ready();
         if plugin.is_closed() {
-            return Err("connection lost during synchronization".into());
+            return Err(RegistrationFailure::LostDuringSync);
         }
         Ok(())
     }
@@ -562,7 +581,7 @@ impl Shared {
         &self,
         plugin: &Arc<Plugin>,
         objects: SyncObjects,
-    ) -> Result<Vec<nri_api::api::ContainerUpdate>, String> {
+    ) -> Result<Vec<nri_api::api::ContainerUpdate>, RegistrationFailure> {
         let mut encoder = SyncEncoder::new(objects, SYNC_LIMITS);
         if encoder.is_single() {
             let payload = encoder.next_message().await.unwrap_or_default();
@@ -576,17 +595,19 @@ impl Shared {
                 return Ok(resp.update);
             }
             if !resp.more || !resp.update.is_empty() {
-                return Err("plugin does not handle split Synchronize requests".into());
+                return Err(RegistrationFailure::SplitSyncUnsupported);
             }
         }
-        Err("the Synchronize encoder stopped before the last message".into())
+        Err(RegistrationFailure::Synchronize {
+            message: "the encoder stopped before the last message".into(),
+        })
     }
 
     async fn sync_call(
         &self,
         plugin: &Plugin,
         payload: bytes::Bytes,
-    ) -> Result<SynchronizeResponse, String> {
+    ) -> Result<SynchronizeResponse, RegistrationFailure> {
         plugin
             .call_decoded(
                 &*self.metrics,
@@ -596,22 +617,23 @@ impl Shared {
                 plugin.timeout,
             )
             .await
-            .map_err(|e| format!("Synchronize failed: {e}"))
+            .map_err(|e| RegistrationFailure::Synchronize {
+                message: e.to_string(),
+            })
     }
 }
 
-pub(crate) fn check_mask(events: i32) -> Result<EventMask, String> {
+pub(crate) fn check_mask(events: i32) -> Result<EventMask, RegistrationFailure> {
     let mask = EventMask::from_i32(events);
     if mask.is_empty() {
         return Ok(EventMask::ALL);
     }
     if mask.unknown_bits() != 0 {
-        return Err(format!(
-            "plugin subscribed to unknown events {:#x} (this runtime knows {:#x}: {})",
-            mask.unknown_bits(),
-            EventMask::ALL.as_i32(),
-            EventMask::ALL
-        ));
+        return Err(RegistrationFailure::UnknownEvents {
+            unknown: mask.unknown_bits(),
+            known: EventMask::ALL.as_i32(),
+            known_names: EventMask::ALL.to_string(),
+        });
     }
     Ok(mask)
 }

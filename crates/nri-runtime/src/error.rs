@@ -107,14 +107,15 @@ pub enum Error {
         /// The event that was refused.
         event: String,
     },
-    /// A plugin's registration was refused or failed.
+    /// A plugin's registration was refused or failed (registration,
+    /// Configure or Synchronize).
     #[error("registration of plugin {plugin} failed: {reason}")]
     Registration {
         /// The plugin as far as known (`NN-name`, or a description of the
         /// connection when it never said its name).
         plugin: String,
         /// Why.
-        reason: String,
+        reason: RegistrationFailure,
     },
     /// A runtime callback (list, update, evict) failed.
     #[error("runtime callback {callback} failed: {message}")]
@@ -238,4 +239,85 @@ fn key_suffix(key: &Option<String>) -> String {
         Some(k) => format!(" {k:?}"),
         None => String::new(),
     }
+}
+
+/// Why a plugin did not get from its connection to active
+/// ([`Error::Registration`]): the steps are registration, Configure and
+/// Synchronize.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegistrationFailure {
+    /// The connection closed before the plugin sent `RegisterPlugin`.
+    #[error("connection closed before registration")]
+    ClosedBeforeRegistration,
+    /// No `RegisterPlugin` within the registration timeout.
+    #[error("no registration within {timeout:?}")]
+    Timeout {
+        /// The registration timeout.
+        timeout: std::time::Duration,
+    },
+    /// The index or name the plugin registered with is not valid.
+    #[error("{reason}")]
+    InvalidIdentity {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A plugin of the same name is connected already.
+    #[error("a plugin named {plugin} is already connected")]
+    NameInUse {
+        /// The name (`NN-name`).
+        plugin: String,
+    },
+    /// The connection's multiplexer failed while it was set up.
+    #[error("mux: {message}")]
+    Transport {
+        /// The multiplexer's error.
+        message: String,
+    },
+    /// The `Configure` call failed (error, timeout or lost connection).
+    #[error("Configure failed: {message}")]
+    Configure {
+        /// The call's error.
+        message: String,
+    },
+    /// The `Configure` answer could not be taken (too large or not
+    /// decodable).
+    #[error("Configure answer refused: {reason}")]
+    ConfigureAnswer {
+        /// Why.
+        reason: String,
+    },
+    /// The plugin subscribed to events this runtime does not know.
+    #[error(
+        "plugin subscribed to unknown events {unknown:#x} (this runtime knows {known:#x}: {known_names})"
+    )]
+    UnknownEvents {
+        /// The unknown bits of the plugin's event mask.
+        unknown: i32,
+        /// The events this runtime knows, as a mask.
+        known: i32,
+        /// Their names.
+        known_names: String,
+    },
+    /// Listing the pods and containers for the plugin's `Synchronize`
+    /// failed (a runtime callback error).
+    #[error("listing pods and containers failed: {message}")]
+    ListFailed {
+        /// The callback's error.
+        message: String,
+    },
+    /// The `Synchronize` call (or one of its parts) failed.
+    #[error("Synchronize failed: {message}")]
+    Synchronize {
+        /// The call's error.
+        message: String,
+    },
+    /// The snapshot was split in parts and the plugin answered a part
+    /// other than the last as if it were the last (it does not handle
+    /// split requests).
+    #[error("plugin does not handle split Synchronize requests")]
+    SplitSyncUnsupported,
+    /// The connection was lost during synchronization.
+    #[error("connection lost during synchronization")]
+    LostDuringSync,
 }

@@ -16,7 +16,7 @@ use super::WasmError;
 use super::host::{Guest, WasmConn};
 use crate::adaptation::Shared;
 use crate::connect::{check_mask, millis};
-use crate::error::Error;
+use crate::error::{Error, RegistrationFailure};
 use crate::launch::DiscoveredPlugin;
 use crate::plugin::{Conn, Plugin, PluginOrigin, PluginParts};
 
@@ -29,8 +29,10 @@ impl Shared {
         let full = d.id.to_string();
         if !self.registry.reserve(&full) {
             return Err(Error::Registration {
+                reason: RegistrationFailure::NameInUse {
+                    plugin: full.clone(),
+                },
                 plugin: full,
-                reason: "a plugin of that name is already connected".into(),
             });
         }
         let res = self.clone().configure_wasm(&d).await;
@@ -87,7 +89,7 @@ impl Shared {
             request_timeout: millis(self.config.request_timeout),
             nri_version: nri_api::NRI_VERSION.to_owned(),
         };
-        let fail = |reason: String| Error::Registration {
+        let fail = |reason: RegistrationFailure| Error::Registration {
             plugin: full.clone(),
             reason,
         };
@@ -98,9 +100,17 @@ impl Shared {
                 timeout,
             )
             .await
-            .map_err(|e| fail(format!("Configure failed: {e}")))?;
-        let resp = crate::peer::decode_checked::<ConfigureResponse>(&self.peers, answer)
-            .map_err(|r| fail(format!("Configure answer refused: {r}")))?;
+            .map_err(|e| {
+                fail(RegistrationFailure::Configure {
+                    message: e.to_string(),
+                })
+            })?;
+        let resp =
+            crate::peer::decode_checked::<ConfigureResponse>(&self.peers, answer).map_err(|r| {
+                fail(RegistrationFailure::ConfigureAnswer {
+                    reason: r.to_string(),
+                })
+            })?;
         let mask = check_mask(resp.events).map_err(fail)?;
         let declared = resp.failure_policy;
         let plugin = Arc::new(Plugin::new(PluginParts {
