@@ -145,6 +145,17 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 /// Equal to [`NriVersion::CURRENT`](crate::NriVersion::CURRENT) printed.
 pub const NRI_VERSION: &str = "v0.12.5";
 
+/// Build metadata that `nri-runtime` adds to the NRI version it reports in
+/// `ConfigureRequest.NRI_version` (`v0.12.5+nri-rs`, see
+/// [`nri_rs_runtime_version`](crate::nri_rs_runtime_version)). Go runtimes
+/// report their module version (containerd/nri v0.12.x, `pkg/adaptation`)
+/// and never this tag; our plugin SDK reads it to know that the runtime is
+/// ours ([`is_nri_rs_runtime`](crate::is_nri_rs_runtime)), which decides
+/// whether the plugin polls for requests instead of sleeping at once.
+/// Semantic versioning ignores build metadata, so every reader of the
+/// version still sees v0.12.5.
+pub const NRI_RS_BUILD_TAG: &str = "nri-rs";
+
 /// The first eight bytes of a WebAssembly module; the runtime loads such a
 /// file in the plugin directory as a WebAssembly plugin instead of executing it.
 pub const WASM_MAGIC: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];

@@ -101,7 +101,7 @@ pub use messages::MESSAGE_COUNT;
 pub use plugin_name::{check_plugin_index, check_plugin_name, parse_plugin_file_name};
 pub use version::{
     NriVersion, RuntimeNriVersion, VersionOrigin, has_dedicated_event_rpcs, infer_nri_version,
-    runtime_nri_version, valid_events,
+    is_nri_rs_runtime, nri_rs_runtime_version, runtime_nri_version, valid_events,
 };
 
 /// The protocol schema as an encoded `google.protobuf.FileDescriptorSet`

@@ -174,6 +174,24 @@ pub struct RuntimeNriVersion {
 
 /// Values of `NRI_version` that carry no information: empty, Go's
 /// `(devel)` and `0.0.0-unknown`.
+/// The `NRI_version` our runtime library reports in `ConfigureRequest`:
+/// [`NRI_VERSION`](crate::NRI_VERSION) with the build metadata
+/// [`NRI_RS_BUILD_TAG`](crate::NRI_RS_BUILD_TAG).
+pub fn nri_rs_runtime_version() -> String {
+    format!("{}+{}", crate::NRI_VERSION, crate::NRI_RS_BUILD_TAG)
+}
+
+/// Whether a `ConfigureRequest.NRI_version` says the runtime is built on
+/// our runtime library: its build metadata holds
+/// [`NRI_RS_BUILD_TAG`](crate::NRI_RS_BUILD_TAG) as one of its
+/// dot-separated identifiers.
+pub fn is_nri_rs_runtime(nri_version: &str) -> bool {
+    nri_version
+        .trim()
+        .split_once('+')
+        .is_some_and(|(_, build)| build.split('.').any(|id| id == crate::NRI_RS_BUILD_TAG))
+}
+
 fn is_placeholder_version(v: &str) -> bool {
     matches!(
         v.trim(),

@@ -152,3 +152,29 @@ fn runtime_version_prefers_reported() {
     assert_eq!(r.version.valid_events(), EventMask::ALL_BEFORE_V0_10);
     assert!(!r.version.has_dedicated_event_rpcs());
 }
+
+#[test]
+fn our_runtime_tags_its_nri_version_and_only_that_tag_counts() {
+    let ours = nri_api::nri_rs_runtime_version();
+    assert_eq!(ours, "v0.12.5+nri-rs");
+    assert!(nri_api::is_nri_rs_runtime(&ours));
+    assert!(nri_api::is_nri_rs_runtime(" v0.13.0+build.7.nri-rs "));
+    // What Go runtimes send (their module version, or a placeholder), and
+    // look-alikes, are not ours.
+    for other in [
+        "v0.12.5",
+        "",
+        "(devel)",
+        "v0.0.0-unknown",
+        "v0.12.5-nri-rs",
+        "v0.12.5+nri-rs2",
+        "v0.12.5+xnri-rs",
+        "nri-rs",
+    ] {
+        assert!(!nri_api::is_nri_rs_runtime(other), "{other:?}");
+    }
+    // Everyone else reads the tagged version as v0.12.5.
+    let reported = nri_api::runtime_nri_version(&ours, "my-runtime", "v1");
+    assert_eq!(reported.version, NriVersion::CURRENT);
+    assert_eq!(reported.origin, nri_api::VersionOrigin::Reported);
+}

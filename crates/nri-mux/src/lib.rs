@@ -74,22 +74,28 @@
 //! ```
 
 pub mod codec;
+mod conn;
 mod error;
+pub mod latency;
 mod mux;
+mod reader;
 mod socket;
-mod spin;
+mod stats;
 #[doc(hidden)]
 pub mod sync;
+mod writer;
 
 pub use codec::{
     ConnId, Decoder, EXTENSION_CONN, Extension, FIRST_FRAME_MAX, HEADER_LEN, MAX_PAYLOAD,
     PLUGIN_SERVICE_CONN, Piece, RESERVED_CONN, RUNTIME_SERVICE_CONN, encode_message,
 };
+pub use conn::{ConnSink, MuxConn, MuxReadHalf, MuxWriteHalf, READ_BUFFER_LIMIT};
 pub use error::Error;
-pub use mux::{
-    ConnSink, Mux, MuxConn, MuxReadHalf, MuxStats, MuxWriteHalf, READ_BUFFER_LIMIT, ReaderDriver,
-    WRITE_BACKLOG_LIMIT,
-};
+pub use latency::{LatencyStats, ReadStrategy, ReaderDriver};
+pub use mux::Mux;
+pub use stats::MuxStats;
+pub use writer::WRITE_BACKLOG_LIMIT;
+
 pub use socket::{
     PLUGIN_SOCKET_ENV, PLUGIN_SOCKET_FD, PeerCredentials, adopt_inherited_fd, from_env, into_tokio,
     pass_to_child, peer_credentials, socketpair,

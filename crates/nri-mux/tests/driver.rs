@@ -61,7 +61,7 @@ async fn scenario(budget: Option<Duration>, delay: Duration) {
     let peer = peer(b, 50, delay);
     let m = common::std_mux(a);
     if let Some(b) = budget {
-        m.set_spin_budget(b);
+        m.set_read_strategy(nri_mux::ReadStrategy::Spin { budget: b });
     }
     let (mut rd, mut wr) = m.open(PLUGIN_SERVICE_CONN).unwrap().into_split();
     let mut late = m.open(RUNTIME_SERVICE_CONN).unwrap();

@@ -49,7 +49,7 @@ async fn hints_go_out_only_once_the_peer_has_announced_that_it_takes_them() {
     // The peer has said nothing: no hint is sent.
     assert!(!m.peer_accepts_wake_hints());
     assert!(!m.send_wake_hint());
-    assert_eq!(m.stats().wake_hints_sent, 0);
+    assert_eq!(m.latency_stats().wake_hints_sent, 0);
 
     // The peer announces, then sends a message: once the message is read,
     // so is the announcement before it.
@@ -67,10 +67,11 @@ async fn hints_go_out_only_once_the_peer_has_announced_that_it_takes_them() {
     let mut want = HINT.to_vec();
     want.extend(frame(PLUGIN_SERVICE_CONN.0, b"msg"));
     assert_eq!(read_n(&mut raw, want.len()).await, want);
-    let s = m.stats();
+    let s = m.latency_stats();
     assert_eq!(s.wake_hints_sent, 1, "{s:?}");
     // The announcement was read as a frame, not dropped as one for a
     // connection that is not open.
+    let s = m.stats();
     assert_eq!((s.frames_received, s.dropped_frames), (2, 0), "{s:?}");
 }
 
@@ -80,13 +81,15 @@ async fn a_reader_that_takes_hints_polls_for_the_announced_message() {
     let (m, mut raw) = mux_and_raw();
     // Long enough that the message below, written once the hint has been
     // read, always comes while the reader polls.
-    m.set_spin_budget(Duration::from_secs(5));
+    m.set_read_strategy(nri_mux::ReadStrategy::Spin {
+        budget: Duration::from_secs(5),
+    });
     let mut conn = m.open(PLUGIN_SERVICE_CONN).unwrap();
     assert!(m.accept_wake_hints());
     assert_eq!(read_n(&mut raw, 9).await, ACCEPTED);
 
     raw.write_all(&HINT).await.unwrap();
-    until(&m, "the hint was read", |s| s.wake_hints_received == 1).await;
+    until_latency(&m, "the hint was read", |s| s.wake_hints_received == 1).await;
     let payload = pattern(3000, 1);
     raw.write_all(&frame(PLUGIN_SERVICE_CONN.0, &payload))
         .await
@@ -94,7 +97,7 @@ async fn a_reader_that_takes_hints_polls_for_the_announced_message() {
     let mut got = vec![0u8; payload.len()];
     conn.read_exact(&mut got).await.unwrap();
     assert_eq!(got, payload);
-    let s = m.stats();
+    let s = m.latency_stats();
     assert_eq!((s.hint_hits, s.hint_misses), (1, 0), "{s:?}");
     // The hint is not a spin after a write of ours.
     assert_eq!((s.spin_hits, s.spin_misses), (0, 0), "{s:?}");
@@ -104,13 +107,15 @@ async fn a_reader_that_takes_hints_polls_for_the_announced_message() {
 async fn a_hint_that_nothing_follows_runs_out_and_the_reader_parks() {
     let _turn = ONE_AT_A_TIME.lock().await;
     let (m, mut raw) = mux_and_raw();
-    m.set_spin_budget(Duration::from_millis(1));
+    m.set_read_strategy(nri_mux::ReadStrategy::Spin {
+        budget: Duration::from_millis(1),
+    });
     let mut conn = m.open(PLUGIN_SERVICE_CONN).unwrap();
     assert!(m.accept_wake_hints());
     assert_eq!(read_n(&mut raw, 9).await, ACCEPTED);
 
     raw.write_all(&HINT).await.unwrap();
-    until(&m, "the poll ran out", |s| s.hint_misses == 1).await;
+    until_latency(&m, "the poll ran out", |s| s.hint_misses == 1).await;
     // The parked reader still gets what comes later.
     raw.write_all(&frame(PLUGIN_SERVICE_CONN.0, b"late"))
         .await
@@ -118,7 +123,7 @@ async fn a_hint_that_nothing_follows_runs_out_and_the_reader_parks() {
     let mut got = [0u8; 4];
     conn.read_exact(&mut got).await.unwrap();
     assert_eq!(&got, b"late");
-    assert_eq!(m.stats().hint_hits, 0);
+    assert_eq!(m.latency_stats().hint_hits, 0);
 
     // After a miss, the next hint is not polled after (one in two now).
     raw.write_all(&HINT).await.unwrap();
@@ -127,7 +132,7 @@ async fn a_hint_that_nothing_follows_runs_out_and_the_reader_parks() {
         .unwrap();
     conn.read_exact(&mut got).await.unwrap();
     assert_eq!(&got, b"next");
-    let s = m.stats();
+    let s = m.latency_stats();
     assert_eq!(s.wake_hints_received, 2, "{s:?}");
     assert_eq!((s.hint_hits, s.hint_misses), (0, 1), "{s:?}");
 }
@@ -136,19 +141,21 @@ async fn a_hint_that_nothing_follows_runs_out_and_the_reader_parks() {
 async fn hints_are_ignored_by_a_reader_that_did_not_accept_them() {
     let _turn = ONE_AT_A_TIME.lock().await;
     let (m, mut raw) = mux_and_raw();
-    m.set_spin_budget(Duration::from_secs(5));
+    m.set_read_strategy(nri_mux::ReadStrategy::Spin {
+        budget: Duration::from_secs(5),
+    });
     let mut conn = m.open(PLUGIN_SERVICE_CONN).unwrap();
 
     raw.write_all(&HINT).await.unwrap();
-    until(&m, "the hint was read", |s| s.wake_hints_received == 1).await;
+    until_latency(&m, "the hint was read", |s| s.wake_hints_received == 1).await;
     raw.write_all(&frame(PLUGIN_SERVICE_CONN.0, b"x"))
         .await
         .unwrap();
     let mut got = [0u8; 1];
     conn.read_exact(&mut got).await.unwrap();
-    let s = m.stats();
+    let s = m.latency_stats();
     assert_eq!((s.hint_hits, s.hint_misses), (0, 0), "{s:?}");
-    assert_eq!(s.dropped_frames, 0, "{s:?}");
+    assert_eq!(m.stats().dropped_frames, 0, "{:?}", m.stats());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -169,6 +176,7 @@ async fn unknown_extension_frames_are_ignored_and_the_id_cannot_be_opened() {
     assert_eq!(&got, b"still here");
     let s = m.stats();
     assert_eq!((s.frames_received, s.dropped_frames), (6, 0), "{s:?}");
+    let s = m.latency_stats();
     assert_eq!(s.wake_hints_received, 0, "{s:?}");
     assert!(!m.peer_accepts_wake_hints());
     assert!(!m.is_closed());
@@ -180,7 +188,9 @@ async fn two_muxes_agree_on_hints_and_a_hinted_peer_catches_the_next_request() {
     let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
     // The "plugin": takes hints, answers each 16-byte request.
     let plugin = peer_thread(b, |mux| async move {
-        mux.set_spin_budget(Duration::from_secs(5));
+        mux.set_read_strategy(nri_mux::ReadStrategy::Spin {
+            budget: Duration::from_secs(5),
+        });
         assert!(mux.accept_wake_hints());
         let mut conn = mux.open(PLUGIN_SERVICE_CONN).unwrap();
         let mut buf = [0u8; 16];
@@ -188,7 +198,7 @@ async fn two_muxes_agree_on_hints_and_a_hinted_peer_catches_the_next_request() {
             conn.read_exact(&mut buf).await.unwrap();
             conn.write_all(&buf).await.unwrap();
         }
-        mux.stats()
+        (mux.latency_stats(), mux.stats())
     });
     // The "runtime".
     let m = std_mux(a);
@@ -206,10 +216,10 @@ async fn two_muxes_agree_on_hints_and_a_hinted_peer_catches_the_next_request() {
     conn.read_exact(&mut buf).await.unwrap();
     drop(conn);
     m.close();
-    let s = plugin.join().unwrap();
+    let (s, trunk) = plugin.join().unwrap();
     assert_eq!(s.wake_hints_received, 1, "{s:?}");
     assert_eq!(s.hint_misses, 0, "{s:?}");
     assert!(s.hint_hits <= 1, "{s:?}");
-    assert_eq!(s.dropped_frames, 0, "{s:?}");
-    assert_eq!(m.stats().wake_hints_sent, 1);
+    assert_eq!(trunk.dropped_frames, 0, "{trunk:?}");
+    assert_eq!(m.latency_stats().wake_hints_sent, 1);
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 mod common;
 
 use common::{exchange, mux_with_echo};
-use nri_mux::{MuxStats, PLUGIN_SERVICE_CONN};
+use nri_mux::{LatencyStats, PLUGIN_SERVICE_CONN};
 
 /// Runs `n` exchanges against an echo peer answering after `delay`, with
 /// the reader's spin `budget` (none: spinning off), on `rt`.
@@ -20,18 +20,18 @@ fn scenario(
     delay: Duration,
     budget: Option<Duration>,
     n: usize,
-) -> MuxStats {
+) -> LatencyStats {
     rt.block_on(async {
         let m = mux_with_echo(delay);
         if let Some(b) = budget {
-            m.set_spin_budget(b);
+            m.set_read_strategy(nri_mux::ReadStrategy::Spin { budget: b });
         }
         let mut conn = m.open(PLUGIN_SERVICE_CONN).unwrap();
         // A lost wake-up would hang here rather than fail.
         tokio::time::timeout(Duration::from_secs(30), exchange(&mut conn, n))
             .await
             .expect("every answer arrives");
-        m.stats()
+        m.latency_stats()
     })
 }
 

@@ -1,5 +1,5 @@
 //! The trunk reader waits briefly for the rest of a message it got part
-//! of (see `Mux::set_spin_budget`), and parks when the rest is late,
+//! of (see `ReadStrategy::Spin`), and parks when the rest is late,
 //! losing nothing. Its own test binary, and its tests take turns: one
 //! reader of a process waits or spins at a time.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -22,7 +22,9 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 async fn a_late_rest_of_a_frame_is_waited_for_then_read_after_parking() {
     let _turn = ONE_AT_A_TIME.lock().await;
     let (m, mut raw) = mux_and_raw();
-    m.set_spin_budget(Duration::from_micros(100));
+    m.set_read_strategy(nri_mux::ReadStrategy::Spin {
+        budget: Duration::from_micros(100),
+    });
     let mut conn = m.open(PLUGIN_SERVICE_CONN).unwrap();
     let payload = pattern(5000, 7);
     let bytes = frame(PLUGIN_SERVICE_CONN.0, &payload);
@@ -30,16 +32,16 @@ async fn a_late_rest_of_a_frame_is_waited_for_then_read_after_parking() {
     // A header and part of the payload; the rest only once the reader has
     // given up waiting for it.
     raw.write_all(&bytes[..8 + 100]).await.unwrap();
-    until(&m, "the reader waited for the rest", |s| s.rest_misses >= 1).await;
+    until_latency(&m, "the reader waited for the rest", |s| s.rest_misses >= 1).await;
     raw.write_all(&bytes[8 + 100..]).await.unwrap();
     let mut got = vec![0u8; payload.len()];
     conn.read_exact(&mut got).await.unwrap();
     assert_eq!(got, payload);
 
     // A header alone: the reader waits again, the message still arrives.
-    let misses = m.stats().rest_misses;
+    let misses = m.latency_stats().rest_misses;
     raw.write_all(&bytes[..8]).await.unwrap();
-    until(&m, "a second wait", |s| s.rest_misses > misses).await;
+    until_latency(&m, "a second wait", |s| s.rest_misses > misses).await;
     raw.write_all(&bytes[8..]).await.unwrap();
     conn.read_exact(&mut got).await.unwrap();
     assert_eq!(got, payload);
@@ -53,7 +55,7 @@ async fn a_late_rest_of_a_frame_is_waited_for_then_read_after_parking() {
     raw.write_all(&bytes[8..]).await.unwrap();
     conn.read_exact(&mut got).await.unwrap();
     assert_eq!(got, payload);
-    let s = m.stats();
+    let s = m.latency_stats();
     assert_eq!((s.rest_hits, s.rest_misses), (0, 0), "{s:?}");
 }
 
@@ -79,7 +81,9 @@ impl ConnSink for Partial {
 async fn a_sink_holding_part_of_a_message_makes_the_reader_wait_for_the_rest() {
     let _turn = ONE_AT_A_TIME.lock().await;
     let (m, mut raw) = mux_and_raw();
-    m.set_spin_budget(Duration::from_micros(100));
+    m.set_read_strategy(nri_mux::ReadStrategy::Spin {
+        budget: Duration::from_micros(100),
+    });
     let (rd, _wr) = m.open(PLUGIN_SERVICE_CONN).unwrap().into_split();
     let got = Arc::new(Mutex::new(Vec::new()));
     rd.into_sink(Partial {
@@ -91,7 +95,7 @@ async fn a_sink_holding_part_of_a_message_makes_the_reader_wait_for_the_rest() {
     raw.write_all(&frame(PLUGIN_SERVICE_CONN.0, b"abcd"))
         .await
         .unwrap();
-    until(&m, "the reader waited for the rest", |s| s.rest_misses >= 1).await;
+    until_latency(&m, "the reader waited for the rest", |s| s.rest_misses >= 1).await;
     assert_eq!(m.stats().frames_received, 1);
     raw.write_all(&frame(PLUGIN_SERVICE_CONN.0, b"efghij"))
         .await
@@ -99,10 +103,10 @@ async fn a_sink_holding_part_of_a_message_makes_the_reader_wait_for_the_rest() {
     until(&m, "the second frame", |_| got.lock().unwrap().len() == 10).await;
     assert_eq!(&got.lock().unwrap()[..], b"abcdefghij");
     // The message is complete now: no wait after the second frame.
-    let misses = m.stats().rest_misses;
+    let misses = m.latency_stats().rest_misses;
     raw.write_all(&frame(PLUGIN_SERVICE_CONN.0, b"k"))
         .await
         .unwrap();
     until(&m, "the third frame", |_| got.lock().unwrap().len() == 11).await;
-    assert_eq!(m.stats().rest_misses, misses);
+    assert_eq!(m.latency_stats().rest_misses, misses);
 }

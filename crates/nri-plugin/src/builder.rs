@@ -129,11 +129,10 @@ pub struct Builder<P> {
 /// takes, between our answer and its next request, during a burst of
 /// events (so the burst costs no wake-up per event; only a request within
 /// half the budget makes spinning more likely, and that half has to cover
-/// the runtime's turn-around also when the machine is busy), and short
-/// enough that under the Go runtime, whose next request comes 70-200 µs
-/// after the answer, the spins back off. Events that come further apart
-/// (the usual case) leave the plugin asleep; see docs/runtime/spinning.md.
-pub const DEFAULT_SPIN_BUDGET: Duration = Duration::from_micros(100);
+/// the runtime's turn-around also when the machine is busy). Events that
+/// come further apart (the usual case) leave the plugin asleep; see
+/// docs/runtime/spinning.md.
+pub(crate) const DEFAULT_SPIN_BUDGET: Duration = Duration::from_micros(100);
 
 impl<P: Plugin> Builder<P> {
     /// A builder with the defaults: auto-detected connection mode, socket
@@ -141,7 +140,7 @@ impl<P: Plugin> Builder<P> {
     /// of the implemented methods unless the plugin sets it), unsupported
     /// events dropped with a warning, teardown errors answered with success,
     /// no failure policy declared, registration timeout 5 s, request
-    /// timeout 2 s, no reconnect, spin budget [`DEFAULT_SPIN_BUDGET`].
+    /// timeout 2 s, no reconnect, spin budget 100 µs.
     pub fn new(plugin: P) -> Self {
         Builder {
             plugin,
@@ -299,10 +298,12 @@ impl<P: Plugin> Builder<P> {
 
     /// How long the connection's reader may poll for the runtime's next
     /// request after the plugin answered one, instead of sleeping at once,
-    /// while requests keep coming that quickly (a burst of events). Zero
-    /// turns it off; default [`DEFAULT_SPIN_BUDGET`]. Costs up to this much
-    /// CPU per answered event during a burst, saves a wake-up per event;
-    /// see `nri_mux::Mux::set_spin_budget`.
+    /// while requests keep coming that quickly (a burst of events). Only
+    /// under a runtime built on `nri-runtime`, which says so in
+    /// `Configure`: under others the plugin never polls. Zero turns it
+    /// off; default 100 µs. Costs up to this much CPU per answered
+    /// event during a burst, saves a wake-up per event; see
+    /// docs/runtime/spinning.md.
     pub fn spin_budget(mut self, budget: Duration) -> Self {
         self.spin_budget = budget;
         self

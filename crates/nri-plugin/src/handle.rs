@@ -28,6 +28,8 @@ pub(crate) struct Shared {
     pub(crate) running: AtomicBool,
     pub(crate) stop: CancellationToken,
     pub(crate) request_timeout: Duration,
+    /// How the current connection's reader waits (see `latency.rs`).
+    pub(crate) latency: crate::latency::Choice,
 }
 
 impl Shared {
@@ -41,6 +43,7 @@ impl Shared {
             running: AtomicBool::new(false),
             stop: CancellationToken::new(),
             request_timeout,
+            latency: crate::latency::Choice::default(),
         }
     }
 
@@ -122,6 +125,15 @@ impl PluginHandle {
     /// The runtime of the current (or last) connection, once configured.
     pub fn runtime(&self) -> Option<RuntimeInfo> {
         lock(&self.shared.runtime).clone()
+    }
+
+    /// Whether the current connection's reader spins for the runtime's
+    /// requests (the runtime is ours and the spin budget is not zero);
+    /// `None` until the connection is configured. For tests and
+    /// benchmarks.
+    #[doc(hidden)]
+    pub fn spins(&self) -> Option<bool> {
+        self.shared.latency.spinning()
     }
 
     /// The subscription sent to the runtime of the current (or last)

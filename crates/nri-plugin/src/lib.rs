@@ -299,18 +299,19 @@
 //! (`tracing-subscriber`'s `fmt` layer with few features), since every
 //! touched code page counts.
 //!
-//! **Latency.** After answering an event the connection's reader may poll
+//! **Latency.** Under a runtime built on `nri-runtime` (it says so in
+//! `Configure`), after answering an event the connection's reader may poll
 //! for the next request for up to [`Builder::spin_budget`] (default
-//! [`DEFAULT_SPIN_BUDGET`], 100 µs) instead of sleeping at once, which saves
-//! a wake-up per event while events come back to back. It adapts: when
-//! the next request does not come within the budget (events seconds apart,
-//! a runtime with a longer turn-around), it backs off to one try in 64.
-//! With a budget set, the plugin also tells the runtime that it takes
-//! *wake hints* (our extension of the wire, ignored by Go runtimes):
-//! `nri-runtime` then hints the plugin while the plugin before it in the
-//! chain works, and the plugin polls for its request instead of being
-//! woken when it comes. `Duration::ZERO` turns both off. See
-//! docs/runtime/spinning.md.
+//! 100 µs) instead of sleeping at once, which saves a wake-up per event
+//! while events come back to back. It adapts: when the next request does
+//! not come within the budget (events seconds apart), it backs off to one
+//! try in 64. The plugin also asks that runtime for *wake hints* (our
+//! extension of the wire): the runtime then hints the plugin while the
+//! plugin before it in the chain works, and the plugin polls for its
+//! request instead of being woken when it comes. Under any other runtime
+//! (containerd's, CRI-O's), whose turn-around between events is longer
+//! than the budget, the plugin never polls. `Duration::ZERO` turns both
+//! off. See docs/runtime/spinning.md.
 
 // The `plugin` attribute names this crate `::nri_plugin` in the code it
 // writes; this makes that path work inside the crate as well.
@@ -320,6 +321,7 @@ mod builder;
 mod error;
 mod flags;
 mod handle;
+mod latency;
 mod limits;
 mod main_loop;
 mod mem;
@@ -328,7 +330,7 @@ mod service;
 mod stub;
 mod sync_chunk;
 
-pub use builder::{Builder, ConnectMode, DEFAULT_SPIN_BUDGET, ReconnectPolicy};
+pub use builder::{Builder, ConnectMode, ReconnectPolicy};
 pub use error::{BoxError, Error, Phase};
 pub use flags::{FlagValue, GoFlags};
 pub use handle::PluginHandle;

@@ -176,6 +176,7 @@ impl<P: Plugin> PluginService<P> {
     #[allow(clippy::too_many_lines)]
     async fn configure(self, payload: Bytes) -> nri_ttrpc::HandlerResult {
         let req: ConfigureRequest = decode(payload)?;
+        self.shared.latency.runtime_configured(&req.nri_version);
         self.conn.set_phase(Phase::Configuring);
         let nri_version =
             runtime_nri_version(&req.nri_version, &req.runtime_name, &req.runtime_version);

@@ -176,17 +176,12 @@ impl<P: Plugin> Stub<P> {
                 Err(e) => return fail(e, &conn),
             },
         };
+        // Plain until Configure tells who the runtime is (`latency.rs`).
+        self.shared.latency.connecting();
         let mux = Mux::new_paused(stream);
         // The trunk must end with this connection: the server answers from
         // the trunk reader (see below) and so holds the trunk open itself.
         let _close_mux = CloseOnDrop(&mux);
-        mux.set_spin_budget(self.config.spin_budget);
-        // A plugin that spins for its next request after a hint gets its
-        // request without a wake-up when the runtime hints it while the
-        // plugin before it works (our runtime does; Go's ignores this).
-        if !self.config.spin_budget.is_zero() {
-            mux.accept_wake_hints();
-        }
         let (plugin_conn, runtime_conn) = match (
             mux.open(PLUGIN_SERVICE_CONN),
             mux.open(RUNTIME_SERVICE_CONN),
@@ -330,6 +325,7 @@ impl<P: Plugin> Stub<P> {
                 );
             }
         }
+        self.shared.latency.apply(&mux, self.config.spin_budget);
         tracing::info!(
             plugin = %self.config.plugin_name(),
             events = %PluginHandle { shared: Arc::clone(&self.shared) }.subscribed_events(),

@@ -128,6 +128,8 @@ async fn v012_registration_every_event_and_adjustments() {
     assert_eq!(info.name, "nri-go-runtime");
     assert_eq!(info.nri_version.version, NriVersion::new(0, 12, 5));
     assert!(handle.dropped_events().is_empty());
+    // The Go runtime is not ours: the plugin's reader does not spin.
+    assert!(!read_strategy_chosen(&handle).await);
 
     let (created, updated) = lifecycle(&mut rt, true).await;
     check_adjustment(&created);
@@ -434,6 +436,7 @@ async fn legacy_v080_state_change_dialect_and_0x7ff_mask() {
     assert_eq!(handle.subscribed_events().as_i32(), 0x7FF);
     let info = handle.runtime().unwrap();
     assert_eq!(info.nri_version.version, NriVersion::new(0, 8, 0));
+    assert!(!read_strategy_chosen(&handle).await);
 
     let (created, updated) = lifecycle(&mut rt, false).await;
     check_adjustment(&created);

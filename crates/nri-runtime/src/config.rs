@@ -67,7 +67,7 @@ pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(2);
 /// Default [`Config::spin_budget`]: a little more than a plugin that was
 /// asleep takes to answer a small request here (its wake-up included), so
 /// the runtime sees the answer without a wake-up of its own.
-pub const DEFAULT_SPIN_BUDGET: Duration = Duration::from_micros(100);
+pub(crate) const DEFAULT_SPIN_BUDGET: Duration = Duration::from_micros(100);
 
 /// Default [`Config::exempt_namespaces`].
 pub const DEFAULT_EXEMPT_NAMESPACES: &[&str] = &["kube-system"];
@@ -173,10 +173,9 @@ pub struct Config {
     pub default_validator: Option<DefaultValidatorConfig>,
     /// How long a plugin connection's reader may poll for the answer after
     /// a request, instead of sleeping at once, while the plugin's answers
-    /// keep coming that quickly (default [`DEFAULT_SPIN_BUDGET`]; zero turns
-    /// it off). Trades up to this much CPU per request for one wake-up less
-    /// per plugin call; see `nri_mux::Mux::set_spin_budget` and
-    /// docs/runtime/spinning.md. While it is non-zero, plugins that take
+    /// keep coming that quickly (default 100 µs; zero turns it off). Trades
+    /// up to this much CPU per request for one wake-up less per plugin
+    /// call; see docs/runtime/spinning.md. While it is non-zero, plugins that take
     /// wake hints (ours) get one when the plugin before them in a chain of
     /// calls is called, so that they are running when their turn comes;
     /// zero sends none.
@@ -246,6 +245,13 @@ impl Config {
             spin_budget: DEFAULT_SPIN_BUDGET,
             peer_limits: PeerLimits::default(),
             wasm: WasmLimits::default(),
+        }
+    }
+
+    /// How plugin connections wait for data ([`Config::spin_budget`]).
+    pub(crate) fn read_strategy(&self) -> nri_mux::ReadStrategy {
+        nri_mux::ReadStrategy::Spin {
+            budget: self.spin_budget,
         }
     }
 

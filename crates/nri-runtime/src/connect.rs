@@ -144,8 +144,7 @@ impl Shared {
             plugin: peer.clone(),
             reason,
         };
-        let mux = nri_mux::Mux::new_paused(stream);
-        mux.set_spin_budget(self.config.spin_budget);
+        let mux = nri_mux::Mux::paused_with_strategy(stream, self.config.read_strategy());
         let conn2 = mux.open(RUNTIME_SERVICE_CONN).map_err(|e| {
             reg_err(RegistrationFailure::Transport {
                 message: e.to_string(),
@@ -255,7 +254,7 @@ impl Shared {
             runtime_version: self.config.runtime_version.clone(),
             registration_timeout: millis(self.config.registration_timeout),
             request_timeout: millis(self.config.request_timeout),
-            nri_version: nri_api::NRI_VERSION.to_owned(),
+            nri_version: nri_api::nri_rs_runtime_version(),
         };
         let configured = client
             .call_message::<_, ConfigureResponse>(

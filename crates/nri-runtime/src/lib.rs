@@ -64,9 +64,8 @@ pub use adaptation::{
     UpdateContainerOutcome,
 };
 pub use config::{
-    BoxFuture, Builder, CallbackError, Config, DEFAULT_EXEMPT_NAMESPACES, DEFAULT_SPIN_BUDGET,
-    DEFAULT_STOP_GRACE, DEFAULT_STRIKE_LIMIT, DEFAULT_VALIDATOR_NAME, LAUNCHED_PLUGIN_PATH,
-    RuntimeCallbacks, Snapshot,
+    BoxFuture, Builder, CallbackError, Config, DEFAULT_EXEMPT_NAMESPACES, DEFAULT_STOP_GRACE,
+    DEFAULT_STRIKE_LIMIT, DEFAULT_VALIDATOR_NAME, LAUNCHED_PLUGIN_PATH, RuntimeCallbacks, Snapshot,
 };
 pub use config_file::{ConfigDuration, ConfigFormat, ConfigSection};
 pub use failure::{

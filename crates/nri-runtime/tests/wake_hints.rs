@@ -14,7 +14,12 @@ use common::*;
 fn hints(conns: &[Connected]) -> Vec<(String, u64)> {
     conns
         .iter()
-        .map(|c| (c.plugin.full_name(), c.mux.stats().wake_hints_received))
+        .map(|c| {
+            (
+                c.plugin.full_name(),
+                c.mux.latency_stats().wake_hints_received,
+            )
+        })
         .collect()
 }
 

@@ -22,6 +22,19 @@ pub async fn until(mux: &Mux, what: &str, f: impl Fn(&nri_mux::MuxStats) -> bool
     }
 }
 
+/// Like [`until`], on the counters of the latency machinery.
+pub async fn until_latency(mux: &Mux, what: &str, f: impl Fn(&nri_mux::LatencyStats) -> bool) {
+    let start = std::time::Instant::now();
+    while !f(&mux.latency_stats()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "never: {what}: {:?}",
+            mux.latency_stats()
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
 /// A Mux on one end of a socketpair and the raw other end.
 pub fn mux_and_raw() -> (Mux, UnixStream) {
     let (a, b) = UnixStream::pair().unwrap();

@@ -277,3 +277,18 @@ pub fn example_bin(name: &str) -> PathBuf {
 pub fn exists(p: &Path) -> bool {
     p.exists()
 }
+
+/// Waits until the plugin's connection is configured; returns whether its
+/// reader spins for the runtime's requests.
+pub async fn read_strategy_chosen(handle: &nri_plugin::PluginHandle) -> bool {
+    tokio::time::timeout(TIMEOUT, async {
+        loop {
+            if let Some(spins) = handle.spins() {
+                return spins;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the read strategy is chosen once configured")
+}
