@@ -43,6 +43,7 @@ type options struct {
 	// adjustingPlugins: the adjustments to expect; -1 means k.
 	adjustingPlugins int
 	concurrency      int
+	pace             time.Duration
 	flavour          string
 	event            string
 	mode             string
@@ -184,6 +185,7 @@ func parseFlags() options {
 	flag.IntVar(&o.n, "n", 20000, "timed calls (latency mode)")
 	flag.IntVar(&o.warmup, "warmup", 1000, "warm-up calls (latency mode)")
 	flag.IntVar(&o.concurrency, "concurrency", 1, "concurrent callers, each on distinct containers (latency mode)")
+	flag.DurationVar(&o.pace, "pace", 0, "start one timed call every this long instead of back to back (latency mode, concurrency 1)")
 	flag.StringVar(&o.flavour, "flavour", "noop", "plugin flavour: noop | adjusting")
 	flag.StringVar(&o.event, "event", "CreateContainer", "timed event: CreateContainer | StartContainer")
 	flag.StringVar(&o.mode, "mode", "latency", "latency | sync | idle")
@@ -460,6 +462,9 @@ func (b *bench) latency(res *Result, cmds []*exec.Cmd) error {
 	t0 := time.Now()
 	if o.concurrency == 1 {
 		for i := 0; i < o.n; i++ {
+			if o.pace > 0 {
+				time.Sleep(time.Until(t0.Add(time.Duration(i) * o.pace)))
+			}
 			lats = append(lats, call())
 		}
 	} else {

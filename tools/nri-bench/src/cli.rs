@@ -35,9 +35,9 @@ pub struct BenchArgs {
     /// Pods in the sync state.
     #[arg(long, value_name = "N")]
     pub sync_pods: Option<usize>,
-    /// Only these cells.
+    /// Only these cells (repeat the flag for several kinds).
     #[arg(long, value_name = "CELLS", value_parser = ["runtime", "plugin", "proxy", "wasm"])]
-    pub only: Option<String>,
+    pub only: Vec<String>,
     /// Skip the Go stacks (no Go peers needed).
     #[arg(long)]
     pub no_go: bool,
@@ -99,11 +99,12 @@ impl BenchArgs {
         } else {
             TokioFlavour::MultiThread
         };
-        if let Some(only) = self.only.as_deref() {
-            o.runtime_cells = only == "runtime";
-            o.plugin_cells = only == "plugin";
-            o.proxy_cells = only == "proxy";
-            o.wasm_cells = only == "wasm";
+        if !self.only.is_empty() {
+            let only = |kind: &str| self.only.iter().any(|o| o == kind);
+            o.runtime_cells = only("runtime");
+            o.plugin_cells = only("plugin");
+            o.proxy_cells = only("proxy");
+            o.wasm_cells = only("wasm");
         }
         o
     }

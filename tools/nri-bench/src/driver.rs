@@ -95,6 +95,14 @@ pub struct Cell {
     pub concurrency: usize,
     /// Stacks run in this cell.
     pub stacks: Vec<Stack>,
+    /// One call every this many ms instead of back to back (a node's
+    /// pace): the paced cells.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pace_ms: Option<u64>,
+    /// "Plain" mode: no spinning anywhere (our runtime's and plugins' spin
+    /// budgets zero), beside the same cell with the defaults.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub plain: bool,
 }
 
 /// Options of a benchmark run.
@@ -221,6 +229,8 @@ impl BenchOptions {
             warmup: (n / 20).max(10),
             concurrency: conc,
             stacks: stacks.clone(),
+            pace_ms: None,
+            plain: false,
         };
         if o.runtime_cells {
             for flavour in [Flavour::Noop, Flavour::Adjusting] {
@@ -275,7 +285,10 @@ impl BenchOptions {
                 warmup: 0,
                 concurrency: 1,
                 stacks: rt_stacks.clone(),
+                pace_ms: None,
+                plain: false,
             });
+            cells.extend(crate::paced::cells(&o));
         }
         if o.proxy_cells {
             let stacks = if o.with_go {
@@ -341,6 +354,8 @@ impl BenchOptions {
                 warmup: 0,
                 concurrency: 1,
                 stacks: pl_stacks,
+                pace_ms: None,
+                plain: false,
             });
         }
         cells
@@ -549,6 +564,7 @@ fn run_one(bins: &Bins, o: &BenchOptions, cell: &Cell, stack: Stack) -> Result<R
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
+    crate::paced::configure(&mut cmd, cell, stack);
     if !stack.go_runtime() {
         cmd.arg("--tokio").arg(match o.tokio {
             TokioFlavour::CurrentThread => "current",
@@ -930,6 +946,7 @@ fn targets(report: &BenchReport) -> Vec<TargetCheck> {
         }
     }
     t.extend(crate::wasm::targets(report));
+    t.extend(crate::paced::targets(report));
     // Runtime library.
     if report.cell("create-noop-k1").is_some() {
         for f in ["noop", "adjusting"] {

@@ -58,6 +58,10 @@ pub struct HarnessOptions {
     pub warmup: usize,
     /// Concurrent callers, each on distinct containers (latency mode).
     pub concurrency: usize,
+    /// Start one timed call every this long instead of back to back
+    /// (latency mode, one caller): a node's pace, where every event finds
+    /// the plugins asleep. `None`: back to back.
+    pub pace: Option<Duration>,
     /// Plugin flavour.
     pub flavour: Flavour,
     /// Timed event.
@@ -96,6 +100,7 @@ impl Default for HarnessOptions {
             n: 20000,
             warmup: 1000,
             concurrency: 1,
+            pace: None,
             flavour: Flavour::Noop,
             event: Event::CreateContainer,
             mode: Mode::Latency,
@@ -427,6 +432,7 @@ async fn latency(
     // first one takes the remainder of N.
     let callers = o.concurrency.max(1);
     let per = o.n / callers;
+    let pace = if callers == 1 { o.pace } else { None };
     let mut set = tokio::task::JoinSet::new();
     for g in 0..callers {
         let cnt = if g == 0 {
@@ -437,7 +443,12 @@ async fn latency(
         let calls = calls.clone();
         set.spawn(async move {
             let mut local = Vec::with_capacity(cnt);
-            for _ in 0..cnt {
+            let start = tokio::time::Instant::now();
+            for i in 0..cnt {
+                if let Some(p) = pace {
+                    let at = p.saturating_mul(u32::try_from(i).unwrap_or(u32::MAX));
+                    tokio::time::sleep_until(start + at).await;
+                }
                 local.push(calls.call().await);
             }
             local

@@ -36,6 +36,7 @@
 mod cli;
 mod driver;
 pub mod harness;
+mod paced;
 pub mod procfs;
 pub mod result;
 mod sha256;

@@ -51,6 +51,8 @@ pub(crate) fn cells(o: &BenchOptions) -> Vec<Cell> {
                 warmup: (n / 20).max(10),
                 concurrency: 1,
                 stacks: stacks.clone(),
+                pace_ms: None,
+                plain: false,
             }
         })
         .collect()

@@ -63,6 +63,10 @@ struct Args {
     /// Concurrent callers, each on distinct containers (latency mode).
     #[arg(long, default_value_t = 1)]
     concurrency: usize,
+    /// Start one timed call every this long instead of back to back
+    /// (latency mode, concurrency 1), e.g. 2ms: a node's pace.
+    #[arg(long, value_parser = duration)]
+    pace: Option<Duration>,
     /// Plugin flavour: noop | adjusting.
     #[arg(long, default_value = "noop", value_parser = |s: &str| Flavour::parse(s).ok_or(format!("invalid --flavour {s:?}")))]
     flavour: Flavour,
@@ -147,6 +151,7 @@ fn main() -> ExitCode {
         n: a.n,
         warmup: a.warmup,
         concurrency: a.concurrency,
+        pace: a.pace,
         flavour: a.flavour,
         event: a.event,
         mode: a.mode,

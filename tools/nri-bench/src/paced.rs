@@ -1,0 +1,160 @@
+//! The paced cells and the "plain" variants.
+//!
+//! Back-to-back cells measure latency while events come as fast as the
+//! stack takes them, which is when spinning pays. A node sees an event
+//! every few milliseconds at most: the paced cell sends one CreateContainer
+//! every [`PACE_MS`] ms for 10 s and reports what each event costs in CPU
+//! (runtime and plugins, from `/proc`), beside the back-to-back cells.
+//! Each is run twice in one run, with the defaults and in "plain" mode (no
+//! spinning anywhere: our runtime's and our plugins' spin budgets zero), so
+//! that what the latency machinery costs and buys is an A/B pair.
+
+use crate::driver::{BenchOptions, BenchReport, Cell, Stack, TargetCheck, Want, ratio_check};
+use crate::{Event, Flavour, Mode};
+
+/// Milliseconds between two calls of the paced cell.
+pub const PACE_MS: u64 = 2;
+
+/// Calls of the paced cell: 10 s at [`PACE_MS`].
+const PACED_N: usize = 5000;
+
+/// Environment of `nri-bench-plugin`: its spin budget in µs.
+pub const ENV_PLUGIN_SPIN_US: &str = "NRI_BENCH_PLUGIN_SPIN_US";
+
+/// The paced cells (go/go, go/rust, rust/rust; the plain one without
+/// go/go, which has nothing to turn off) and the plain twins of the
+/// back-to-back CreateContainer cells (rust/rust).
+pub(crate) fn cells(o: &BenchOptions) -> Vec<Cell> {
+    let n = if o.quick { 100 } else { PACED_N };
+    let with_go = |stacks: &[Stack]| -> Vec<Stack> {
+        stacks
+            .iter()
+            .copied()
+            .filter(|s| o.with_go || *s == Stack::RustRust)
+            .collect()
+    };
+    let paced = |plain: bool| Cell {
+        id: format!("paced-noop-k1{}", if plain { "-plain" } else { "" }),
+        label: format!(
+            "CreateContainer noop K=1, one every {PACE_MS} ms{}",
+            if plain { ", plain" } else { "" }
+        ),
+        mode: Mode::Latency,
+        event: Event::CreateContainer,
+        flavour: Flavour::Noop,
+        k: 1,
+        n,
+        warmup: (n / 20).max(10),
+        concurrency: 1,
+        stacks: if plain {
+            with_go(&[Stack::GoRust, Stack::RustRust])
+        } else {
+            with_go(&[Stack::GoGo, Stack::GoRust, Stack::RustRust])
+        },
+        pace_ms: Some(PACE_MS),
+        plain,
+    };
+    let mut cells = vec![paced(false), paced(true)];
+    if o.quick {
+        // The plain twins double the back-to-back cells: not in the smoke run.
+        return cells;
+    }
+    for flavour in [Flavour::Noop, Flavour::Adjusting] {
+        for k in [1usize, 4, 8] {
+            let n = (o.n / k).max(200);
+            cells.push(Cell {
+                id: format!("create-{}-k{k}-plain", flavour.as_str()),
+                label: format!("CreateContainer {} K={k}, plain", flavour.as_str()),
+                mode: Mode::Latency,
+                event: Event::CreateContainer,
+                flavour,
+                k,
+                n,
+                warmup: (n / 20).max(10),
+                concurrency: 1,
+                stacks: vec![Stack::RustRust],
+                pace_ms: None,
+                plain: true,
+            });
+        }
+    }
+    cells
+}
+
+/// Adds what `cell` asks of a run beyond the common flags: the pace, and
+/// in plain mode zero spin budgets for our runtime (`--spin-budget`) and
+/// our plugins (their environment).
+pub(crate) fn configure(cmd: &mut std::process::Command, cell: &Cell, stack: Stack) {
+    if let Some(ms) = cell.pace_ms {
+        cmd.arg("--pace").arg(format!("{ms}ms"));
+    }
+    if cell.plain {
+        if matches!(stack, Stack::RustRust | Stack::RustGo) {
+            cmd.arg("--spin-budget").arg("0us");
+        }
+        cmd.env(ENV_PLUGIN_SPIN_US, "0");
+    }
+}
+
+/// The targets of the paced cells, and the runtime's CPU per event.
+pub(crate) fn targets(report: &BenchReport) -> Vec<TargetCheck> {
+    let (gg, gr, rr) = (Stack::GoGo, Stack::GoRust, Stack::RustRust);
+    let mut t = Vec::new();
+    if report.cell("paced-noop-k1").is_some() {
+        t.push(ratio_check(
+            report,
+            "paced-noop-k1",
+            "plugins_cpu_us_per_event",
+            gr,
+            gg,
+            format!("plugin CPU per CreateContainer under the Go runtime, one every {PACE_MS} ms"),
+            Want::AtMost(0.25),
+        ));
+        t.push(default_vs_plain(report, gr));
+    }
+    if report.cell("create-noop-k1").is_some() {
+        for f in ["noop", "adjusting"] {
+            for k in [1, 4, 8] {
+                t.push(ratio_check(
+                    report,
+                    &format!("create-{f}-k{k}"),
+                    "runtime_cpu_us_per_event",
+                    rr,
+                    gg,
+                    format!("CreateContainer {f} K={k} runtime CPU per event (Rust stack)"),
+                    Want::AtMost(0.25),
+                ));
+            }
+        }
+    }
+    t
+}
+
+/// Our plugin under the Go runtime, at a node's pace: no more CPU per event
+/// with the defaults than in plain mode.
+fn default_vs_plain(report: &BenchReport, stack: Stack) -> TargetCheck {
+    let metric = "plugins_cpu_us_per_event";
+    let get = |id: &str| report.cell(id).and_then(|c| c.metric(stack, metric));
+    let name = format!(
+        "plugin CPU per CreateContainer under the Go runtime, one every {PACE_MS} ms: defaults vs plain"
+    );
+    match (get("paced-noop-k1"), get("paced-noop-k1-plain")) {
+        (Some(d), Some(p)) if p.median > 0.0 => {
+            let r = d.median / p.median;
+            TargetCheck {
+                name,
+                target: "<= 1.00x".into(),
+                value: Some((r * 1000.0).round() / 1000.0),
+                detail: format!("defaults {} vs plain {} = {r:.3}x", d.median, p.median),
+                met: Some(r <= 1.0),
+            }
+        }
+        _ => TargetCheck {
+            name,
+            target: "<= 1.00x".into(),
+            value: None,
+            detail: "not measured".into(),
+            met: None,
+        },
+    }
+}
