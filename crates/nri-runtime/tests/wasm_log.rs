@@ -1,7 +1,7 @@
 //! A WebAssembly plugin's `env.log` messages and its standard output and
 //! error reach the runtime's log (target `nri::plugin`, field `plugin`).
 //! Alone in its binary: it installs a global subscriber to capture the log
-//! written on the blocking threads guests run on.
+//! written on the threads guests run on.
 #![cfg(feature = "wasm")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -13,9 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use common::*;
 use nri_api::EventMask;
-use nri_api::api::LogRequest;
 use nri_api::api::log_request::Level;
-use prost::Message;
 use wasm_util::Wat;
 
 #[derive(Clone, Default)]
@@ -43,29 +41,12 @@ async fn log_and_stderr_of_a_guest_reach_the_log() {
     )
     .unwrap();
 
-    let mut w = Wat::new(EventMask::ALL)
-        .import(r#"(import "env" "log" (func $log (param i32 i32) (result i64)))"#)
-        .import(r#"(import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))"#);
-    let req = LogRequest {
-        msg: "hello from the guest".into(),
-        level: Level::Warn as i32,
-    }
-    .encode_to_vec();
-    let at = w.place(&req);
-    let text = b"line on stderr\n";
-    let text_at = w.place(text);
-    let mut iovec = text_at.to_le_bytes().to_vec();
-    iovec.extend_from_slice(&u32::try_from(text.len()).unwrap().to_le_bytes());
-    let iov_at = w.place(&iovec);
-    let nwritten_at = w.place(&[0; 4]);
-    let len = req.len();
-    let w = w.with_body(
+    let w = Wat::new(EventMask::ALL).talk(
         "plugin_run_pod_sandbox",
-        &format!(
-            "(drop (call $log (i32.const {at}) (i32.const {len})))
-             (drop (call $write (i32.const 2) (i32.const {iov_at}) (i32.const 1) (i32.const {nwritten_at})))
-             i64.const 0"
-        ),
+        Level::Warn,
+        "hello from the guest",
+        2,
+        "line on stderr",
     );
     let env = TestEnv::new();
     w.install(&env.dir.path().join("plugins"), "10-talker");

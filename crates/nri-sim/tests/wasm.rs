@@ -4,32 +4,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "../../nri-runtime/tests/wasm_util/mod.rs"]
+mod wasm_util;
+
 use std::path::Path;
 
+use nri_api::EventMask;
 use nri_api::api::{ContainerAdjustment, CreateContainerResponse, KeyValue};
 use nri_sim::{Collect, ExtraPlugin, Options, Record, Scenario};
-use prost::Message;
-
-const METHODS: [&str; 18] = [
-    "configure",
-    "synchronize",
-    "shutdown",
-    "run_pod_sandbox",
-    "update_pod_sandbox",
-    "post_update_pod_sandbox",
-    "stop_pod_sandbox",
-    "remove_pod_sandbox",
-    "create_container",
-    "post_create_container",
-    "start_container",
-    "post_start_container",
-    "update_container",
-    "post_update_container",
-    "stop_container",
-    "remove_container",
-    "state_change",
-    "validate_container_adjustment",
-];
+use wasm_util::Wat;
 
 /// A guest subscribing to every event (empty ConfigureResponse) whose
 /// CreateContainer sets env `FROM_WASM=yes`.
@@ -43,28 +26,10 @@ fn guest() -> Vec<u8> {
             ..Default::default()
         }),
         ..Default::default()
-    }
-    .encode_to_vec();
-    let packed = (1024u64 << 32) | resp.len() as u64;
-    let mut t = String::from(
-        "(module (memory (export \"memory\") 1)
-         (func (export \"malloc\") (param i32) (result i32) (i32.const 4096))
-         (func (export \"free\") (param i32))
-         (func (export \"plugin_api_version\") (result i64) (i64.const 1))\n",
-    );
-    for m in METHODS {
-        let body = if m == "create_container" {
-            format!("i64.const {packed}")
-        } else {
-            "i64.const 0".into()
-        };
-        t.push_str(&format!(
-            "(func (export \"plugin_{m}\") (param i32 i32) (result i64) {body})\n"
-        ));
-    }
-    let esc: String = resp.iter().map(|b| format!("\\{b:02x}")).collect();
-    t.push_str(&format!("(data (i32.const 1024) \"{esc}\"))"));
-    wat::parse_str(&t).unwrap()
+    };
+    Wat::new(EventMask::EMPTY)
+        .answer("plugin_create_container", &resp)
+        .wasm()
 }
 
 const SCENARIO: &str = "pods:\n  - name: p\n    containers:\n      - name: c\n        env: { A: '1' }\nsteps:\n  - up: p\nexpect:\n  - container: p/c\n    env: { A: '1', FROM_WASM: 'yes' }\n    owners:\n      env/FROM_WASM: 30-wasmer\n  - plugin: wasmer\n    registered: true\n";
@@ -119,54 +84,6 @@ async fn a_wasm_plugin_in_the_plugin_directory_is_loaded() {
     assert!(s.passed(), "{s:?}\n{recs:?}");
 }
 
-/// A guest whose CreateContainer writes a line to stdout (WASI `fd_write`)
-/// and logs one at level warn (`env.log`), and changes nothing.
-fn talking_guest() -> Vec<u8> {
-    use nri_api::api::LogRequest;
-    use nri_api::api::log_request::Level;
-    let text = b"hello from wasm\n";
-    let log = LogRequest {
-        msg: "careful, said the guest".into(),
-        level: Level::Warn as i32,
-    }
-    .encode_to_vec();
-    let esc = |b: &[u8]| b.iter().map(|b| format!("\\{b:02x}")).collect::<String>();
-    // iovec at 512: text at 600, its length.
-    let mut iov = 600u32.to_le_bytes().to_vec();
-    iov.extend((text.len() as u32).to_le_bytes());
-    let mut t = format!(
-        "(module
-         (import \"wasi_snapshot_preview1\" \"fd_write\" (func $w (param i32 i32 i32 i32) (result i32)))
-         (import \"env\" \"log\" (func $log (param i32 i32) (result i64)))
-         (memory (export \"memory\") 1)
-         (data (i32.const 512) \"{}\")
-         (data (i32.const 600) \"{}\")
-         (data (i32.const 700) \"{}\")
-         (func (export \"malloc\") (param i32) (result i32) (i32.const 4096))
-         (func (export \"free\") (param i32))
-         (func (export \"plugin_api_version\") (result i64) (i64.const 1))\n",
-        esc(&iov),
-        esc(text),
-        esc(&log),
-    );
-    for m in METHODS {
-        let body = if m == "create_container" {
-            format!(
-                "(drop (call $w (i32.const 1) (i32.const 512) (i32.const 1) (i32.const 520))) \
-                 (drop (call $log (i32.const 700) (i32.const {}))) (i64.const 0)",
-                log.len()
-            )
-        } else {
-            "i64.const 0".into()
-        };
-        t.push_str(&format!(
-            "(func (export \"plugin_{m}\") (param i32 i32) (result i64) {body})\n"
-        ));
-    }
-    t.push(')');
-    wat::parse_str(&t).unwrap()
-}
-
 fn plugin_output(recs: &[Record], id: &str) -> Vec<String> {
     recs.iter()
         .filter_map(|r| match r {
@@ -184,7 +101,7 @@ async fn plugin_output_shows_what_a_wasm_plugin_writes_and_logs() {
     tracing::subscriber::set_global_default(nri_sim::subscriber(&log)).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("30-talker.wasm");
-    std::fs::write(&file, talking_guest()).unwrap();
+    std::fs::write(&file, wasm_util::talker().wasm()).unwrap();
     let sc = "pods:\n  - name: p\n    containers: [{ name: c }]\nsteps:\n  - up: p\nexpect:\n  - plugin: talker\n    event: CreateContainer\n    calls: 1\n";
     let mut opts = Options {
         extra_plugins: vec![ExtraPlugin::parse(file.to_str().unwrap()).unwrap()],
@@ -201,7 +118,7 @@ async fn plugin_output_shows_what_a_wasm_plugin_writes_and_logs() {
     assert!(s.passed(), "{s:?}\n{:?}", rec.0);
     assert_eq!(
         plugin_output(&rec.0, "30-talker"),
-        ["hello from wasm", "WARN careful, said the guest"],
+        wasm_util::talker_output(),
         "{:?}",
         rec.0
     );

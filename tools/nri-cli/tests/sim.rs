@@ -2,6 +2,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "../../../crates/nri-runtime/tests/wasm_util/mod.rs"]
+mod wasm_util;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -604,79 +607,18 @@ fn a_plugin_crashing_mid_run_is_a_problem_unless_expected() {
     assert!(!t.contains("UNEXPECTED"), "{t}");
 }
 
-/// The exported methods of a WebAssembly NRI plugin.
-const WASM_METHODS: [&str; 18] = [
-    "configure",
-    "synchronize",
-    "shutdown",
-    "run_pod_sandbox",
-    "update_pod_sandbox",
-    "post_update_pod_sandbox",
-    "stop_pod_sandbox",
-    "remove_pod_sandbox",
-    "create_container",
-    "post_create_container",
-    "start_container",
-    "post_start_container",
-    "update_container",
-    "post_update_container",
-    "stop_container",
-    "remove_container",
-    "state_change",
-    "validate_container_adjustment",
-];
-
-/// A guest whose CreateContainer writes `hello from wasm` to stdout and
-/// logs `careful` at level warn, and changes nothing.
-fn talking_guest() -> Vec<u8> {
-    // LogRequest { msg: "careful" (field 1), level: Warn = 3 (field 2) }.
-    let log = b"\x0a\x07careful\x10\x03";
-    let text = b"hello from wasm\n";
-    let esc = |b: &[u8]| b.iter().map(|b| format!("\\{b:02x}")).collect::<String>();
-    let mut iov = 600u32.to_le_bytes().to_vec();
-    iov.extend((text.len() as u32).to_le_bytes());
-    let mut t = format!(
-        "(module
-         (import \"wasi_snapshot_preview1\" \"fd_write\" (func $w (param i32 i32 i32 i32) (result i32)))
-         (import \"env\" \"log\" (func $log (param i32 i32) (result i64)))
-         (memory (export \"memory\") 1)
-         (data (i32.const 512) \"{}\") (data (i32.const 600) \"{}\") (data (i32.const 700) \"{}\")
-         (func (export \"malloc\") (param i32) (result i32) (i32.const 4096))
-         (func (export \"free\") (param i32))
-         (func (export \"plugin_api_version\") (result i64) (i64.const 1))\n",
-        esc(&iov),
-        esc(text),
-        esc(log),
-    );
-    for m in WASM_METHODS {
-        let body = if m == "create_container" {
-            format!(
-                "(drop (call $w (i32.const 1) (i32.const 512) (i32.const 1) (i32.const 520))) \
-                 (drop (call $log (i32.const 700) (i32.const {}))) (i64.const 0)",
-                log.len()
-            )
-        } else {
-            "i64.const 0".into()
-        };
-        t.push_str(&format!(
-            "(func (export \"plugin_{m}\") (param i32 i32) (result i64) {body})\n"
-        ));
-    }
-    t.push(')');
-    wat::parse_str(&t).expect("wat")
-}
-
 #[test]
 fn plugin_output_shows_a_wasm_plugins_output() {
     let dir = tempfile::tempdir().expect("tempdir");
     let guest = dir.path().join("30-talker.wasm");
-    std::fs::write(&guest, talking_guest()).expect("write");
+    std::fs::write(&guest, wasm_util::talker().wasm()).expect("write");
     let g = guest.to_str().expect("utf8");
     let o = run(&["sim", "--plugin", g, "--plugin-output"]);
     let t = text(&o);
     assert_eq!(o.status.code(), Some(0), "{t}");
-    assert!(t.contains("[30-talker] hello from wasm"), "{t}");
-    assert!(t.contains("[30-talker] WARN careful"), "{t}");
+    for line in wasm_util::talker_output() {
+        assert!(t.contains(&format!("[30-talker] {line}")), "{t}");
+    }
     // The same lines as plugin_output records in JSON.
     let o = run(&["sim", "--plugin", g, "--plugin-output", "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -686,14 +628,15 @@ fn plugin_output_shows_a_wasm_plugins_output() {
         .filter(|r| r["type"] == "plugin_output" && r["plugin"] == "30-talker")
         .map(|r| r["line"].as_str().unwrap_or_default().to_owned())
         .collect();
-    assert!(lines.iter().any(|l| l == "hello from wasm"), "{lines:?}");
-    assert!(lines.iter().any(|l| l == "WARN careful"), "{lines:?}");
+    for line in wasm_util::talker_output() {
+        assert!(lines.contains(&line), "{lines:?}");
+    }
     // Without --plugin-output, none of it.
     let o = run(&["sim", "--plugin", g]);
     let t = text(&o);
     assert_eq!(o.status.code(), Some(0), "{t}");
     assert!(
-        !t.contains("hello from wasm") && !t.contains("careful"),
+        !t.contains(wasm_util::TALKER_STDOUT) && !t.contains(wasm_util::TALKER_LOG),
         "{t}"
     );
 }

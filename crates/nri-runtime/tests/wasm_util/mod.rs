@@ -1,13 +1,16 @@
 //! WebAssembly test guests written in WAT and assembled in the test: a
 //! guest with every export of the plugin ABI, a fixed buffer for requests,
-//! and per-method bodies chosen by the test.
+//! and per-method bodies chosen by the test. Shared by the runtime's, the
+//! simulator's, the `nri` command's, the proxy's and the fault suite's
+//! tests (through `#[path]`).
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use nri_api::EventMask;
-use nri_api::api::ConfigureResponse;
+use nri_api::api::log_request::Level;
+use nri_api::api::{ConfigureResponse, LogRequest};
 use prost::Message;
 
 /// Every method export of the ABI.
@@ -118,6 +121,41 @@ impl Wat {
         self.bodies.push((export.to_owned(), body.to_owned()));
     }
 
+    /// `export` writes `line` and a newline to descriptor `fd` through WASI
+    /// `fd_write`, then logs `msg` at `level` through `env.log`, and
+    /// answers an empty response.
+    pub fn talk(mut self, export: &str, level: Level, msg: &str, fd: u32, line: &str) -> Self {
+        for import in [
+            r#"(import "env" "log" (func $log (param i32 i32) (result i64)))"#,
+            r#"(import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))"#,
+        ] {
+            if !self.imports.iter().any(|i| i == import) {
+                self.imports.push(import.to_owned());
+            }
+        }
+        let req = LogRequest {
+            msg: msg.into(),
+            level: level as i32,
+        }
+        .encode_to_vec();
+        let at = self.place(&req);
+        let text = format!("{line}\n");
+        let text_at = self.place(text.as_bytes());
+        let mut iovec = text_at.to_le_bytes().to_vec();
+        iovec.extend_from_slice(&u32::try_from(text.len()).unwrap().to_le_bytes());
+        let iov_at = self.place(&iovec);
+        let written_at = self.place(&[0; 4]);
+        let len = req.len();
+        self.with_body(
+            export,
+            &format!(
+                "(drop (call $write (i32.const {fd}) (i32.const {iov_at}) (i32.const 1) (i32.const {written_at})))
+                 (drop (call $log (i32.const {at}) (i32.const {len})))
+                 i64.const 0"
+            ),
+        )
+    }
+
     /// Adds an import (a WAT `(import ...)` field).
     pub fn import(mut self, field: &str) -> Self {
         self.imports.push(field.to_owned());
@@ -201,4 +239,28 @@ impl Wat {
         std::fs::write(&p, self.wasm()).unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
+}
+
+/// What [`talker`]'s CreateContainer writes to standard output.
+pub const TALKER_STDOUT: &str = "hello from wasm";
+/// What [`talker`]'s CreateContainer logs at level warn.
+pub const TALKER_LOG: &str = "careful, said the guest";
+
+/// A guest subscribing to every event whose CreateContainer writes
+/// [`TALKER_STDOUT`] to standard output and logs [`TALKER_LOG`] at level
+/// warn, and changes nothing.
+pub fn talker() -> Wat {
+    Wat::new(EventMask::EMPTY).talk(
+        "plugin_create_container",
+        Level::Warn,
+        TALKER_LOG,
+        1,
+        TALKER_STDOUT,
+    )
+}
+
+/// The plugin output lines `nri sim --plugin-output` shows for one
+/// CreateContainer of [`talker`], in order.
+pub fn talker_output() -> [String; 2] {
+    [TALKER_STDOUT.to_owned(), format!("WARN {TALKER_LOG}")]
 }
