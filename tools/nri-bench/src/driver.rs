@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::bins::Bins;
 use crate::harness::TokioFlavour;
 use crate::result::RunResult;
 use crate::stats::{median, round1};
@@ -35,6 +36,11 @@ pub enum Stack {
     GoWasm,
     /// Rust runtime with the same K WebAssembly plugins (wasmi).
     RustWasm,
+    /// Go runtime (wazero) with K copies of a guest written in WAT that
+    /// answers every call at once: the host's own cost per call.
+    GoWat,
+    /// Rust runtime (wasmi) with the same K WAT guests.
+    RustWat,
 }
 
 impl Stack {
@@ -49,25 +55,36 @@ impl Stack {
             Stack::RustProxy => "rust/proxy/rust",
             Stack::GoWasm => "go/wasm",
             Stack::RustWasm => "rust/wasm",
+            Stack::GoWat => "go/wat",
+            Stack::RustWat => "rust/wat",
         }
     }
 
-    fn go_runtime(self) -> bool {
+    pub(crate) fn go_runtime(self) -> bool {
         matches!(
             self,
-            Stack::GoGo | Stack::GoRust | Stack::GoProxy | Stack::GoWasm
+            Stack::GoGo | Stack::GoRust | Stack::GoProxy | Stack::GoWasm | Stack::GoWat
         )
     }
 
+    /// The K plugins are WebAssembly modules in the runtime's process.
     pub(crate) fn wasm(self) -> bool {
-        matches!(self, Stack::GoWasm | Stack::RustWasm)
+        matches!(
+            self,
+            Stack::GoWasm | Stack::RustWasm | Stack::GoWat | Stack::RustWat
+        )
     }
 
-    fn proxy(self) -> bool {
+    /// The modules are the WAT no-op guest, not the Go-built one.
+    pub(crate) fn wat(self) -> bool {
+        matches!(self, Stack::GoWat | Stack::RustWat)
+    }
+
+    pub(crate) fn proxy(self) -> bool {
         matches!(self, Stack::GoProxy | Stack::RustProxy)
     }
 
-    fn go_plugin(self) -> bool {
+    pub(crate) fn go_plugin(self) -> bool {
         matches!(self, Stack::GoGo | Stack::RustGo)
     }
 }
@@ -486,30 +503,10 @@ fn load1() -> Option<f64> {
         .ok()
 }
 
-struct Bins {
-    go_bench: PathBuf,
-    go_plugin: PathBuf,
-    rust_runtime: PathBuf,
-    rust_plugin: PathBuf,
-    rust_proxy: PathBuf,
-    wasm_guest: PathBuf,
-}
-
 /// Environment of `nri-bench-proxy`: how many plugins it runs behind it.
 pub const ENV_PROXY_K: &str = "NRI_BENCH_PROXY_K";
 /// Environment of `nri-bench-proxy`: the plugin executable it runs behind it.
 pub const ENV_PROXY_PLUGIN: &str = "NRI_BENCH_PROXY_PLUGIN";
-
-fn check_bin(p: &Path, hint: &'static str) -> Result<(), Error> {
-    if p.is_file() {
-        Ok(())
-    } else {
-        Err(Error::MissingBinary {
-            path: p.display().to_string(),
-            hint,
-        })
-    }
-}
 
 fn run_one(bins: &Bins, o: &BenchOptions, cell: &Cell, stack: Stack) -> Result<RunResult, String> {
     let (prog, plugin) = (
@@ -528,7 +525,7 @@ fn run_one(bins: &Bins, o: &BenchOptions, cell: &Cell, stack: Stack) -> Result<R
     );
     let mut cmd = Command::new(prog);
     if stack.wasm() {
-        cmd.arg("--wasm").arg(&bins.wasm_guest);
+        cmd.arg("--wasm").arg(bins.guest(stack));
     }
     // Through the proxy the runtime has one plugin, the proxy, with the
     // cell's K plugins behind it.
@@ -661,33 +658,10 @@ pub fn run(opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchR
     if o.reps == 0 {
         return Err(Error::Options("reps must be at least 1".into()));
     }
-    let bins = Bins {
-        go_bench: o.go_bin_dir.join("nri-go-bench"),
-        go_plugin: o.go_bin_dir.join("nri-go-plugin"),
-        rust_runtime: o.rust_bin_dir.join("nri-bench-runtime"),
-        rust_plugin: o
-            .rust_plugin_bin
-            .clone()
-            .unwrap_or_else(|| o.rust_bin_dir.join("nri-bench-plugin")),
-        rust_proxy: o.rust_bin_dir.join("nri-bench-proxy"),
-        wasm_guest: o.go_bin_dir.join(crate::wasm::GUEST),
-    };
-    let go_hint = "build the Go peers: bash scripts/build-go-peers.sh (or set NRI_INTEROP_BIN)";
-    let rust_hint = "build them: cargo build --release -p nri-bench";
-    if o.with_go {
-        check_bin(&bins.go_bench, go_hint)?;
-        check_bin(&bins.go_plugin, go_hint)?;
-    }
-    check_bin(&bins.rust_runtime, rust_hint)?;
-    check_bin(&bins.rust_plugin, rust_hint)?;
-    if o.proxy_cells {
-        check_bin(&bins.rust_proxy, rust_hint)?;
-    }
-    if o.wasm_cells {
-        check_bin(&bins.wasm_guest, go_hint)?;
-    }
-
     let cells = o.cells();
+    let wat = crate::wasm::WatGuest::write(&cells)?;
+    let bins = Bins::new(&o, wat.path());
+    bins.check(&cells)?;
     let t0 = Instant::now();
     let loadavg = || {
         std::fs::read_to_string("/proc/loadavg")

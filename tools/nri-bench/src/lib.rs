@@ -15,6 +15,8 @@
 //! | [`Stack::RustProxy`] | `nri-bench-runtime` | `nri-bench-proxy` with K `nri-bench-plugin` behind it |
 //! | [`Stack::GoWasm`] | `nri-go-bench --wasm` (wazero) | none: K copies of the Go-built `wasm-guest.wasm` in its plugin directory |
 //! | [`Stack::RustWasm`] | `nri-bench-runtime --wasm` (wasmi) | the same K modules |
+//! | [`Stack::GoWat`] | `nri-go-bench --wasm` (wazero) | none: K copies of a no-op guest written in WAT, assembled by the bench |
+//! | [`Stack::RustWat`] | `nri-bench-runtime --wasm` (wasmi) | the same K modules |
 //!
 //! The plugin SDK is compared under the same Go runtime (`GoRust` vs
 //! `GoGo`), the runtime library under the same Go plugins (`RustGo` vs
@@ -33,6 +35,7 @@
 //! # Ok::<(), nri_bench::Error>(())
 //! ```
 
+mod bins;
 mod cli;
 mod driver;
 pub mod harness;

@@ -1,6 +1,7 @@
 //! The WebAssembly cells of the benchmark end to end (`--only wasm`,
 //! quick sizes, our stack): the Go-built guest (interop/wasm-guest, built
-//! by scripts/build-go-peers.sh) K = 1 and 4 times in the Rust runtime.
+//! by scripts/build-go-peers.sh) and the WAT no-op guest, K = 1 and 4
+//! times in the Rust runtime, with no plugin or proxy binary around.
 //! Checks that every run succeeded, loaded K modules and timed
 //! CreateContainer calls with no adjustment; no timing assertions. The Go
 //! stack of these cells is left to the benchmark itself: its wazero host
@@ -11,7 +12,7 @@
 
 use std::path::PathBuf;
 
-use nri_bench::{BenchOptions, Stack};
+use nri_bench::{BenchOptions, BenchReport, Stack};
 
 fn interop_dir() -> PathBuf {
     std::env::var_os("NRI_INTEROP_BIN")
@@ -35,14 +36,18 @@ fn wasm_cells_end_to_end() {
         );
         return;
     }
-    let runtime_bin = PathBuf::from(env!("CARGO_BIN_EXE_nri-bench-runtime"));
+    // Only the runtime harness, alone in a directory: the WebAssembly
+    // cells need no plugin or proxy binary.
+    let bins = tempfile::tempdir().expect("tempdir");
+    let runtime_bin = bins.path().join("nri-bench-runtime");
+    std::fs::copy(env!("CARGO_BIN_EXE_nri-bench-runtime"), &runtime_bin).expect("copy");
     let opts = BenchOptions {
         quick: true,
         reps: 1,
         n: 80,
         with_go: false,
         go_bin_dir: dir,
-        rust_bin_dir: runtime_bin.parent().expect("bin dir").to_path_buf(),
+        rust_bin_dir: bins.path().to_path_buf(),
         runtime_cells: false,
         plugin_cells: false,
         proxy_cells: false,
@@ -52,10 +57,53 @@ fn wasm_cells_end_to_end() {
     let report = nri_bench::run(&opts, |l| eprintln!("{l}")).expect("matrix runs");
 
     let ids: Vec<&str> = report.cells.iter().map(|c| c.cell.id.as_str()).collect();
-    assert_eq!(ids, ["wasm-noop-k1", "wasm-noop-k4"]);
+    assert_eq!(
+        ids,
+        [
+            "wasm-noop-k1",
+            "wasm-noop-k4",
+            "wasm-wat-noop-k1",
+            "wasm-wat-noop-k4"
+        ]
+    );
+    check_runs(&report);
+    // The call target needs only our stack; the load target compares with
+    // Go's host, which did not run.
+    let measured = |prefix: &str| {
+        report
+            .targets
+            .iter()
+            .find(|t| t.name.starts_with(prefix))
+            .map(|t| t.met.is_some())
+    };
+    assert_eq!(measured("CreateContainer noop through one"), Some(true));
+    assert_eq!(measured("WebAssembly plugin load"), Some(false));
+    let mut table = Vec::new();
+    nri_bench::print_table(&report, &mut table).expect("table");
+    let table = String::from_utf8(table).expect("utf8");
+    assert!(
+        table.contains("### WebAssembly plugins (the Go-built guest, noop)"),
+        "{table}"
+    );
+    assert!(table.contains("| rust/wasm |"), "{table}");
+    assert!(
+        table.contains("### WebAssembly plugins (the WAT no-op guest: the host's own cost)"),
+        "{table}"
+    );
+    assert!(table.contains("| rust/wat |"), "{table}");
+}
+
+/// Every run of every cell succeeded, on the right stack, with K modules
+/// and no plugin process, and timed calls that changed nothing.
+fn check_runs(report: &BenchReport) {
     for c in &report.cells {
         let stacks: Vec<Stack> = c.stacks.iter().map(|s| s.stack).collect();
-        assert_eq!(stacks, [Stack::RustWasm]);
+        let want = if c.cell.id.contains("wat") {
+            Stack::RustWat
+        } else {
+            Stack::RustWasm
+        };
+        assert_eq!(stacks, [want]);
         for s in &c.stacks {
             let what = format!("{} {}", c.cell.id, s.stack.label());
             assert!(s.errors.is_empty(), "{what}: {:?}", s.errors);
@@ -76,23 +124,4 @@ fn wasm_cells_end_to_end() {
             );
         }
     }
-    // The call target needs only our stack; the load target compares with
-    // Go's host, which did not run.
-    let measured = |prefix: &str| {
-        report
-            .targets
-            .iter()
-            .find(|t| t.name.starts_with(prefix))
-            .map(|t| t.met.is_some())
-    };
-    assert_eq!(measured("CreateContainer noop through one"), Some(true));
-    assert_eq!(measured("WebAssembly plugin load"), Some(false));
-    let mut table = Vec::new();
-    nri_bench::print_table(&report, &mut table).expect("table");
-    let table = String::from_utf8(table).expect("utf8");
-    assert!(
-        table.contains("### WebAssembly plugins (the Go-built guest, noop)"),
-        "{table}"
-    );
-    assert!(table.contains("| rust/wasm |"), "{table}");
 }
