@@ -121,6 +121,7 @@ impl Guest {
                 .build(),
             deadline: Some(deadline),
             epoch: Instant::now(),
+            closed: CancellationToken::new(),
         };
         let mut store = Store::new(&engine, state);
         store.limiter(|s| &mut s.limits);
@@ -194,13 +195,20 @@ impl Guest {
         cancel: Option<&CancellationToken>,
     ) -> Result<R, CallError> {
         self.store.data_mut().deadline = Some(deadline);
-        self.store
-            .set_fuel(self.slice)
-            .map_err(|e| engine_error(&e))?;
+        // A trap after the plugin was closed (a cut `poll_oneoff` sleep)
+        // is the closing, not the guest's fault.
+        let fail = |e: &wasmi::Error| {
+            if cancel.is_some_and(CancellationToken::is_cancelled) {
+                CallError::Closed
+            } else {
+                engine_error(e)
+            }
+        };
+        self.store.set_fuel(self.slice).map_err(|e| fail(&e))?;
         let mut given = self.slice;
         let mut call = f
             .call_resumable(&mut self.store, params)
-            .map_err(|e| engine_error(&e))?;
+            .map_err(|e| fail(&e))?;
         loop {
             match call {
                 TypedResumableCall::Finished(r) => {
@@ -208,7 +216,7 @@ impl Guest {
                     self.fuel_used = self.fuel_used.saturating_add(given.saturating_sub(left));
                     return Ok(r);
                 }
-                TypedResumableCall::HostTrap(t) => return Err(engine_error(t.host_error())),
+                TypedResumableCall::HostTrap(t) => return Err(fail(t.host_error())),
                 TypedResumableCall::OutOfFuel(more) => {
                     if Instant::now() >= deadline {
                         return Err(CallError::Timeout);
@@ -219,11 +227,17 @@ impl Guest {
                     let fuel = self.slice.max(more.required_fuel());
                     self.fuel_used = self.fuel_used.saturating_add(given);
                     given = fuel;
-                    self.store.set_fuel(fuel).map_err(|e| engine_error(&e))?;
-                    call = more.resume(&mut self.store).map_err(|e| engine_error(&e))?;
+                    self.store.set_fuel(fuel).map_err(|e| fail(&e))?;
+                    call = more.resume(&mut self.store).map_err(|e| fail(&e))?;
                 }
             }
         }
+    }
+
+    /// Makes `closed` the token that ends this guest's calls (checked
+    /// between fuel slices and during `poll_oneoff` sleeps).
+    pub(crate) fn set_closed(&mut self, closed: CancellationToken) {
+        self.store.data_mut().closed = closed;
     }
 
     /// One call of the guest's export for `method` with the encoded
@@ -280,6 +294,7 @@ impl Guest {
     }
 }
 
+/// `e` as text, for logs and load errors.
 fn describe(e: &CallError) -> String {
     match e {
         CallError::Status(s) => format!("guest returned an error: {s}"),
@@ -308,7 +323,8 @@ impl std::fmt::Debug for WasmConn {
 }
 
 impl WasmConn {
-    pub(crate) fn new(name: String, guest: Guest, closed: CancellationToken) -> Self {
+    pub(crate) fn new(name: String, mut guest: Guest, closed: CancellationToken) -> Self {
+        guest.set_closed(closed.clone());
         Self {
             guest: Arc::new(tokio::sync::Mutex::new(Some(guest))),
             closed,
@@ -403,5 +419,115 @@ fn failure(e: CallError, method: &str, timeout: Duration) -> PluginFailure {
             method: method.to_owned(),
             message: "the WebAssembly plugin does not export it".into(),
         },
+    }
+}
+
+#[cfg(all(
+    test,
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::wasm::WasmLimits;
+
+    /// The `nanosleep` and `clock_nanosleep` syscall numbers (what
+    /// `std::thread::sleep` ends in).
+    #[cfg(target_arch = "x86_64")]
+    const SLEEPS: [&str; 2] = ["35", "230"];
+    #[cfg(target_arch = "aarch64")]
+    const SLEEPS: [&str; 2] = ["101", "115"];
+
+    /// A guest whose CreateContainer sleeps one minute in WASI
+    /// `poll_oneoff` (one relative clock subscription at 1024: tag 0,
+    /// timeout in ns at offset 24).
+    fn sleeper() -> Vec<u8> {
+        let mut methods = String::new();
+        for (_, export) in crate::wasm::abi::METHOD_EXPORTS {
+            let body = if export == "plugin_create_container" {
+                "(drop (call $poll (i32.const 1024) (i32.const 2048) (i32.const 1) (i32.const 2096))) i64.const 0"
+            } else {
+                "i64.const 0"
+            };
+            methods.push_str(&format!(
+                "(func (export \"{export}\") (param i32 i32) (result i64) {body})\n"
+            ));
+        }
+        let timeout: String = 60_000_000_000u64
+            .to_le_bytes()
+            .iter()
+            .map(|b| format!("\\{b:02x}"))
+            .collect();
+        wat::parse_str(format!(
+            r#"(module
+              (import "wasi_snapshot_preview1" "poll_oneoff" (func $poll (param i32 i32 i32 i32) (result i32)))
+              (memory (export "memory") 1)
+              (data (i32.const 1048) "{timeout}")
+              (func (export "malloc") (param i32) (result i32) (i32.const 4096))
+              (func (export "free") (param i32))
+              (func (export "plugin_api_version") (result i64) (i64.const 1))
+              {methods})"#
+        ))
+        .unwrap()
+    }
+
+    /// Whether a thread of this process is in a sleep syscall (the
+    /// runtime's and the test's threads park in futex or epoll waits; a
+    /// guest's `poll_oneoff` sleeps).
+    fn a_thread_sleeps() -> bool {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .flatten()
+            .any(|t| {
+                let sc = std::fs::read_to_string(t.path().join("syscall")).unwrap_or_default();
+                SLEEPS.contains(&sc.split_whitespace().next().unwrap_or_default())
+            })
+    }
+
+    /// Closing a plugin whose guest sleeps in `poll_oneoff` (its call has
+    /// a minute left) ends the call within the sleep's closing check, not
+    /// at the call's deadline, and frees the thread it ran on.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn closing_ends_a_call_sleeping_in_the_guest() {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let guest =
+            Guest::load("10-sleeper", &sleeper(), &WasmLimits::default(), deadline).unwrap();
+        let conn = Arc::new(WasmConn::new(
+            "10-sleeper".into(),
+            guest,
+            CancellationToken::new(),
+        ));
+        let call = tokio::spawn({
+            let conn = conn.clone();
+            async move {
+                conn.call(
+                    nri_api::method::CREATE_CONTAINER,
+                    Bytes::new(),
+                    Duration::from_secs(60),
+                )
+                .await
+            }
+        });
+        // Close once the guest sleeps in poll_oneoff.
+        let end = Instant::now() + Duration::from_secs(20);
+        while !a_thread_sleeps() {
+            assert!(Instant::now() < end, "the guest never slept");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let closing = Instant::now();
+        conn.close();
+        let res = tokio::time::timeout(Duration::from_secs(5), call)
+            .await
+            .expect("the call ended soon after the close")
+            .unwrap();
+        assert!(
+            matches!(res, Err(PluginFailure::Disconnected { .. })),
+            "{res:?}"
+        );
+        assert!(closing.elapsed() < Duration::from_secs(5));
+        assert!(!a_thread_sleeps(), "the guest's thread still sleeps");
     }
 }

@@ -55,6 +55,8 @@ pub(crate) struct HostState {
     pub(crate) deadline: Option<Instant>,
     /// Origin of the monotonic clock.
     pub(crate) epoch: Instant,
+    /// The plugin's closing: a `poll_oneoff` sleep ends early on it.
+    pub(crate) closed: tokio_util::sync::CancellationToken,
 }
 
 /// The WASI functions implemented here; every other import of
@@ -306,13 +308,13 @@ fn poll_oneoff(
     events: i32,
     n: i32,
     nevents: i32,
-) -> i32 {
+) -> Result<i32, wasmi::Error> {
     let n = n as u32;
     if n == 0 || n > MAX_SUBSCRIPTIONS {
-        return EINVAL;
+        return Ok(EINVAL);
     }
     let Some(raw) = read(&caller, subs, n as usize * SUBSCRIPTION_SIZE) else {
-        return EFAULT;
+        return Ok(EFAULT);
     };
     let now_mono = caller.data().epoch.elapsed();
     let mut out = Vec::new();
@@ -334,13 +336,16 @@ fn poll_oneoff(
     }
     if out.is_empty() {
         let Some(shortest) = clocks.iter().map(|(w, _)| *w).min() else {
-            return EINVAL;
+            return Ok(EINVAL);
         };
         let until_deadline = caller
             .data()
             .deadline
             .map_or(shortest, |d| d.saturating_duration_since(Instant::now()));
-        std::thread::sleep(shortest.min(until_deadline));
+        if !sleep(shortest.min(until_deadline), &caller.data().closed) {
+            // The plugin was closed: the call ends here.
+            return Err(wasmi::Error::new(CLOSED_IN_SLEEP));
+        }
         for (w, userdata) in &clocks {
             if *w <= shortest {
                 out.push(event(userdata, 0, EVENTTYPE_CLOCK));
@@ -348,10 +353,34 @@ fn poll_oneoff(
         }
     }
     let count = u32::try_from(out.len()).unwrap_or(0);
-    errno(
+    Ok(errno(
         write(&mut caller, events, &out.concat())
             && write(&mut caller, nevents, &count.to_le_bytes()),
-    )
+    ))
+}
+
+/// Longest one `poll_oneoff` sleep goes without looking whether the
+/// plugin was closed.
+const SLEEP_CHECK: Duration = Duration::from_millis(10);
+
+/// Message of the trap that ends a call whose `poll_oneoff` sleep was cut
+/// by the plugin's closing.
+const CLOSED_IN_SLEEP: &str = "plugin closed during poll_oneoff";
+
+/// Sleeps for `d` and returns true, or returns false as soon as `closed`
+/// is cancelled (seen within [`SLEEP_CHECK`]).
+fn sleep(d: Duration, closed: &tokio_util::sync::CancellationToken) -> bool {
+    let until = Instant::now() + d;
+    loop {
+        if closed.is_cancelled() {
+            return false;
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return true;
+        }
+        std::thread::sleep(left.min(SLEEP_CHECK));
+    }
 }
 
 fn event(userdata: &[u8], error: u16, tag: u8) -> Vec<u8> {
