@@ -17,6 +17,8 @@
 //!   can register properly and then misbehave at any layer.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+pub mod bad_plugin;
+
 use std::collections::HashMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -109,19 +111,62 @@ impl PanicGuard {
 
 /// Captures `tracing` output of the current thread (use current-thread
 /// runtimes, so every task of the test logs here).
+///
+/// One global subscriber (installed once) hands each event to the capture
+/// of the thread that emitted it, if that thread has one. Scoped
+/// subscribers (`set_default`) per test raced: tests starting and ending
+/// on other threads recompute tracing's global level filter, and one that
+/// finished could leave it at OFF while another test's capture was live,
+/// which then captured nothing.
 #[derive(Clone, Default)]
 pub struct LogCapture(Arc<Mutex<Vec<u8>>>);
 
+thread_local! {
+    static THREAD_CAPTURE: std::cell::RefCell<Option<LogCapture>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Ends the current thread's capture when dropped.
+pub struct CaptureGuard(());
+
+impl Drop for CaptureGuard {
+    fn drop(&mut self) {
+        THREAD_CAPTURE.with(|c| *c.borrow_mut() = None);
+    }
+}
+
+/// The global subscriber's writer: the emitting thread's capture.
+struct ThreadWriter;
+
+impl std::io::Write for ThreadWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        THREAD_CAPTURE.with(|c| {
+            if let Some(cap) = &*c.borrow() {
+                cap.0.lock().unwrap().extend_from_slice(buf);
+            }
+        });
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 impl LogCapture {
-    pub fn install() -> (Self, tracing::subscriber::DefaultGuard) {
+    pub fn install() -> (Self, CaptureGuard) {
+        static GLOBAL: Once = Once::new();
+        GLOBAL.call_once(|| {
+            let sub = tracing_subscriber::fmt()
+                .with_writer(|| ThreadWriter)
+                .with_ansi(false)
+                .with_max_level(tracing::Level::DEBUG)
+                .finish();
+            // A test binary that set its own global subscriber keeps it.
+            let _ = tracing::subscriber::set_global_default(sub);
+        });
         let cap = LogCapture::default();
-        let sub = tracing_subscriber::fmt()
-            .with_writer(cap.clone())
-            .with_ansi(false)
-            .with_max_level(tracing::Level::DEBUG)
-            .finish();
-        let guard = tracing::subscriber::set_default(sub);
-        (cap, guard)
+        THREAD_CAPTURE.with(|c| *c.borrow_mut() = Some(cap.clone()));
+        (cap, CaptureGuard(()))
     }
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
@@ -133,23 +178,6 @@ impl LogCapture {
             .filter(|l| needles.iter().all(|n| l.contains(n)))
             .map(str::to_owned)
             .collect()
-    }
-}
-
-impl std::io::Write for LogCapture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogCapture {
-    type Writer = LogCapture;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
     }
 }
 
