@@ -17,6 +17,7 @@ use std::fs;
 use std::path::Path;
 
 use anyhow::{Context as _, Result, ensure};
+use nri_e2e_tests::daemonset::{container_config, import_image, node_dir, run_in_pod};
 use nri_e2e_tests::oci::{ImageDefinition, pack_image, static_binary};
 use nri_e2e_tests::{
     ContainerOpts, Containerd, Target, check_budget, e2e_enabled, plugin_binary, poll, timeout,
@@ -48,77 +49,6 @@ fn image_ref(deploy: &Path) -> Result<String> {
     Ok(format!("{image}:{version}"))
 }
 
-/// The CRI container config of the DaemonSet's (only) container: its
-/// args (no command: the image's entrypoint runs), its mounts with host
-/// paths moved under `host` and ConfigMap volumes written there from the
-/// base's ConfigMaps (`edit` may change a file), its security context.
-fn container_config(
-    ds: &Value,
-    configmaps: &[Value],
-    host: &Path,
-    edit: impl Fn(&str) -> String,
-) -> Result<Value> {
-    let spec = &ds["spec"]["template"]["spec"];
-    let c = &spec["containers"][0];
-    ensure!(
-        c["command"].is_null(),
-        "the DaemonSet overrides the entrypoint"
-    );
-    let volumes = spec["volumes"].as_array().context("no volumes")?;
-    let mut mounts = Vec::new();
-    for m in c["volumeMounts"].as_array().context("no volumeMounts")? {
-        let v = volumes
-            .iter()
-            .find(|v| v["name"] == m["name"])
-            .context("a mount without volume")?;
-        let dir = if let Some(p) = v["hostPath"]["path"].as_str() {
-            host.join(p.trim_start_matches('/'))
-        } else {
-            let name = v["configMap"]["name"].as_str().context("unknown volume")?;
-            let cm = configmaps
-                .iter()
-                .find(|c| c["metadata"]["name"] == name)
-                .context("ConfigMap not in the base")?;
-            let dir = host.join("configmaps").join(name);
-            fs::create_dir_all(&dir)?;
-            for (k, text) in cm["data"].as_object().context("ConfigMap without data")? {
-                fs::write(dir.join(k), edit(text.as_str().unwrap_or_default()))?;
-            }
-            dir
-        };
-        fs::create_dir_all(&dir)?;
-        mounts.push(json!({
-            "container_path": m["mountPath"],
-            "host_path": dir,
-            "readonly": m["readOnly"].as_bool().unwrap_or(false),
-        }));
-    }
-    let sc = &c["securityContext"];
-    let drop: Vec<Value> = sc["capabilities"]["drop"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    ensure!(
-        sc["seccompProfile"]["type"] == "RuntimeDefault",
-        "seccomp profile is not RuntimeDefault"
-    );
-    Ok(json!({
-        "metadata": {"name": c["name"], "attempt": 0},
-        "image": {"image": c["image"]},
-        "args": c["args"],
-        "log_path": format!("{}.log", c["name"].as_str().unwrap_or("c")),
-        "mounts": mounts,
-        "linux": {"security_context": {
-            "run_as_user": {"value": sc["runAsUser"].as_i64().context("no runAsUser")?},
-            "readonly_rootfs": sc["readOnlyRootFilesystem"].as_bool().unwrap_or(false),
-            "privileged": sc["privileged"].as_bool().unwrap_or(false),
-            "no_new_privs": !sc["allowPrivilegeEscalation"].as_bool().unwrap_or(true),
-            "capabilities": {"drop_capabilities": drop},
-            "seccomp": {"profile_type": 0},
-        }},
-    }))
-}
-
 /// Builds, packs and imports the image; checks it against the
 /// Containerfile; returns the reference.
 fn image(cd: &Containerd, deploy: &Path, def: &ImageDefinition) -> Result<String> {
@@ -135,13 +65,7 @@ fn image(cd: &Containerd, deploy: &Path, def: &ImageDefinition) -> Result<String
     let reference = image_ref(deploy)?;
     let tar = cd.work().join("nri-proxy-image.tar");
     pack_image(&bin, def, &reference, &cd.work().join("image"), &tar)?;
-    cd.run(&[
-        "ctr",
-        cd.work().to_str().unwrap_or_default(),
-        "images",
-        "import",
-        tar.to_str().unwrap_or_default(),
-    ])?;
+    import_image(cd, &tar)?;
     let info: Value = serde_json::from_str(&cd.crictl(&["inspecti", "-o", "json", &reference])?)?;
     let config = &info["info"]["imageSpec"]["config"];
     ensure!(
@@ -181,19 +105,12 @@ fn run(version: &str) -> Result<()> {
     // The node's directories: the runtime's socket in /var/run/nri (a hard
     // link to containerd's socket), the proxy's socket directory, the
     // ConfigMap's files.
-    let host = cd.work().join("host");
-    fs::create_dir_all(host.join("var/run/nri"))?;
-    fs::hard_link(cd.nri_socket(), host.join("var/run/nri/nri.sock"))?;
+    let host = node_dir(&cd)?;
     let mut ctr = container_config(&ds, &[cm], &host, |text| {
         text.replace("0.0.0.0:9464", "127.0.0.1:0")
     })?;
     ctr["image"]["image"] = json!(reference);
-    let file = cd.work().join("proxy-container.json");
-    fs::write(&file, serde_json::to_vec(&ctr)?)?;
-    let pod = cd.pod("nri-proxy", &[])?;
-    let w = cd.work().to_str().unwrap_or_default().to_owned();
-    let id = cd.run(&["create", &w, &pod, file.to_str().unwrap_or_default()])?;
-    cd.run(&["start-container", &w, &id])?;
+    let id = run_in_pod(&cd, "nri-proxy", &ctr)?;
     cd.wait_plugin_synchronized("nri-proxy")?;
 
     // The security context is applied.

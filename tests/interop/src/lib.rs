@@ -3,7 +3,7 @@
 //! `nri-wire-peer` serves), its well-known-type messages, the payload
 //! pattern, and locating the Go peers.
 //!
-//! Not published; only `tests/` and `src/bin/wire-bench.rs` use it.
+//! Not published; only `tests/` and `src/bin/wire-bench/` use it.
 
 use std::path::PathBuf;
 use std::sync::Arc;

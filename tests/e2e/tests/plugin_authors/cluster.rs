@@ -25,11 +25,12 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result, ensure};
+use nri_e2e_tests::daemonset::{container_config, import_image, node_dir, run_in_pod};
 use nri_e2e_tests::oci::{ImageDefinition, STATIC_TARGET, pack_image};
 use nri_e2e_tests::{
     ContainerOpts, Containerd, check_budget, e2e_enabled, profile_dir, run_with_deadline,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{CLUSTER_BLOCKS, page, run_local, shell_blocks};
 
@@ -62,60 +63,6 @@ fn static_build(scaffold: &Path) -> Result<PathBuf> {
     Ok(bin)
 }
 
-/// The CRI config of the DaemonSet's (only) container: its image and args
-/// (no command: the image's entrypoint runs), its hostPath mounts moved
-/// under `host`, its security context.
-fn container_config(ds: &Value, host: &Path) -> Result<Value> {
-    let spec = &ds["spec"]["template"]["spec"];
-    let c = &spec["containers"][0];
-    ensure!(
-        c["command"].is_null(),
-        "the DaemonSet overrides the entrypoint"
-    );
-    let volumes = spec["volumes"].as_array().context("no volumes")?;
-    let mut mounts = Vec::new();
-    for m in c["volumeMounts"].as_array().context("no volumeMounts")? {
-        let v = volumes
-            .iter()
-            .find(|v| v["name"] == m["name"])
-            .context("a mount without volume")?;
-        let p = v["hostPath"]["path"]
-            .as_str()
-            .context("not a hostPath volume")?;
-        let dir = host.join(p.trim_start_matches('/'));
-        std::fs::create_dir_all(&dir)?;
-        mounts.push(json!({
-            "container_path": m["mountPath"],
-            "host_path": dir,
-            "readonly": m["readOnly"].as_bool().unwrap_or(false),
-        }));
-    }
-    let sc = &c["securityContext"];
-    ensure!(
-        sc["seccompProfile"]["type"] == "RuntimeDefault",
-        "seccomp profile is not RuntimeDefault"
-    );
-    let drop: Vec<Value> = sc["capabilities"]["drop"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    Ok(json!({
-        "metadata": {"name": c["name"], "attempt": 0},
-        "image": {"image": c["image"]},
-        "args": c["args"],
-        "log_path": "plugin.log",
-        "mounts": mounts,
-        "linux": {"security_context": {
-            "run_as_user": {"value": sc["runAsUser"].as_i64().context("no runAsUser")?},
-            "readonly_rootfs": sc["readOnlyRootFilesystem"].as_bool().unwrap_or(false),
-            "privileged": sc["privileged"].as_bool().unwrap_or(false),
-            "no_new_privs": !sc["allowPrivilegeEscalation"].as_bool().unwrap_or(true),
-            "capabilities": {"drop_capabilities": drop},
-            "seccomp": {"profile_type": 0},
-        }},
-    }))
-}
-
 fn run(version: &str) -> Result<()> {
     let blocks = shell_blocks(&page()?)?;
     ensure!(blocks.iter().filter(|b| b.cluster).count() == CLUSTER_BLOCKS);
@@ -141,25 +88,12 @@ fn run(version: &str) -> Result<()> {
 
     let mut cd = Containerd::new(version, &format!("plugin-authors cluster {version}"))?;
     cd.start()?;
-    let w = cd.work().to_str().unwrap_or_default().to_owned();
     let tar = cd.work().join("scratch-image.tar");
     pack_image(&bin, &def, &reference, &cd.work().join("image"), &tar)?;
-    cd.run(&[
-        "ctr",
-        &w,
-        "images",
-        "import",
-        tar.to_str().unwrap_or_default(),
-    ])?;
-    let host = cd.work().join("host");
-    std::fs::create_dir_all(host.join("var/run/nri"))?;
-    std::fs::hard_link(cd.nri_socket(), host.join("var/run/nri/nri.sock"))?;
-    let ctr = container_config(&ds, &host)?;
-    let file = cd.work().join("scratch-container.json");
-    std::fs::write(&file, serde_json::to_vec(&ctr)?)?;
-    let pod = cd.pod("nri-plugin-scratch", &[])?;
-    let id = cd.run(&["create", &w, &pod, file.to_str().unwrap_or_default()])?;
-    cd.run(&["start-container", &w, &id])?;
+    import_image(&cd, &tar)?;
+    let host = node_dir(&cd)?;
+    let ctr = container_config(&ds, &[], &host, str::to_owned)?;
+    let id = run_in_pod(&cd, "nri-plugin-scratch", &ctr)?;
     cd.wait_plugin_synchronized("scratch")?;
 
     // The DaemonSet's security context is applied.

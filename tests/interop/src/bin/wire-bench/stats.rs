@@ -1,0 +1,102 @@
+//! Latency statistics of one run, and CPU time of a process.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::{UnixListener as StdListener, UnixStream as StdStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use clap::{Parser, ValueEnum};
+use nri_interop_tests::{BytesValue, ECHO_SERVICE, Served, echo_service, interop_bin_dir, pattern};
+use nri_mux::{ConnId, Mux};
+use nri_ttrpc::{CallOptions, Client, Server};
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+#[allow(unused_imports)]
+use super::*;
+
+#[derive(Debug, Clone, Serialize)]
+struct Stats {
+    n: usize,
+    median_ns: u64,
+    p90_ns: u64,
+    p99_ns: u64,
+    min_ns: u64,
+    max_ns: u64,
+    mean_ns: u64,
+    total_ns: u64,
+    /// CPU time per call of the client / server process (Rust only; 10 ms
+    /// tick resolution over the whole timed loop).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    client_cpu_us_per_call: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    server_cpu_us_per_call: Option<f64>,
+}
+
+/// Nearest-rank percentile of sorted samples (as the Go bench client).
+fn rank(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let r = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[r.clamp(1, sorted.len()) - 1]
+}
+
+fn stats(mut samples: Vec<u64>, total: Duration) -> Stats {
+    samples.sort_unstable();
+    let n = samples.len();
+    let sum: u128 = samples.iter().map(|&x| u128::from(x)).sum();
+    Stats {
+        n,
+        median_ns: rank(&samples, 50.0),
+        p90_ns: rank(&samples, 90.0),
+        p99_ns: rank(&samples, 99.0),
+        min_ns: samples.first().copied().unwrap_or(0),
+        max_ns: samples.last().copied().unwrap_or(0),
+        mean_ns: u64::try_from(sum / (n.max(1) as u128)).unwrap_or(u64::MAX),
+        total_ns: u64::try_from(total.as_nanos()).unwrap_or(u64::MAX),
+        client_cpu_us_per_call: None,
+        server_cpu_us_per_call: None,
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// utime + stime of a process in clock ticks (10 ms), from /proc.
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = s.rsplit_once(')')?.1;
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // after ")": state is field 3, utime 14, stime 15 (1-based) -> idx 11, 12
+    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
+struct CpuWindow {
+    client: Option<u64>,
+    server: Option<u64>,
+    server_pid: Option<u32>,
+}
+
+impl CpuWindow {
+    fn start(server_pid: Option<u32>) -> Self {
+        CpuWindow {
+            client: cpu_ticks(std::process::id()),
+            server: server_pid.and_then(cpu_ticks),
+            server_pid,
+        }
+    }
+
+    fn finish(self, st: &mut Stats) {
+        let per_call = |a: Option<u64>, b: Option<u64>| {
+            let (a, b) = (a?, b?);
+            Some((b.saturating_sub(a)) as f64 * 10_000.0 / st.n.max(1) as f64)
+        };
+        st.client_cpu_us_per_call = per_call(self.client, cpu_ticks(std::process::id()));
+        st.server_cpu_us_per_call = per_call(self.server, self.server_pid.and_then(cpu_ticks));
+    }
+}
