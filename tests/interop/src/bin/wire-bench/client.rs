@@ -1,34 +1,31 @@
 //! The clients: Rust ttRPC over nri-mux, raw unix-socket ping-pong
 //! (std and tokio), and the Go pair run through `nri-wire-peer`.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::net::{UnixListener as StdListener, UnixStream as StdStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream as StdStream;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
 
-use anyhow::{Context, Result, bail, ensure};
-use clap::{Parser, ValueEnum};
-use nri_interop_tests::{BytesValue, ECHO_SERVICE, Served, echo_service, interop_bin_dir, pattern};
-use nri_mux::{ConnId, Mux};
-use nri_ttrpc::{CallOptions, Client, Server};
-use serde::Serialize;
-use tokio_util::sync::CancellationToken;
+use anyhow::{Context, Result, ensure};
+use nri_interop_tests::{BytesValue, ECHO_SERVICE, pattern};
+use nri_mux::Mux;
+use nri_ttrpc::{CallOptions, Client};
 
 #[allow(unused_imports)]
 use super::*;
 
 /// Set by `--block-on`.
-static BLOCK_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+pub(crate) static BLOCK_ON: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
 
-fn block_on_mode() -> bool {
+pub(crate) fn block_on_mode() -> bool {
     BLOCK_ON.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// Runs `fut` as a spawned task of `rt` and waits for it; with
 /// `--block-on`, runs it directly in `block_on` (on the calling thread).
-fn in_task<T: Send + 'static>(
+pub(crate) fn in_task<T: Send + 'static>(
     rt: &tokio::runtime::Runtime,
     fut: impl std::future::Future<Output = Result<T>> + Send + 'static,
 ) -> Result<T> {
@@ -40,13 +37,18 @@ fn in_task<T: Send + 'static>(
 }
 
 #[derive(Clone)]
-struct Cfg {
-    n: usize,
-    warmup: usize,
-    sizes: Vec<usize>,
+pub(crate) struct Cfg {
+    pub(crate) n: usize,
+    pub(crate) warmup: usize,
+    pub(crate) sizes: Vec<usize>,
 }
 
-fn rust_ttrpc(cfg: &Cfg, client_rt: Rt, server_rt: Rt, dir: &Path) -> Result<Vec<Stats>> {
+pub(crate) fn rust_ttrpc(
+    cfg: &Cfg,
+    client_rt: Rt,
+    server_rt: Rt,
+    dir: &Path,
+) -> Result<Vec<Stats>> {
     let sock = dir.join(format!("ttrpc-{}.sock", client_rt.short()));
     let server = rust_server(ServeKind::Ttrpc, &sock, server_rt)?;
     let pid = server.pid();
@@ -92,7 +94,7 @@ fn rust_ttrpc(cfg: &Cfg, client_rt: Rt, server_rt: Rt, dir: &Path) -> Result<Vec
     res
 }
 
-fn rust_raw(cfg: &Cfg, dir: &Path) -> Result<Vec<Stats>> {
+pub(crate) fn rust_raw(cfg: &Cfg, dir: &Path) -> Result<Vec<Stats>> {
     let sock = dir.join("raw.sock");
     let server = rust_server(ServeKind::Raw, &sock, Rt::Current)?;
     let pid = server.pid();
@@ -125,7 +127,7 @@ fn rust_raw(cfg: &Cfg, dir: &Path) -> Result<Vec<Stats>> {
     Ok(out)
 }
 
-fn rust_raw_tokio(cfg: &Cfg, dir: &Path) -> Result<Vec<Stats>> {
+pub(crate) fn rust_raw_tokio(cfg: &Cfg, dir: &Path) -> Result<Vec<Stats>> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let sock = dir.join("raw-tokio.sock");
     let server = rust_server(ServeKind::RawTokio, &sock, Rt::Current)?;
@@ -164,21 +166,21 @@ fn rust_raw_tokio(cfg: &Cfg, dir: &Path) -> Result<Vec<Stats>> {
 }
 
 #[derive(serde::Deserialize)]
-struct GoStats {
-    event: String,
-    size: usize,
-    n: usize,
-    median_ns: u64,
-    p90_ns: u64,
-    p99_ns: u64,
-    min_ns: u64,
-    max_ns: u64,
-    mean_ns: u64,
-    total_ns: u64,
+pub(crate) struct GoStats {
+    pub(crate) event: String,
+    pub(crate) size: usize,
+    pub(crate) n: usize,
+    pub(crate) median_ns: u64,
+    pub(crate) p90_ns: u64,
+    pub(crate) p99_ns: u64,
+    pub(crate) min_ns: u64,
+    pub(crate) max_ns: u64,
+    pub(crate) mean_ns: u64,
+    pub(crate) total_ns: u64,
 }
 
 /// Runs a Go server mode and the matching client mode of nri-wire-peer.
-fn go_pair(cfg: &Cfg, bin: &Path, mode: &str, dir: &Path) -> Result<Vec<Stats>> {
+pub(crate) fn go_pair(cfg: &Cfg, bin: &Path, mode: &str, dir: &Path) -> Result<Vec<Stats>> {
     let sock = dir.join(format!("go-{mode}.sock"));
     let mut cmd = Command::new(bin);
     cmd.args([&format!("{mode}-server"), "--listen"]).arg(&sock);

@@ -13,20 +13,14 @@
 //!
 //! The Rust server side is this binary re-executed with `--serve KIND`.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::net::{UnixListener as StdListener, UnixStream as StdStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 use clap::{Parser, ValueEnum};
-use nri_interop_tests::{BytesValue, ECHO_SERVICE, Served, echo_service, interop_bin_dir, pattern};
-use nri_mux::{ConnId, Mux};
-use nri_ttrpc::{CallOptions, Client, Server};
+use nri_interop_tests::interop_bin_dir;
+use nri_mux::ConnId;
 use serde::Serialize;
-use tokio_util::sync::CancellationToken;
 
 /// Mux connection used by every ttRPC benchmark (Rust and Go).
 const BENCH_CONN: ConnId = ConnId(1);

@@ -2,31 +2,29 @@
 //! and the server processes the clients talk to.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::net::{UnixListener as StdListener, UnixStream as StdStream};
-use std::path::{Path, PathBuf};
+use std::os::unix::net::UnixListener as StdListener;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail, ensure};
-use clap::{Parser, ValueEnum};
-use nri_interop_tests::{BytesValue, ECHO_SERVICE, Served, echo_service, interop_bin_dir, pattern};
-use nri_mux::{ConnId, Mux};
-use nri_ttrpc::{CallOptions, Client, Server};
-use serde::Serialize;
+use nri_interop_tests::{ECHO_SERVICE, Served, echo_service};
+use nri_mux::Mux;
+use nri_ttrpc::Server;
 use tokio_util::sync::CancellationToken;
 
 #[allow(unused_imports)]
 use super::*;
 
-fn announce() -> Result<()> {
+pub(crate) fn announce() -> Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "listening")?;
     out.flush()?;
     Ok(())
 }
 
-fn serve(kind: ServeKind, socket: &Path, rt: Rt) -> Result<()> {
+pub(crate) fn serve(kind: ServeKind, socket: &Path, rt: Rt) -> Result<()> {
     // A stale file from an earlier run would make bind fail.
     let _ = std::fs::remove_file(socket);
     match kind {
@@ -77,13 +75,15 @@ fn serve(kind: ServeKind, socket: &Path, rt: Rt) -> Result<()> {
     }
 }
 
-struct ServerProc {
-    child: Child,
+pub(crate) struct ServerProc {
+    pub(crate) child: Child,
 }
 
 impl ServerProc {
     /// Spawns `cmd` and waits for its "listening" line.
-    fn spawn(mut cmd: Command) -> Result<(ServerProc, BufReader<std::process::ChildStdout>)> {
+    pub(crate) fn spawn(
+        mut cmd: Command,
+    ) -> Result<(ServerProc, BufReader<std::process::ChildStdout>)> {
         let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -97,11 +97,11 @@ impl ServerProc {
         Ok((ServerProc { child }, out))
     }
 
-    fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
-    fn wait(mut self) -> Result<()> {
+    pub(crate) fn wait(mut self) -> Result<()> {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Some(st) = self.child.try_wait()? {
@@ -117,7 +117,7 @@ impl ServerProc {
     }
 }
 
-fn rust_server(kind: ServeKind, socket: &Path, rt: Rt) -> Result<ServerProc> {
+pub(crate) fn rust_server(kind: ServeKind, socket: &Path, rt: Rt) -> Result<ServerProc> {
     let mut cmd = Command::new(std::env::current_exe()?);
     let kind = match kind {
         ServeKind::Ttrpc => "ttrpc",
@@ -132,7 +132,7 @@ fn rust_server(kind: ServeKind, socket: &Path, rt: Rt) -> Result<ServerProc> {
     Ok(ServerProc::spawn(cmd)?.0)
 }
 
-fn rt_name(rt: Rt) -> &'static str {
+pub(crate) fn rt_name(rt: Rt) -> &'static str {
     match rt {
         Rt::Current => "current",
         Rt::Multi => "multi",

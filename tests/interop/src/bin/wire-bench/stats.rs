@@ -1,43 +1,32 @@
 //! Latency statistics of one run, and CPU time of a process.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::net::{UnixListener as StdListener, UnixStream as StdStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context, Result, bail, ensure};
-use clap::{Parser, ValueEnum};
-use nri_interop_tests::{BytesValue, ECHO_SERVICE, Served, echo_service, interop_bin_dir, pattern};
-use nri_mux::{ConnId, Mux};
-use nri_ttrpc::{CallOptions, Client, Server};
 use serde::Serialize;
-use tokio_util::sync::CancellationToken;
 
 #[allow(unused_imports)]
 use super::*;
 
 #[derive(Debug, Clone, Serialize)]
-struct Stats {
-    n: usize,
-    median_ns: u64,
-    p90_ns: u64,
-    p99_ns: u64,
-    min_ns: u64,
-    max_ns: u64,
-    mean_ns: u64,
-    total_ns: u64,
+pub(crate) struct Stats {
+    pub(crate) n: usize,
+    pub(crate) median_ns: u64,
+    pub(crate) p90_ns: u64,
+    pub(crate) p99_ns: u64,
+    pub(crate) min_ns: u64,
+    pub(crate) max_ns: u64,
+    pub(crate) mean_ns: u64,
+    pub(crate) total_ns: u64,
     /// CPU time per call of the client / server process (Rust only; 10 ms
     /// tick resolution over the whole timed loop).
     #[serde(skip_serializing_if = "Option::is_none")]
-    client_cpu_us_per_call: Option<f64>,
+    pub(crate) client_cpu_us_per_call: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    server_cpu_us_per_call: Option<f64>,
+    pub(crate) server_cpu_us_per_call: Option<f64>,
 }
 
 /// Nearest-rank percentile of sorted samples (as the Go bench client).
-fn rank(sorted: &[u64], p: f64) -> u64 {
+pub(crate) fn rank(sorted: &[u64], p: f64) -> u64 {
     if sorted.is_empty() {
         return 0;
     }
@@ -45,7 +34,7 @@ fn rank(sorted: &[u64], p: f64) -> u64 {
     sorted[r.clamp(1, sorted.len()) - 1]
 }
 
-fn stats(mut samples: Vec<u64>, total: Duration) -> Stats {
+pub(crate) fn stats(mut samples: Vec<u64>, total: Duration) -> Stats {
     samples.sort_unstable();
     let n = samples.len();
     let sum: u128 = samples.iter().map(|&x| u128::from(x)).sum();
@@ -63,12 +52,12 @@ fn stats(mut samples: Vec<u64>, total: Duration) -> Stats {
     }
 }
 
-fn nanos(d: Duration) -> u64 {
+pub(crate) fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// utime + stime of a process in clock ticks (10 ms), from /proc.
-fn cpu_ticks(pid: u32) -> Option<u64> {
+pub(crate) fn cpu_ticks(pid: u32) -> Option<u64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let after = s.rsplit_once(')')?.1;
     let f: Vec<&str> = after.split_whitespace().collect();
@@ -76,14 +65,14 @@ fn cpu_ticks(pid: u32) -> Option<u64> {
     Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
 }
 
-struct CpuWindow {
-    client: Option<u64>,
-    server: Option<u64>,
-    server_pid: Option<u32>,
+pub(crate) struct CpuWindow {
+    pub(crate) client: Option<u64>,
+    pub(crate) server: Option<u64>,
+    pub(crate) server_pid: Option<u32>,
 }
 
 impl CpuWindow {
-    fn start(server_pid: Option<u32>) -> Self {
+    pub(crate) fn start(server_pid: Option<u32>) -> Self {
         CpuWindow {
             client: cpu_ticks(std::process::id()),
             server: server_pid.and_then(cpu_ticks),
@@ -91,7 +80,7 @@ impl CpuWindow {
         }
     }
 
-    fn finish(self, st: &mut Stats) {
+    pub(crate) fn finish(self, st: &mut Stats) {
         let per_call = |a: Option<u64>, b: Option<u64>| {
             let (a, b) = (a?, b?);
             Some((b.saturating_sub(a)) as f64 * 10_000.0 / st.n.max(1) as f64)
