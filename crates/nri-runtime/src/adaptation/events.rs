@@ -1,0 +1,389 @@
+//! The lifecycle events of [`Adaptation`] but CreateContainer
+//! (`create.rs`): each fans the event out to the subscribed plugins, in
+//! turn, or, for teardown events, to all of them at once.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use nri_api::api::{
+    Container, Event, LinuxResources, PodSandbox, StopContainerResponse, UpdateContainerResponse,
+    UpdatePodSandboxRequest, UpdatePodSandboxResponse, ValidateContainerAdjustmentRequest,
+};
+use nri_api::method;
+
+use super::{
+    Adaptation, EventReport, RunPodSandboxOutcome, StopContainerOutcome, UpdateContainerOutcome,
+};
+use crate::error::Error;
+use crate::failure::{PluginError, PluginFailure, is_teardown_event};
+use crate::metrics::audit_owners;
+use crate::plugin::{Notification, Plugin, in_turn};
+use nri_merge::{StopResult, UpdateResult};
+
+impl Adaptation {
+    /// RunPodSandbox. Fails when a `required` plugin is missing or a plugin
+    /// with policy `fail`/`required` fails.
+    pub async fn run_pod_sandbox(&self, pod: &PodSandbox) -> Result<RunPodSandboxOutcome, Error> {
+        self.check_started()?;
+        let ev = Event::RunPodSandbox;
+        let n = Notification::new(ev, pod, None);
+        self.shared.await_required(ev, pod).await;
+        let (plugins, guard) =
+            (self.shared.registry).begin_creation(ev, pod, None, n.request().clone());
+        self.shared.check_required(ev, &plugins, pod)?;
+        let mut errors = Vec::new();
+        for p in in_turn(&plugins, ev) {
+            if let Err(f) = p
+                .notify_prepared(&*self.shared.metrics, &n, self.budget)
+                .await
+            {
+                self.shared.on_failure(p, ev, f, pod, &mut errors)?;
+            }
+        }
+        guard.set_outcome(true);
+        Ok(RunPodSandboxOutcome { errors, guard })
+    }
+
+    /// UpdatePodSandbox (policy applies).
+    pub async fn update_pod_sandbox(
+        &self,
+        pod: &PodSandbox,
+        overhead: Option<LinuxResources>,
+        resources: Option<LinuxResources>,
+    ) -> Result<EventReport, Error> {
+        self.check_started()?;
+        let ev = Event::UpdatePodSandbox;
+        let plugins = (self.shared.registry).begin_update(
+            ev,
+            pod,
+            None,
+            resources.as_ref(),
+            overhead.as_ref(),
+        );
+        let req = UpdatePodSandboxRequest {
+            pod: Some(pod.clone()),
+            overhead_linux_resources: overhead,
+            linux_resources: resources,
+        };
+        let payload = bytes::Bytes::from(prost::Message::encode_to_vec(&req));
+        let mut errors = Vec::new();
+        let metrics = &*self.shared.metrics;
+        for p in in_turn(&plugins, ev) {
+            let r: Result<UpdatePodSandboxResponse, _> =
+                match self.budget.time_for(p, metrics, ev.pretty_name()) {
+                    Ok(t) => {
+                        p.call_encoded(
+                            metrics,
+                            ev.pretty_name(),
+                            method::UPDATE_POD_SANDBOX,
+                            payload.clone(),
+                            t,
+                        )
+                        .await
+                    }
+                    Err(f) => Err(f),
+                };
+            if let Err(f) = r {
+                self.shared.on_failure(p, ev, f, pod, &mut errors)?;
+            }
+        }
+        Ok(EventReport { errors })
+    }
+
+    /// PostUpdatePodSandbox (teardown-class: never fails).
+    pub async fn post_update_pod_sandbox(&self, pod: &PodSandbox) -> Result<EventReport, Error> {
+        self.notify_event(Event::PostUpdatePodSandbox, pod, None)
+            .await
+    }
+
+    /// StopPodSandbox (teardown: delivered to every subscribed plugin, never fails).
+    pub async fn stop_pod_sandbox(&self, pod: &PodSandbox) -> Result<EventReport, Error> {
+        self.notify_event(Event::StopPodSandbox, pod, None).await
+    }
+
+    /// RemovePodSandbox (teardown).
+    pub async fn remove_pod_sandbox(&self, pod: &PodSandbox) -> Result<EventReport, Error> {
+        self.notify_event(Event::RemovePodSandbox, pod, None).await
+    }
+
+    /// PostCreateContainer (teardown-class: never fails).
+    pub async fn post_create_container(
+        &self,
+        pod: &PodSandbox,
+        container: &Container,
+    ) -> Result<EventReport, Error> {
+        self.notify_event(Event::PostCreateContainer, pod, Some(container))
+            .await
+    }
+
+    /// StartContainer (policy applies).
+    pub async fn start_container(
+        &self,
+        pod: &PodSandbox,
+        container: &Container,
+    ) -> Result<EventReport, Error> {
+        self.notify_event(Event::StartContainer, pod, Some(container))
+            .await
+    }
+
+    /// PostStartContainer (teardown-class: never fails).
+    pub async fn post_start_container(
+        &self,
+        pod: &PodSandbox,
+        container: &Container,
+    ) -> Result<EventReport, Error> {
+        self.notify_event(Event::PostStartContainer, pod, Some(container))
+            .await
+    }
+
+    /// UpdateContainer: updates (the target's last) and evictions.
+    pub async fn update_container(
+        &self,
+        pod: &PodSandbox,
+        container: &Container,
+        resources: Option<LinuxResources>,
+    ) -> Result<UpdateContainerOutcome, Error> {
+        self.check_started()?;
+        let ev = Event::UpdateContainer;
+        let op = ev.pretty_name();
+        let sh = &self.shared;
+        let plugins = sh
+            .registry
+            .begin_update(ev, pod, Some(container), resources.as_ref(), None);
+        let mut result = UpdateResult::new(pod.clone(), container.clone(), resources);
+        let mut errors = Vec::new();
+        for p in in_turn(&plugins, ev) {
+            let req = bytes::Bytes::from(prost::Message::encode_to_vec(&result.request()));
+            let r: Result<UpdateContainerResponse, _> =
+                match self.budget.time_for(p, &*sh.metrics, op) {
+                    Ok(t) => {
+                        p.call_encoded(&*sh.metrics, op, method::UPDATE_CONTAINER, req, t)
+                            .await
+                    }
+                    Err(f) => Err(f),
+                };
+            let resp = match r {
+                Ok(resp) => resp,
+                Err(f) => {
+                    sh.on_failure(p, ev, f, pod, &mut errors)?;
+                    continue;
+                }
+            };
+            let (nu, ne) = (resp.update.len(), resp.evict.len());
+            match result.apply_response(&p.id, resp) {
+                Ok(()) => sh.metrics.plugin_adjustments(&p.name, op, 0, nu, ne),
+                Err(e) => {
+                    let f = sh.merge_failure(p, op, e);
+                    sh.on_failure(p, ev, f, pod, &mut errors)?;
+                }
+            }
+        }
+        let owners = result.owners().to_wire();
+        sh.validate_merged_updates(op, result.updates(), &owners)?;
+        audit_owners(op, &owners);
+        let resp = result.into_response();
+        Ok(UpdateContainerOutcome {
+            updates: resp.update,
+            evictions: resp.evict,
+            errors,
+        })
+    }
+
+    /// PostUpdateContainer (teardown-class: never fails).
+    pub async fn post_update_container(
+        &self,
+        pod: &PodSandbox,
+        container: &Container,
+    ) -> Result<EventReport, Error> {
+        self.notify_event(Event::PostUpdateContainer, pod, Some(container))
+            .await
+    }
+
+    /// StopContainer (teardown: every subscribed plugin, never fails);
+    /// returns the plugins' updates of other containers.
+    pub async fn stop_container(
+        &self,
+        pod: &PodSandbox,
+        container: &Container,
+    ) -> Result<StopContainerOutcome, Error> {
+        let ev = Event::StopContainer;
+        if let Err(e) = self.check_started() {
+            // As every teardown call: never an error, whatever the state.
+            tracing::debug!(event = ev.pretty_name(), error = %e, "teardown event ignored");
+            return Ok(StopContainerOutcome {
+                updates: Vec::new(),
+                errors: Vec::new(),
+            });
+        }
+        let op = ev.pretty_name();
+        let sh = &self.shared;
+        let plugins = sh.registry.begin_event(ev, pod, Some(container));
+        // The request does not depend on other plugins' answers: send it to
+        // every plugin at once, then merge the answers in plugin order.
+        let req = crate::encode::pod_container_request(pod, Some(container));
+        let targets: Vec<&Arc<Plugin>> = plugins.iter().filter(|p| p.subscribed(ev)).collect();
+        let budget = self.budget;
+        let answers = join_all(targets.iter().map(|p| {
+            let req = req.clone();
+            async move {
+                let t = budget.time_for(p, &*sh.metrics, op)?;
+                p.call_encoded::<StopContainerResponse>(
+                    &*sh.metrics,
+                    op,
+                    method::STOP_CONTAINER,
+                    req,
+                    t,
+                )
+                .await
+            }
+        }))
+        .await;
+        let mut result = StopResult::new();
+        let mut errors = Vec::new();
+        for (p, r) in targets.into_iter().zip(answers) {
+            match r {
+                Ok(resp) => {
+                    let nu = resp.update.len();
+                    match result.apply_response(&p.id, resp) {
+                        Ok(()) => sh.metrics.plugin_adjustments(&p.name, op, 0, nu, 0),
+                        Err(e) => {
+                            let f = sh.merge_failure(p, op, e);
+                            sh.on_failure(p, ev, f, pod, &mut errors)?;
+                        }
+                    }
+                }
+                Err(f) => sh.on_failure(p, ev, f, pod, &mut errors)?,
+            }
+        }
+        let owners = result.owners().to_wire();
+        // Teardown never fails: rejected updates are dropped and reported.
+        let updates = match sh.validate_merged_updates(op, result.updates(), &owners) {
+            Ok(()) => {
+                audit_owners(op, &owners);
+                result.into_response().update
+            }
+            Err(Error::ValidationRejected { plugin, reason }) => {
+                let failure = PluginFailure::Rejected { reason };
+                errors.push(PluginError::new(plugin, ev, failure));
+                Vec::new()
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(StopContainerOutcome { updates, errors })
+    }
+
+    /// RemoveContainer (teardown).
+    pub async fn remove_container(
+        &self,
+        pod: &PodSandbox,
+        container: &Container,
+    ) -> Result<EventReport, Error> {
+        self.shared.peers.known.removed(&container.id);
+        self.notify_event(Event::RemoveContainer, pod, Some(container))
+            .await
+    }
+
+    /// ValidateContainerAdjustment sent by a runtime above this one (a
+    /// proxy's case: the adjustment of every plugin of that runtime):
+    /// runs the in-process validators and the validator plugins on `req`
+    /// as given, with the same fail-closed rules as the validation of this
+    /// library's own CreateContainer. `Ok` when no validator rejected it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ValidationRejected`] naming the validator, a
+    /// validator that failed closed ([`Error::PluginFailed`]), or
+    /// [`Error::InvalidState`] before [`Adaptation::start`].
+    pub async fn validate_container_adjustment(
+        &self,
+        req: &ValidateContainerAdjustmentRequest,
+    ) -> Result<EventReport, Error> {
+        self.check_started()?;
+        let sh = &self.shared;
+        let plugins = sh.registry.snapshot();
+        let no_pod = PodSandbox::default();
+        let pod = req.pod.as_ref().unwrap_or(&no_pod);
+        let mut errors = Vec::new();
+        sh.run_validators(&plugins, pod, req, &mut errors, self.budget)
+            .await?;
+        Ok(EventReport { errors })
+    }
+
+    async fn notify_event(
+        &self,
+        ev: Event,
+        pod: &PodSandbox,
+        container: Option<&Container>,
+    ) -> Result<EventReport, Error> {
+        if is_teardown_event(ev) {
+            // Teardown is delivered even when not started yet is an API misuse;
+            // report it but never fail a teardown.
+            if let Err(e) = self.check_started() {
+                tracing::debug!(event = ev.pretty_name(), error = %e, "teardown event ignored");
+                return Ok(EventReport::default());
+            }
+        } else {
+            self.check_started()?;
+        }
+        let sh = &self.shared;
+        let plugins = sh.registry.begin_event(ev, pod, container);
+        let n = Notification::new(ev, pod, container);
+        let mut errors = Vec::new();
+        if is_teardown_event(ev) {
+            // Teardown reaches every plugin whatever the others answer, so
+            // nothing orders the calls: deliver to all at once, report the
+            // failures in plugin order.
+            let targets: Vec<&Arc<Plugin>> = plugins.iter().filter(|p| p.subscribed(ev)).collect();
+            let answers = join_all(
+                targets
+                    .iter()
+                    .map(|p| p.notify_prepared(&*sh.metrics, &n, self.budget)),
+            )
+            .await;
+            for (p, r) in targets.into_iter().zip(answers) {
+                if let Err(f) = r {
+                    sh.on_failure(p, ev, f, pod, &mut errors)?;
+                }
+            }
+        } else {
+            for p in in_turn(&plugins, ev) {
+                if let Err(f) = p.notify_prepared(&*sh.metrics, &n, self.budget).await {
+                    sh.on_failure(p, ev, f, pod, &mut errors)?;
+                }
+            }
+        }
+        Ok(EventReport { errors })
+    }
+}
+
+/// Runs the futures concurrently on the calling task; their outputs in input
+/// order. One future is simply awaited.
+async fn join_all<F: Future>(futs: impl IntoIterator<Item = F>) -> Vec<F::Output> {
+    let mut futs: Vec<std::pin::Pin<Box<F>>> = futs.into_iter().map(Box::pin).collect();
+    if futs.len() <= 1 {
+        let mut out = Vec::with_capacity(futs.len());
+        if let Some(f) = futs.pop() {
+            out.push(f.await);
+        }
+        return out;
+    }
+    let mut out: Vec<Option<F::Output>> = futs.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (f, o) in futs.iter_mut().zip(out.iter_mut()) {
+            if o.is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *o = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    out.into_iter().flatten().collect()
+}

@@ -1,0 +1,197 @@
+//! The failure policy: which policy applies to a plugin and event, strike
+//! limits, what a failure does to the request, and required plugins.
+
+use nri_api::api::{Event, PodSandbox};
+
+use super::Shared;
+use crate::error::Error;
+use crate::failure::{ErrorClass, FailurePolicy, PluginError, PluginFailure, is_teardown_event};
+use crate::lock;
+use crate::plugin::{Plugin, PluginList};
+use nri_merge::PluginId;
+
+impl Shared {
+    /// The failure policy of a connected plugin for `event`: the
+    /// operator's entry for the plugin (its override for the event, else
+    /// its policy), else the policy the plugin declared (`fail_request`:
+    /// `required` without the absence check, else `fail`), else the
+    /// default policy.
+    pub(crate) fn policy_of(&self, p: &Plugin, event: Event) -> FailurePolicy {
+        let cfg = &self.config;
+        if let Some(f) = cfg
+            .plugin_entry(&p.id)
+            .and_then(|e| e.configured_for(event))
+        {
+            return f;
+        }
+        match &p.declared {
+            Some(d) if d.fail_request => FailurePolicy::Required,
+            Some(_) => FailurePolicy::Fail,
+            None => cfg.default_policy.for_event(event),
+        }
+    }
+
+    /// The strike limit of a plugin: its entry's, else never (0) if it
+    /// declared `keep_connected`, else the default policy's, else the
+    /// runtime's.
+    pub(crate) fn strike_limit_for(
+        &self,
+        id: &PluginId,
+        declared: Option<&nri_api::api::FailurePolicy>,
+    ) -> u32 {
+        let cfg = &self.config;
+        let keep_connected = declared.is_some_and(|d| d.keep_connected);
+        cfg.plugin_entry(id)
+            .and_then(|e| e.strike_limit)
+            .or(keep_connected.then_some(0))
+            .or(cfg.default_policy.strike_limit)
+            .unwrap_or(cfg.strike_limit)
+    }
+
+    /// Applies the failure policy to one plugin's failure of one event
+    /// about `pod`.
+    pub(super) fn on_failure(
+        &self,
+        p: &Plugin,
+        event: Event,
+        failure: PluginFailure,
+        pod: &PodSandbox,
+        errors: &mut Vec<PluginError>,
+    ) -> Result<(), Error> {
+        let plugin = p.name.clone();
+        let ev = event.pretty_name();
+        let class = failure.class();
+        let unavailable = class.is_unavailable();
+        if is_teardown_event(event) {
+            tracing::warn!(plugin = %plugin, event = ev, error = %failure, class = %class, "NRI plugin failed a teardown event (reported, not fatal)");
+            errors.push(PluginError::new(plugin, event, failure));
+            return Ok(());
+        }
+        let policy = self.policy_of(p, event);
+        if unavailable && policy != FailurePolicy::Ignore && self.config.is_exempt(&pod.namespace) {
+            tracing::warn!(plugin = %plugin, event = ev, error = %failure, class = %class, namespace = %pod.namespace, "NRI plugin unavailable; not failing a request of an exempt namespace");
+            errors.push(PluginError::new(plugin, event, failure));
+            return Ok(());
+        }
+        match policy {
+            FailurePolicy::Ignore => {
+                tracing::warn!(plugin = %plugin, event = ev, error = %failure, class = %class, "NRI plugin failed; ignored per failure policy");
+                errors.push(PluginError::new(plugin, event, failure));
+                Ok(())
+            }
+            FailurePolicy::Fail if unavailable => {
+                // `fail` is about the plugin's answers; an unavailable plugin
+                // (timed out or gone) only fails requests under `required`.
+                tracing::warn!(plugin = %plugin, event = ev, error = %failure, class = %class, "NRI plugin unavailable; skipped (policy fail; use required to fail the request)");
+                errors.push(PluginError::new(plugin, event, failure));
+                Ok(())
+            }
+            FailurePolicy::Fail | FailurePolicy::Required => {
+                tracing::warn!(plugin = %plugin, event = ev, error = %failure, class = %class, "NRI plugin failed; failing the request");
+                Err(Error::PluginFailed {
+                    plugin,
+                    event: ev.to_owned(),
+                    cause: failure,
+                })
+            }
+        }
+    }
+
+    pub(super) fn merge_failure(&self, p: &Plugin, op: &str, e: nri_merge::Error) -> PluginFailure {
+        let name = p.name.as_str();
+        match e {
+            nri_merge::Error::Conflict { .. } => {
+                self.metrics.plugin_conflict(name, op);
+                self.metrics
+                    .plugin_invocation(name, op, Err(ErrorClass::Conflict));
+                PluginFailure::Conflict {
+                    message: e.to_string(),
+                }
+            }
+            other => {
+                self.metrics
+                    .plugin_invocation(name, op, Err(ErrorClass::InvalidResponse));
+                PluginFailure::InvalidResponse {
+                    message: other.to_string(),
+                }
+            }
+        }
+    }
+
+    /// Fails when a plugin with policy `required` for `event` is not active
+    /// (never for a pod of an exempt namespace).
+    pub(super) fn check_required(
+        &self,
+        event: Event,
+        plugins: &PluginList,
+        pod: &PodSandbox,
+    ) -> Result<(), Error> {
+        let Some(name) = self.missing_required(event, plugins) else {
+            return Ok(());
+        };
+        if self.config.is_exempt(&pod.namespace) {
+            tracing::info!(plugin = name, event = event.pretty_name(), namespace = %pod.namespace, "required NRI plugin is not connected; going on for a pod of an exempt namespace");
+            return Ok(());
+        }
+        self.metrics
+            .plugin_invocation(name, event.pretty_name(), Err(ErrorClass::RequiredMissing));
+        tracing::warn!(
+            plugin = name,
+            event = event.pretty_name(),
+            "required NRI plugin is not connected; failing the request"
+        );
+        Err(Error::RequiredPluginMissing {
+            plugin: name.to_owned(),
+            event: event.pretty_name().to_owned(),
+        })
+    }
+
+    /// The first configured name with policy `required` for `event` that no
+    /// active plugin of `plugins` answers to.
+    fn missing_required<'a>(&'a self, event: Event, plugins: &PluginList) -> Option<&'a str> {
+        self.config.required_plugins(event).find(|name| {
+            !plugins
+                .iter()
+                .any(|p| !p.is_closed() && (p.id.to_string() == *name || p.id.name() == *name))
+        })
+    }
+
+    /// During the start-up grace ([`Config::startup_grace`]), waits until
+    /// every `required` plugin that has never registered since start has
+    /// registered, or the grace is over. Pods of exempt namespaces do not
+    /// wait.
+    pub(super) async fn await_required(&self, event: Event, pod: &PodSandbox) {
+        let grace = self.config.startup_grace;
+        if grace.is_zero() || self.config.is_exempt(&pod.namespace) {
+            return;
+        }
+        let Some(started) = *lock(&self.started_at) else {
+            return;
+        };
+        let deadline = started + grace;
+        let mut changes = self.registry.watch_activations();
+        loop {
+            let waiting = {
+                let plugins = self.registry.snapshot();
+                self.config.required_plugins(event).any(|name| {
+                    !self.registry.has_seen(name)
+                        && !plugins.iter().any(|p| {
+                            !p.is_closed() && (p.id.to_string() == name || p.id.name() == name)
+                        })
+                })
+            };
+            if !waiting || tokio::time::Instant::now() >= deadline {
+                return;
+            }
+            tracing::debug!(
+                event = event.pretty_name(),
+                "waiting for required NRI plugins to register (start-up grace)"
+            );
+            tokio::select! {
+                r = changes.changed() => if r.is_err() { return },
+                () = tokio::time::sleep_until(deadline) => return,
+                () = self.stopping.cancelled() => return,
+            }
+        }
+    }
+}

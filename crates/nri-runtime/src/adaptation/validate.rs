@@ -1,0 +1,142 @@
+//! Validation of a merged CreateContainer: the in-process validators, then
+//! the validator plugins (all at once); it fails closed.
+
+use nri_api::api::{
+    Container, Event, PodSandbox, ValidateContainerAdjustmentRequest,
+    ValidateContainerAdjustmentResponse,
+};
+use nri_api::method;
+use tokio::task::JoinSet;
+
+use super::Shared;
+use crate::error::Error;
+use crate::failure::{ErrorClass, PluginError, PluginFailure, ValidationMode};
+use crate::plugin::{Budget, Plugin, PluginList};
+use nri_merge::CreateResult;
+use nri_merge::validate;
+
+impl Shared {
+    /// Runs in-process validators and validator plugins on the merged result.
+    pub(super) async fn validate(
+        &self,
+        plugins: &PluginList,
+        pod: &PodSandbox,
+        result: &CreateResult<&PodSandbox, &Container>,
+        errors: &mut Vec<PluginError>,
+        budget: Budget,
+    ) -> Result<(), Error> {
+        let ev = Event::ValidateContainerAdjustment;
+        if self.validators.is_empty() && !plugins.iter().any(|p| p.subscribed(ev) && !p.is_closed())
+        {
+            return Ok(());
+        }
+        let req = validate::build_request(result);
+        self.run_validators(plugins, pod, &req, errors, budget)
+            .await
+    }
+
+    /// Runs in-process validators and validator plugins on `req`.
+    pub(super) async fn run_validators(
+        &self,
+        plugins: &PluginList,
+        pod: &PodSandbox,
+        req: &ValidateContainerAdjustmentRequest,
+        errors: &mut Vec<PluginError>,
+        budget: Budget,
+    ) -> Result<(), Error> {
+        let ev = Event::ValidateContainerAdjustment;
+        let op = ev.pretty_name();
+        // A validator already gone is absent: not called, and whether the
+        // creation may go on without it was decided by the required-plugin
+        // check.
+        let vplugins: Vec<_> = plugins
+            .iter()
+            .filter(|p| p.subscribed(ev) && !p.is_closed())
+            .cloned()
+            .collect();
+        for (id, v) in &self.validators {
+            if let Err(rej) = v.validate(req) {
+                self.metrics
+                    .plugin_invocation(&id.to_string(), op, Err(ErrorClass::Rejected));
+                tracing::warn!(validator = %id, reason = %rej.reason, "container adjustment rejected");
+                return Err(rej.into_error(id).into());
+            }
+            self.metrics.plugin_invocation(&id.to_string(), op, Ok(()));
+        }
+        let mut set = JoinSet::new();
+        for (i, p) in vplugins.into_iter().enumerate() {
+            let req = req.clone();
+            let metrics = self.metrics.clone();
+            set.spawn(async move {
+                let r: Result<ValidateContainerAdjustmentResponse, _> =
+                    match budget.time_for(&p, &*metrics, op) {
+                        Ok(t) => {
+                            p.call(
+                                &*metrics,
+                                op,
+                                method::VALIDATE_CONTAINER_ADJUSTMENT,
+                                &req,
+                                t,
+                            )
+                            .await
+                        }
+                        Err(f) => Err(f),
+                    };
+                (i, p, r)
+            });
+        }
+        let mut answers = Vec::new();
+        while let Some(j) = set.join_next().await {
+            match j {
+                Ok(a) => answers.push(a),
+                Err(e) => tracing::error!(error = %e, "validator task failed"),
+            }
+        }
+        answers.sort_by_key(|(i, _, _)| *i);
+        for (_, p, r) in answers {
+            match r {
+                Ok(resp) => {
+                    if let Err(e) = validate::check_response(&p.id, &resp) {
+                        tracing::warn!(validator = %p.id, error = %e, "container adjustment rejected");
+                        return Err(e.into());
+                    }
+                }
+                Err(f) => self.validator_failed(&p, f, pod, errors)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// A validator failed instead of answering: the creation fails (fail
+    /// closed), whatever its failure policy, unless the plugin's entry says
+    /// `validation: fail-open` or the pod's namespace is exempt.
+    fn validator_failed(
+        &self,
+        p: &Plugin,
+        failure: PluginFailure,
+        pod: &PodSandbox,
+        errors: &mut Vec<PluginError>,
+    ) -> Result<(), Error> {
+        let ev = Event::ValidateContainerAdjustment;
+        let mode = self
+            .config
+            .plugin_entry(&p.id)
+            .and_then(|e| e.validation)
+            .unwrap_or_default();
+        let class = failure.class();
+        if mode == ValidationMode::FailOpen {
+            tracing::warn!(validator = %p.id, error = %failure, class = %class, "NRI validator failed; going on (validation: fail-open)");
+        } else if self.config.is_exempt(&pod.namespace) {
+            tracing::warn!(validator = %p.id, error = %failure, class = %class, namespace = %pod.namespace, "NRI validator failed; going on for a pod of an exempt namespace");
+        } else {
+            tracing::warn!(validator = %p.id, error = %failure, class = %class, "NRI validator failed; failing the container creation (fail closed)");
+            return Err(Error::PluginFailed {
+                plugin: p.name.clone(),
+                event: ev.pretty_name().to_owned(),
+                cause: failure,
+            });
+        }
+        errors.push(PluginError::new(p.name.clone(), ev, failure));
+        Ok(())
+    }
+}
