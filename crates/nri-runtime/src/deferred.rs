@@ -66,8 +66,9 @@ impl Shared {
             // plugin: nothing to deliver.
             return;
         };
+        // The fan-out merges the answer and counts the call then.
         let answer = plugin
-            .call_decoded::<CreateContainerResponse>(
+            .call_to_merge::<CreateContainerResponse>(
                 &*self.metrics,
                 "CreateContainer",
                 method::CREATE_CONTAINER,
@@ -75,10 +76,12 @@ impl Shared {
                 plugin.timeout,
             )
             .await;
-        if let Err(Ok(resp)) = reply.send(answer)
-            && has_changes(&resp)
-        {
-            tracing::warn!(plugin = %plugin.id, container = i.id(), "CreateContainer no longer waited for this plugin (counted as its timeout); its changes are not applied");
+        if let Err(Ok(resp)) = reply.send(answer) {
+            // Answered, not merged: counted as answered.
+            (self.metrics).plugin_invocation(&plugin.name, "CreateContainer", Ok(()));
+            if has_changes(&resp) {
+                tracing::warn!(plugin = %plugin.id, container = i.id(), "CreateContainer no longer waited for this plugin (counted as its timeout); its changes are not applied");
+            }
         }
     }
 

@@ -434,6 +434,27 @@ impl Plugin {
         res
     }
 
+    /// As [`call_decoded`](Self::call_decoded), for an answer the caller
+    /// merges next: a failure is accounted as usual, an answer is not yet
+    /// counted as an invocation. The caller counts it once the merge has
+    /// decided (a success, or the class of the merge's refusal), so that
+    /// one call is one invocation.
+    pub(crate) async fn call_to_merge<Resp: Message + prost::Name + Default>(
+        &self,
+        metrics: &dyn Metrics,
+        operation: &str,
+        method: &str,
+        payload: Bytes,
+        timeout: Duration,
+    ) -> Result<Resp, PluginFailure> {
+        let res = self
+            .call_timed(metrics, operation, method, payload, timeout)
+            .await
+            .and_then(|b| self.decode_answer(method, b));
+        self.account_unsettled(metrics, operation, &res);
+        res
+    }
+
     /// One raw call with its latency recorded (not yet accounted).
     async fn call_timed(
         &self,
@@ -459,12 +480,25 @@ impl Plugin {
         operation: &str,
         res: &Result<T, PluginFailure>,
     ) {
+        self.account_unsettled(metrics, operation, res);
+        if res.is_ok() {
+            metrics.plugin_invocation(&self.name, operation, Ok(()));
+        }
+    }
+
+    /// As [`account`](Self::account), without counting an answer as an
+    /// invocation (see [`call_to_merge`](Self::call_to_merge)).
+    fn account_unsettled<T>(
+        &self,
+        metrics: &dyn Metrics,
+        operation: &str,
+        res: &Result<T, PluginFailure>,
+    ) {
         match res {
             Ok(_) => {
                 if self.strikes.swap(0, Ordering::Relaxed) > 0 {
                     metrics.plugin_strikes(&self.name, operation, 0);
                 }
-                metrics.plugin_invocation(&self.name, operation, Ok(()));
             }
             Err(f) => {
                 metrics.plugin_invocation(&self.name, operation, Err(f.class()));
@@ -542,6 +576,21 @@ impl Plugin {
     ) -> Result<Resp, PluginFailure> {
         let left = self.wait_ready(metrics, operation, timeout).await?;
         self.call_decoded(metrics, operation, method, payload, left)
+            .await
+    }
+
+    /// As [`call_encoded`](Self::call_encoded), for an answer the caller
+    /// merges next (see [`call_to_merge`](Self::call_to_merge)).
+    pub(crate) async fn call_encoded_to_merge<Resp: Message + prost::Name + Default>(
+        &self,
+        metrics: &dyn Metrics,
+        operation: &str,
+        method: &str,
+        payload: Bytes,
+        timeout: Duration,
+    ) -> Result<Resp, PluginFailure> {
+        let left = self.wait_ready(metrics, operation, timeout).await?;
+        self.call_to_merge(metrics, operation, method, payload, left)
             .await
     }
 

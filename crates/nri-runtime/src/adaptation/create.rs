@@ -54,7 +54,7 @@ impl Adaptation {
             let r: Result<CreateContainerResponse, _> =
                 match self.budget.time_for(p, &*sh.metrics, op) {
                     Ok(t) => {
-                        p.call_encoded(&*sh.metrics, op, method::CREATE_CONTAINER, req, t)
+                        p.call_encoded_to_merge(&*sh.metrics, op, method::CREATE_CONTAINER, req, t)
                             .await
                     }
                     Err(f) => Err(f),
@@ -82,7 +82,7 @@ impl Adaptation {
             }
             match applied {
                 Ok(()) => {
-                    sh.metrics.plugin_adjustments(&p.name, op, 0, nu, ne);
+                    sh.merge_succeeded(p, op, nu, ne);
                     answered.push(&p.id);
                 }
                 Err(e) => {
@@ -100,10 +100,12 @@ impl Adaptation {
                 // A new instance of a plugin whose previous instance has
                 // answered for this container: it learns of the container,
                 // the answer already given stands.
-                if let Ok(resp) = sh.call_late(slot, req, self.budget).await
-                    && resp.adjust.is_some()
-                {
-                    tracing::info!(plugin = %p.id, container = %container.id, "a plugin that re-registered during CreateContainer: its earlier instance's answer stands");
+                if let Ok(resp) = sh.call_late(slot, req, self.budget).await {
+                    // Answered, not merged: counted as answered.
+                    sh.metrics.plugin_invocation(&p.name, op, Ok(()));
+                    if resp.adjust.is_some() {
+                        tracing::info!(plugin = %p.id, container = %container.id, "a plugin that re-registered during CreateContainer: its earlier instance's answer stands");
+                    }
                 }
                 continue;
             }
@@ -119,7 +121,7 @@ impl Adaptation {
             match result.apply_response(&p.id, resp) {
                 Ok(()) => {
                     revision += u64::from(adjusted);
-                    sh.metrics.plugin_adjustments(&p.name, op, 0, nu, ne);
+                    sh.merge_succeeded(p, op, nu, ne);
                 }
                 Err(e) => {
                     let f = sh.merge_failure(p, op, e);

@@ -157,7 +157,7 @@ impl Adaptation {
             let r: Result<UpdateContainerResponse, _> =
                 match self.budget.time_for(p, &*sh.metrics, op) {
                     Ok(t) => {
-                        p.call_encoded(&*sh.metrics, op, method::UPDATE_CONTAINER, req, t)
+                        p.call_encoded_to_merge(&*sh.metrics, op, method::UPDATE_CONTAINER, req, t)
                             .await
                     }
                     Err(f) => Err(f),
@@ -171,7 +171,7 @@ impl Adaptation {
             };
             let (nu, ne) = (resp.update.len(), resp.evict.len());
             match result.apply_response(&p.id, resp) {
-                Ok(()) => sh.metrics.plugin_adjustments(&p.name, op, 0, nu, ne),
+                Ok(()) => sh.merge_succeeded(p, op, nu, ne),
                 Err(e) => {
                     let f = sh.merge_failure(p, op, e);
                     sh.on_failure(p, ev, f, pod, &mut errors)?;
@@ -227,7 +227,7 @@ impl Adaptation {
             let req = req.clone();
             async move {
                 let t = budget.time_for(p, &*sh.metrics, op)?;
-                p.call_encoded::<StopContainerResponse>(
+                p.call_encoded_to_merge::<StopContainerResponse>(
                     &*sh.metrics,
                     op,
                     method::STOP_CONTAINER,
@@ -245,7 +245,7 @@ impl Adaptation {
                 Ok(resp) => {
                     let nu = resp.update.len();
                     match result.apply_response(&p.id, resp) {
-                        Ok(()) => sh.metrics.plugin_adjustments(&p.name, op, 0, nu, 0),
+                        Ok(()) => sh.merge_succeeded(p, op, nu, 0),
                         Err(e) => {
                             let f = sh.merge_failure(p, op, e);
                             sh.on_failure(p, ev, f, pod, &mut errors)?;

@@ -97,6 +97,17 @@ impl Shared {
         }
     }
 
+    /// A plugin's answer was merged: the call's one invocation, a success
+    /// (the answer of a call made with `call_to_merge` is counted here),
+    /// and what it changed beyond the adjustment (updates, evictions).
+    pub(super) fn merge_succeeded(&self, p: &Plugin, op: &str, updates: usize, evictions: usize) {
+        self.metrics.plugin_invocation(&p.name, op, Ok(()));
+        self.metrics
+            .plugin_adjustments(&p.name, op, 0, updates, evictions);
+    }
+
+    /// A plugin's answer was refused by the merge: the call's one
+    /// invocation, of class `conflict` or `invalid_response`.
     pub(super) fn merge_failure(&self, p: &Plugin, op: &str, e: nri_merge::Error) -> PluginFailure {
         let name = p.name.as_str();
         match e {
