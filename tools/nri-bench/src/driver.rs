@@ -198,6 +198,24 @@ impl Default for BenchOptions {
     }
 }
 
+/// The shortest idle wait of a proxy cell (ms). The harness sees one
+/// plugin, the proxy, register; the proxy starts the plugins behind it
+/// only once it is synchronized upstream, and the harness's adjustment
+/// check (the first CreateContainer after the idle wait) needs all of them
+/// registered. With `--quick`'s 100 ms, four plugin processes on a loaded
+/// machine were not always there yet.
+const PROXY_IDLE_WAIT_MS: u64 = 3000;
+
+/// The idle wait a run of `stack` gets: [`BenchOptions::idle_wait_ms`],
+/// and at least [`PROXY_IDLE_WAIT_MS`] through the proxy.
+fn idle_wait_ms(o: &BenchOptions, stack: Stack) -> u64 {
+    if stack.proxy() {
+        o.idle_wait_ms.max(PROXY_IDLE_WAIT_MS)
+    } else {
+        o.idle_wait_ms
+    }
+}
+
 impl BenchOptions {
     /// Applies the `--quick` sizes (called by [`run`] when `quick` is set).
     fn effective(&self) -> BenchOptions {
@@ -555,7 +573,7 @@ fn run_one(bins: &Bins, o: &BenchOptions, cell: &Cell, stack: Stack) -> Result<R
         .arg("--sync-containers-per-pod")
         .arg(o.sync_containers_per_pod.to_string())
         .arg("--idle-wait")
-        .arg(format!("{}ms", o.idle_wait_ms))
+        .arg(format!("{}ms", idle_wait_ms(o, stack)))
         .arg("--plugin-bin")
         .arg(plugin)
         .stdin(Stdio::null())
