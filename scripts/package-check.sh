@@ -60,6 +60,11 @@ for c in "${CRATES[@]}"; do
   tar -xzf "$file" -C "$WORK/crates"
   echo "$c = { path = \"crates/$(basename "$file" .crate)\" }" >>"$WORK/Cargo.toml"
 done
+# The unpacked files keep the archive's fixed timestamps, and cargo finds
+# the packages' earlier builds in the shared target dir under the same
+# names: without a fresh mtime it would take a stale build of a changed
+# crate as up to date (it did: a runtime built against last run's nri-api).
+find "$WORK/crates" -type f -exec touch {} +
 cp "$REPO/Cargo.lock" "$WORK/Cargo.lock"
 cp -r plugins/template "$WORK/my-plugin"
 if grep -nE "^[A-Za-z0-9_-]+ *= *\{[^}]*\bpath *=" "$WORK/my-plugin/Cargo.toml"; then
