@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::Error;
-use crate::driver::{BenchOptions, Cell, Stack};
+use crate::matrix::{BenchOptions, Cell, Stack};
 
 /// The programs and modules of one run.
 pub(crate) struct Bins {

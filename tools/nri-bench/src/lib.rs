@@ -39,20 +39,22 @@ mod bins;
 mod cli;
 mod driver;
 pub mod harness;
+mod matrix;
 mod paced;
 pub mod procfs;
+mod report;
 pub mod result;
 mod sha256;
 pub mod shape;
 pub mod stats;
 mod table;
+mod targets;
 mod wasm;
 
 pub use cli::BenchArgs;
-pub use driver::{
-    BenchOptions, BenchReport, Cell, CellReport, ENV_PROXY_K, ENV_PROXY_PLUGIN, Machine,
-    MetricSummary, Stack, StackResult, TargetCheck, run,
-};
+pub use driver::{ENV_PROXY_K, ENV_PROXY_PLUGIN, run};
+pub use matrix::{BenchOptions, Cell, Stack};
+pub use report::{BenchReport, CellReport, Machine, MetricSummary, StackResult, TargetCheck};
 pub use table::print_table;
 
 /// Errors of the benchmark engine and harness.

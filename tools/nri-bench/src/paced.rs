@@ -9,7 +9,9 @@
 //! spinning anywhere: our runtime's and our plugins' spin budgets zero), so
 //! that what the latency machinery costs and buys is an A/B pair.
 
-use crate::driver::{BenchOptions, BenchReport, Cell, Stack, TargetCheck, Want, ratio_check};
+use crate::matrix::{BenchOptions, Cell, Stack};
+use crate::report::{BenchReport, TargetCheck};
+use crate::targets::{Want, ratio_check};
 use crate::{Event, Flavour, Mode};
 
 /// Milliseconds between two calls of the paced cell.

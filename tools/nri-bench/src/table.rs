@@ -2,7 +2,8 @@
 
 use std::io::Write;
 
-use crate::driver::{BenchReport, CellReport, MetricSummary, Stack};
+use crate::matrix::Stack;
+use crate::report::{BenchReport, CellReport, MetricSummary};
 use crate::{Error, Mode};
 
 fn num(v: f64) -> String {

@@ -9,10 +9,9 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use crate::driver::{
-    BenchOptions, BenchReport, Cell, CellReport, MetricSummary, Stack, TargetCheck, Want,
-    ratio_check,
-};
+use crate::matrix::{BenchOptions, Cell, Stack};
+use crate::report::{BenchReport, CellReport, MetricSummary, TargetCheck};
+use crate::targets::{Want, ratio_check};
 use crate::{Error, Event, Flavour, Mode};
 
 /// File name of the guest module in the Go peers' directory (built by
