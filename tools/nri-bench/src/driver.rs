@@ -8,7 +8,7 @@ use crate::Error;
 use crate::bins::Bins;
 use crate::harness::TokioFlavour;
 use crate::matrix::{BenchOptions, Cell, Stack, idle_wait_ms};
-use crate::report::{BenchReport, CellReport, Machine, MetricSummary, StackResult, run_metrics};
+use crate::report::{BenchReport, CellReport, Machine, StackResult};
 use crate::result::RunResult;
 use crate::stats::{median, round1};
 use crate::targets::targets;
@@ -117,7 +117,6 @@ fn run_one(bins: &Bins, o: &BenchOptions, cell: &Cell, stack: Stack) -> Result<R
 ///
 /// A missing binary. Failed runs do not stop the matrix: they are listed
 /// in [`StackResult::errors`] and make the affected targets unmeasured.
-#[allow(clippy::too_many_lines)]
 pub fn run(opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchReport, Error> {
     let mut o = opts.effective();
     if o.quick && opts.reps == BenchOptions::default().reps {
@@ -131,15 +130,45 @@ pub fn run(opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchR
     let bins = Bins::new(&o, wat.path());
     bins.check(&cells)?;
     let t0 = Instant::now();
-    let loadavg = || {
-        std::fs::read_to_string("/proc/loadavg")
-            .unwrap_or_default()
-            .trim()
-            .to_owned()
-    };
     let loadavg_start = loadavg();
+    let (raw, loads) = run_matrix(&bins, &o, &cells, &mut progress);
+    let reports = cells
+        .into_iter()
+        .zip(raw)
+        .map(|(cell, per_stack)| {
+            let stacks = cell
+                .stacks
+                .iter()
+                .zip(per_stack)
+                .map(|(stack, results)| StackResult::aggregate(*stack, results))
+                .collect();
+            CellReport { cell, stacks }
+        })
+        .collect();
+    let mut report = BenchReport {
+        options: o,
+        machine: machine(loadavg_start, loads, t0),
+        cells: reports,
+        targets: Vec::new(),
+    };
+    report.targets = targets(&report);
+    Ok(report)
+}
+
+/// Every run's result: by cell, then by stack (in the cell's order), then
+/// by repetition.
+type RawResults = Vec<Vec<Vec<Result<RunResult, String>>>>;
+
+/// Runs every cell's stacks `o.reps` times, the stacks' order rotating;
+/// returns the results and the 1-minute load sampled before each run.
+fn run_matrix(
+    bins: &Bins,
+    o: &BenchOptions,
+    cells: &[Cell],
+    progress: &mut impl FnMut(&str),
+) -> (RawResults, Vec<f64>) {
     let mut loads = Vec::new();
-    let mut raw: Vec<Vec<Vec<Result<RunResult, String>>>> = cells
+    let mut raw: RawResults = cells
         .iter()
         .map(|c| c.stacks.iter().map(|_| Vec::new()).collect())
         .collect();
@@ -157,7 +186,7 @@ pub fn run(opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchR
                     loads.push(l);
                 }
                 let t = Instant::now();
-                let r = run_one(&bins, &o, cell, stack);
+                let r = run_one(bins, o, cell, stack);
                 done += 1;
                 progress(&format!(
                     "[{done}/{total}] rep {} {} {}: {} ({:.1}s)",
@@ -174,46 +203,21 @@ pub fn run(opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchR
             }
         }
     }
+    (raw, loads)
+}
 
-    let mut reports = Vec::new();
-    for (cell, per_stack) in cells.into_iter().zip(raw) {
-        let mut stacks = Vec::new();
-        for (stack, results) in cell.stacks.iter().zip(per_stack) {
-            let mut values: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
-            let mut runs = Vec::new();
-            let mut errors = Vec::new();
-            let mut checks = Vec::new();
-            for r in results {
-                match r {
-                    Ok(r) => {
-                        for (k, v) in run_metrics(&r) {
-                            values.entry(k.to_owned()).or_default().push(v);
-                        }
-                        if let Some(c) = &r.adjust_check
-                            && !checks.contains(c)
-                        {
-                            checks.push(c.clone());
-                        }
-                        runs.push(r);
-                    }
-                    Err(e) => errors.push(e),
-                }
-            }
-            stacks.push(StackResult {
-                stack: *stack,
-                metrics: values
-                    .into_iter()
-                    .filter_map(|(k, v)| MetricSummary::of(&v).map(|s| (k, s)))
-                    .collect(),
-                adjust_checks: checks,
-                errors,
-                runs,
-            });
-        }
-        reports.push(CellReport { cell, stacks });
-    }
+/// `/proc/loadavg`, trimmed (empty if unreadable).
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
+}
+
+/// The machine's facts at the end of a run that started at `t0`.
+fn machine(loadavg_start: String, mut loads: Vec<f64>, t0: Instant) -> Machine {
     loads.sort_by(f64::total_cmp);
-    let machine = Machine {
+    Machine {
         cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
         loadavg_start,
         loadavg_end: loadavg(),
@@ -227,15 +231,7 @@ pub fn run(opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchR
             .trim()
             .to_owned(),
         wall_s: round1(t0.elapsed().as_secs_f64()),
-    };
-    let mut report = BenchReport {
-        options: o,
-        machine,
-        cells: reports,
-        targets: Vec::new(),
-    };
-    report.targets = targets(&report);
-    Ok(report)
+    }
 }
 
 fn summary_line(r: &RunResult) -> String {

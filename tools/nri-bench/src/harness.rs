@@ -204,15 +204,9 @@ pub fn run(o: &HarnessOptions) -> RunResult {
     res
 }
 
-#[allow(clippy::too_many_lines)]
-async fn run_async(
-    o: &HarnessOptions,
-    res: &mut RunResult,
-    children: &mut Vec<Child>,
-) -> Result<(), Error> {
-    let dir = TempDir::new()?;
-    let sock = dir.0.join("nri.sock");
-
+/// The runtime's state: in sync mode the configured pods and containers
+/// (recorded in `res.sync`), otherwise none.
+fn runtime_state(o: &HarnessOptions, res: &mut RunResult) -> Arc<State> {
     let (pods, ctrs) = if o.mode == Mode::Sync {
         crate::shape::state(o.sync_pods, o.sync_containers_per_pod)
     } else {
@@ -228,11 +222,21 @@ async fn run_async(
             ..Default::default()
         });
     }
-    let state = Arc::new(State {
+    Arc::new(State {
         pods: Arc::new(pods),
         ctrs: Arc::new(ctrs),
         list_at: Mutex::new(Vec::new()),
-    });
+    })
+}
+
+async fn run_async(
+    o: &HarnessOptions,
+    res: &mut RunResult,
+    children: &mut Vec<Child>,
+) -> Result<(), Error> {
+    let dir = TempDir::new()?;
+    let sock = dir.0.join("nri.sock");
+    let state = runtime_state(o, res);
     let (tx, mut rx) = watch::channel((0usize, Instant::now()));
     let mut builder = Adaptation::builder("nri-bench-runtime", env!("CARGO_PKG_VERSION"));
     if let Some(budget) = o.spin_budget {
@@ -262,36 +266,10 @@ async fn run_async(
         } else {
             Instant::now()
         };
-        for i in (0..o.k).filter(|_| o.wasm.is_none()) {
-            let child = Command::new(&o.plugin_bin)
-                .args(["--bench", "--socket"])
-                .arg(&sock)
-                .args(["--name", "bench", "--idx"])
-                .arg(format!("{:02}", 10 + i))
-                .args(["--adjust", o.flavour.as_str(), "--log-level"])
-                .arg(&o.plugin_log_level)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::inherit())
-                .spawn()
-                .map_err(|e| Error::Spawn {
-                    program: o.plugin_bin.display().to_string(),
-                    source: e,
-                })?;
-            children.push(child);
+        if o.wasm.is_none() {
+            spawn_plugins(o, &sock, children)?;
         }
-        let wait = tokio::time::timeout(o.registration_wait, rx.wait_for(|(n, _)| *n >= o.k)).await;
-        let active_at = match wait.map(|r| r.map(|v| v.1)) {
-            Ok(Ok(at)) => at,
-            _ => {
-                let n = rx.borrow().0;
-                return Err(Error::Registration {
-                    registered: n,
-                    wanted: o.k,
-                    after: o.registration_wait,
-                });
-            }
-        };
+        let active_at = registered(o, &mut rx).await?;
         res.startup_ms = ms(active_at.saturating_duration_since(t0));
         if let Some(s) = res.sync.as_mut() {
             s.registered_synced_ms = res.startup_ms;
@@ -316,6 +294,53 @@ async fn run_async(
     .await;
     a.stop().await;
     result
+}
+
+/// Starts the `k` plugin processes on `sock` (indices 10, 11, ...).
+fn spawn_plugins(
+    o: &HarnessOptions,
+    sock: &std::path::Path,
+    children: &mut Vec<Child>,
+) -> Result<(), Error> {
+    for i in 0..o.k {
+        let child = Command::new(&o.plugin_bin)
+            .args(["--bench", "--socket"])
+            .arg(sock)
+            .args(["--name", "bench", "--idx"])
+            .arg(format!("{:02}", 10 + i))
+            .args(["--adjust", o.flavour.as_str(), "--log-level"])
+            .arg(&o.plugin_log_level)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| Error::Spawn {
+                program: o.plugin_bin.display().to_string(),
+                source: e,
+            })?;
+        children.push(child);
+    }
+    Ok(())
+}
+
+/// Waits until `k` plugins are active (counted by the metrics hook);
+/// returns when the last became active.
+async fn registered(
+    o: &HarnessOptions,
+    rx: &mut watch::Receiver<(usize, Instant)>,
+) -> Result<Instant, Error> {
+    let wait = tokio::time::timeout(o.registration_wait, rx.wait_for(|(n, _)| *n >= o.k)).await;
+    match wait.map(|r| r.map(|v| v.1)) {
+        Ok(Ok(at)) => Ok(at),
+        _ => {
+            let n = rx.borrow().0;
+            Err(Error::Registration {
+                registered: n,
+                wanted: o.k,
+                after: o.registration_wait,
+            })
+        }
+    }
 }
 
 /// Per-call context shared by the callers.
@@ -364,7 +389,6 @@ impl Calls {
     }
 }
 
-#[allow(clippy::too_many_lines)]
 async fn latency(
     o: &HarnessOptions,
     a: &Adaptation,
@@ -383,34 +407,7 @@ async fn latency(
     });
 
     if o.event == Event::CreateContainer {
-        let c = calls.new_container();
-        res.adjust_check = Some(match a.create_container(&calls.pod, &c).await {
-            Err(e) => format!("error: {e}"),
-            Ok(out) => {
-                let envs = out
-                    .adjustment
-                    .env
-                    .iter()
-                    .filter(|e| e.key.starts_with("BENCH_PLUGIN_"))
-                    .count();
-                let anns = out
-                    .adjustment
-                    .annotations
-                    .keys()
-                    .filter(|k| k.starts_with("bench.example.com/plugin-"))
-                    .count();
-                let want = if o.flavour == Flavour::Adjusting {
-                    o.adjusting_plugins.unwrap_or(o.k)
-                } else {
-                    0
-                };
-                if envs == want && anns == want {
-                    format!("ok: {envs} env, {anns} annotations")
-                } else {
-                    format!("mismatch: {envs} env, {anns} annotations, want {want}")
-                }
-            }
-        });
+        res.adjust_check = Some(adjust_check(o, &calls).await);
     }
 
     for _ in 0..o.warmup {
@@ -426,6 +423,69 @@ async fn latency(
     };
     let (cpu0, ticks0) = (procfs::self_cpu_ns(), pid_ticks());
     let t0 = Instant::now();
+    let mut lats = timed_calls(o, &calls).await?;
+    let wall = t0.elapsed();
+    let (cpu1, ticks1) = (procfs::self_cpu_ns(), pid_ticks());
+
+    let n = o.n as f64;
+    res.latency_us = stats(&mut lats);
+    res.wall_ms = Some(ms(wall));
+    res.events_per_sec = Some(round1(n / wall.as_secs_f64()));
+    res.runtime_cpu_us_per_event = Some(round1(cpu1.saturating_sub(cpu0) as f64 / 1e3 / n));
+    res.plugins_cpu_us_per_event = Some(round1(
+        ticks1.saturating_sub(ticks0) as f64 * 1e6 / procfs::CLOCK_TICKS as f64 / n,
+    ));
+    res.call_errors = calls.errors.load(std::sync::atomic::Ordering::Relaxed);
+    res.rss.runtime_after = Some(procfs::read_mem(None));
+    res.rss.plugins_after = Some(plugin_mem(children));
+    if res.call_errors > 0 {
+        return Err(Error::Check(format!("{} calls failed", res.call_errors)));
+    }
+    if let Some(c) = &res.adjust_check
+        && !c.starts_with("ok")
+    {
+        return Err(Error::Check(format!("adjustment check failed: {c}")));
+    }
+    Ok(())
+}
+
+/// One untimed CreateContainer whose merged adjustment must carry each
+/// adjusting plugin's env variable and annotation: `ok: ...`,
+/// `mismatch: ...` or `error: ...`.
+async fn adjust_check(o: &HarnessOptions, calls: &Calls) -> String {
+    let c = calls.new_container();
+    match calls.a.create_container(&calls.pod, &c).await {
+        Err(e) => format!("error: {e}"),
+        Ok(out) => {
+            let envs = out
+                .adjustment
+                .env
+                .iter()
+                .filter(|e| e.key.starts_with("BENCH_PLUGIN_"))
+                .count();
+            let anns = out
+                .adjustment
+                .annotations
+                .keys()
+                .filter(|k| k.starts_with("bench.example.com/plugin-"))
+                .count();
+            let want = if o.flavour == Flavour::Adjusting {
+                o.adjusting_plugins.unwrap_or(o.k)
+            } else {
+                0
+            };
+            if envs == want && anns == want {
+                format!("ok: {envs} env, {anns} annotations")
+            } else {
+                format!("mismatch: {envs} env, {anns} annotations, want {want}")
+            }
+        }
+    }
+}
+
+/// The `n` timed calls, by `concurrency` callers (one paced caller when
+/// a pace is set); returns every call's latency.
+async fn timed_calls(o: &HarnessOptions, calls: &Arc<Calls>) -> Result<Vec<Duration>, Error> {
     let mut lats: Vec<Duration> = Vec::with_capacity(o.n);
     // Each caller is a task of the runtime, as a runtime's request handlers
     // call NRI (not `block_on`'s thread), on distinct containers; the
@@ -460,29 +520,7 @@ async fn latency(
             Err(e) => return Err(Error::Task(e.to_string())),
         }
     }
-    let wall = t0.elapsed();
-    let (cpu1, ticks1) = (procfs::self_cpu_ns(), pid_ticks());
-
-    let n = o.n as f64;
-    res.latency_us = stats(&mut lats);
-    res.wall_ms = Some(ms(wall));
-    res.events_per_sec = Some(round1(n / wall.as_secs_f64()));
-    res.runtime_cpu_us_per_event = Some(round1(cpu1.saturating_sub(cpu0) as f64 / 1e3 / n));
-    res.plugins_cpu_us_per_event = Some(round1(
-        ticks1.saturating_sub(ticks0) as f64 * 1e6 / procfs::CLOCK_TICKS as f64 / n,
-    ));
-    res.call_errors = calls.errors.load(std::sync::atomic::Ordering::Relaxed);
-    res.rss.runtime_after = Some(procfs::read_mem(None));
-    res.rss.plugins_after = Some(plugin_mem(children));
-    if res.call_errors > 0 {
-        return Err(Error::Check(format!("{} calls failed", res.call_errors)));
-    }
-    if let Some(c) = &res.adjust_check
-        && !c.starts_with("ok")
-    {
-        return Err(Error::Check(format!("adjustment check failed: {c}")));
-    }
-    Ok(())
+    Ok(lats)
 }
 
 /// Installs `k` copies of the module `wasm` as `10-bench`, `11-bench`, ...

@@ -226,168 +226,195 @@ impl BenchOptions {
     }
 
     /// The matrix of cells.
-    #[allow(clippy::too_many_lines)]
     pub fn cells(&self) -> Vec<Cell> {
         let o = self.effective();
-        let min_n = if o.quick { 40 } else { 200 };
-        let rt_stacks: Vec<Stack> = if o.with_go {
-            vec![Stack::GoGo, Stack::RustRust, Stack::RustGo]
-        } else {
-            vec![Stack::RustRust]
-        };
-        let pl_stacks: Vec<Stack> = if o.with_go {
-            vec![Stack::GoGo, Stack::GoRust]
-        } else {
-            Vec::new()
-        };
         let mut cells = Vec::new();
-        let lat = |id: String,
-                   label: String,
-                   event: Event,
-                   flavour: Flavour,
-                   k: usize,
-                   n: usize,
-                   conc: usize,
-                   stacks: &Vec<Stack>| Cell {
-            id,
-            label,
-            mode: Mode::Latency,
-            event,
-            flavour,
-            k,
-            n,
-            warmup: (n / 20).max(10),
-            concurrency: conc,
-            stacks: stacks.clone(),
-            pace_ms: None,
-            plain: false,
-        };
         if o.runtime_cells {
-            for flavour in [Flavour::Noop, Flavour::Adjusting] {
-                for k in [1usize, 4, 8] {
-                    let n = (o.n / k).max(min_n);
-                    cells.push(lat(
-                        format!("create-{}-k{k}", flavour.as_str()),
-                        format!("CreateContainer {} K={k}", flavour.as_str()),
-                        Event::CreateContainer,
-                        flavour,
-                        k,
-                        n,
-                        1,
-                        &rt_stacks,
-                    ));
-                }
-            }
-            cells.push(lat(
-                "start-noop-k8".into(),
-                "StartContainer noop K=8".into(),
-                Event::StartContainer,
-                Flavour::Noop,
-                8,
-                (o.n / 8).max(min_n),
-                1,
-                &rt_stacks,
-            ));
-            for k in [1usize, 8] {
-                cells.push(lat(
-                    format!("conc8-noop-k{k}"),
-                    format!("CreateContainer noop K={k}, 8 concurrent"),
-                    Event::CreateContainer,
-                    Flavour::Noop,
-                    k,
-                    (o.n / k).max(min_n),
-                    8,
-                    &rt_stacks,
-                ));
-            }
-            cells.push(Cell {
-                id: "sync-runtime".into(),
-                label: format!(
-                    "register+sync 1 plugin, {} pods / {} containers",
-                    o.sync_pods,
-                    o.sync_pods * o.sync_containers_per_pod
-                ),
-                mode: Mode::Sync,
-                event: Event::CreateContainer,
-                flavour: Flavour::Noop,
-                k: 1,
-                n: 0,
-                warmup: 0,
-                concurrency: 1,
-                stacks: rt_stacks.clone(),
-                pace_ms: None,
-                plain: false,
-            });
+            cells.extend(runtime_cells(&o));
             cells.extend(crate::paced::cells(&o));
         }
         if o.proxy_cells {
-            let stacks = if o.with_go {
-                vec![
-                    Stack::GoGo,
-                    Stack::GoRust,
-                    Stack::GoProxy,
-                    Stack::RustRust,
-                    Stack::RustProxy,
-                ]
-            } else {
-                vec![Stack::RustRust, Stack::RustProxy]
-            };
-            // Through the proxy the harnesses start one plugin and check
-            // the adjustments of the K behind it (`--adjusting-plugins`).
-            for (f, flavour) in [("noop", Flavour::Noop), ("adjusting", Flavour::Adjusting)] {
-                for k in [1usize, 4] {
-                    let n = (o.n / k).max(min_n);
-                    cells.push(lat(
-                        format!("proxy-{f}-k{k}"),
-                        format!("CreateContainer {f} K={k}, direct and through nri-proxy"),
-                        Event::CreateContainer,
-                        flavour,
-                        k,
-                        n,
-                        1,
-                        &stacks,
-                    ));
-                }
-            }
+            cells.extend(proxy_cells(&o));
         }
         if o.wasm_cells {
             cells.extend(crate::wasm::cells(&o));
         }
-        if o.plugin_cells && !pl_stacks.is_empty() {
-            for (id, n) in [("plugin-n", o.plugin_n), ("plugin-long", o.plugin_long_n)] {
-                cells.push(Cell {
-                    warmup: 0,
-                    ..lat(
-                        id.into(),
-                        format!("plugin under Go runtime: {n} x CreateContainer noop K=1"),
-                        Event::CreateContainer,
-                        Flavour::Noop,
-                        1,
-                        n,
-                        1,
-                        &pl_stacks,
-                    )
-                });
-            }
-            cells.push(Cell {
-                id: "sync-plugin".into(),
-                label: format!(
-                    "plugin under Go runtime: sync of {} pods / {} containers",
-                    o.sync_pods,
-                    o.sync_pods * o.sync_containers_per_pod
-                ),
-                mode: Mode::Sync,
-                event: Event::CreateContainer,
-                flavour: Flavour::Noop,
-                k: 1,
-                n: 0,
-                warmup: 0,
-                concurrency: 1,
-                stacks: pl_stacks,
-                pace_ms: None,
-                plain: false,
-            });
+        if o.plugin_cells && o.with_go {
+            cells.extend(plugin_cells(&o));
         }
         cells
     }
+
+    /// Timed calls of a cell with `k` plugins: `n / k`, at least 200 (40
+    /// with `--quick`), so every cell makes about the same number of plugin
+    /// calls.
+    fn per_k(&self, k: usize) -> usize {
+        let min_n = if self.quick { 40 } else { 200 };
+        (self.n / k).max(min_n)
+    }
+
+    /// The sync state's label: `N pods / M containers`.
+    fn sync_state(&self) -> String {
+        format!(
+            "{} pods / {} containers",
+            self.sync_pods,
+            self.sync_pods * self.sync_containers_per_pod
+        )
+    }
+}
+
+/// A back-to-back latency cell: `n` CreateContainer calls, one caller, a
+/// warm-up of `n / 20` (at least 10).
+fn latency_cell(
+    id: String,
+    label: String,
+    flavour: Flavour,
+    k: usize,
+    n: usize,
+    stacks: &[Stack],
+) -> Cell {
+    Cell {
+        id,
+        label,
+        mode: Mode::Latency,
+        event: Event::CreateContainer,
+        flavour,
+        k,
+        n,
+        warmup: (n / 20).max(10),
+        concurrency: 1,
+        stacks: stacks.to_vec(),
+        pace_ms: None,
+        plain: false,
+    }
+}
+
+/// A registration-and-sync cell: one no-op plugin against the sync state.
+fn sync_cell(id: &str, label: String, stacks: Vec<Stack>) -> Cell {
+    Cell {
+        id: id.into(),
+        label,
+        mode: Mode::Sync,
+        event: Event::CreateContainer,
+        flavour: Flavour::Noop,
+        k: 1,
+        n: 0,
+        warmup: 0,
+        concurrency: 1,
+        stacks,
+        pace_ms: None,
+        plain: false,
+    }
+}
+
+/// The runtime-library cells: CreateContainer at K = 1, 4, 8 (no-op and
+/// adjusting), StartContainer at K = 8, 8 concurrent callers at K = 1 and
+/// 8, and registration with sync.
+fn runtime_cells(o: &BenchOptions) -> Vec<Cell> {
+    let stacks: Vec<Stack> = if o.with_go {
+        vec![Stack::GoGo, Stack::RustRust, Stack::RustGo]
+    } else {
+        vec![Stack::RustRust]
+    };
+    let mut cells = Vec::new();
+    for flavour in [Flavour::Noop, Flavour::Adjusting] {
+        for k in [1usize, 4, 8] {
+            cells.push(latency_cell(
+                format!("create-{}-k{k}", flavour.as_str()),
+                format!("CreateContainer {} K={k}", flavour.as_str()),
+                flavour,
+                k,
+                o.per_k(k),
+                &stacks,
+            ));
+        }
+    }
+    cells.push(Cell {
+        event: Event::StartContainer,
+        ..latency_cell(
+            "start-noop-k8".into(),
+            "StartContainer noop K=8".into(),
+            Flavour::Noop,
+            8,
+            o.per_k(8),
+            &stacks,
+        )
+    });
+    for k in [1usize, 8] {
+        cells.push(Cell {
+            concurrency: 8,
+            ..latency_cell(
+                format!("conc8-noop-k{k}"),
+                format!("CreateContainer noop K={k}, 8 concurrent"),
+                Flavour::Noop,
+                k,
+                o.per_k(k),
+                &stacks,
+            )
+        });
+    }
+    cells.push(sync_cell(
+        "sync-runtime",
+        format!("register+sync 1 plugin, {}", o.sync_state()),
+        stacks,
+    ));
+    cells
+}
+
+/// The proxy cells: CreateContainer at K = 1 and 4 (no-op and adjusting),
+/// direct and through `nri-proxy`.
+fn proxy_cells(o: &BenchOptions) -> Vec<Cell> {
+    let stacks = if o.with_go {
+        vec![
+            Stack::GoGo,
+            Stack::GoRust,
+            Stack::GoProxy,
+            Stack::RustRust,
+            Stack::RustProxy,
+        ]
+    } else {
+        vec![Stack::RustRust, Stack::RustProxy]
+    };
+    // Through the proxy the harnesses start one plugin and check
+    // the adjustments of the K behind it (`--adjusting-plugins`).
+    let mut cells = Vec::new();
+    for (f, flavour) in [("noop", Flavour::Noop), ("adjusting", Flavour::Adjusting)] {
+        for k in [1usize, 4] {
+            cells.push(latency_cell(
+                format!("proxy-{f}-k{k}"),
+                format!("CreateContainer {f} K={k}, direct and through nri-proxy"),
+                flavour,
+                k,
+                o.per_k(k),
+                &stacks,
+            ));
+        }
+    }
+    cells
+}
+
+/// The plugin-SDK cells, under the Go runtime (so only with the Go
+/// stacks): the memory/CPU run, the growth run and the sync.
+fn plugin_cells(o: &BenchOptions) -> Vec<Cell> {
+    let stacks = vec![Stack::GoGo, Stack::GoRust];
+    let mut cells = Vec::new();
+    for (id, n) in [("plugin-n", o.plugin_n), ("plugin-long", o.plugin_long_n)] {
+        cells.push(Cell {
+            warmup: 0,
+            ..latency_cell(
+                id.into(),
+                format!("plugin under Go runtime: {n} x CreateContainer noop K=1"),
+                Flavour::Noop,
+                1,
+                n,
+                &stacks,
+            )
+        });
+    }
+    cells.push(sync_cell(
+        "sync-plugin",
+        format!("plugin under Go runtime: sync of {}", o.sync_state()),
+        stacks,
+    ));
+    cells
 }

@@ -21,7 +21,7 @@ pub struct MetricSummary {
 }
 
 impl MetricSummary {
-    pub(crate) fn of(v: &[f64]) -> Option<Self> {
+    fn of(v: &[f64]) -> Option<Self> {
         let m = median(v)?;
         Some(MetricSummary {
             median: round1(m),
@@ -49,6 +49,43 @@ pub struct StackResult {
     pub errors: Vec<String>,
     /// Every run's raw result.
     pub runs: Vec<RunResult>,
+}
+
+impl StackResult {
+    /// Aggregates the repetitions of one stack in one cell: the median
+    /// with min-max of each metric, the adjustment checks seen, the errors.
+    pub(crate) fn aggregate(stack: Stack, results: Vec<Result<RunResult, String>>) -> Self {
+        let mut values: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+        let mut runs = Vec::new();
+        let mut errors = Vec::new();
+        let mut checks = Vec::new();
+        for r in results {
+            match r {
+                Ok(r) => {
+                    for (k, v) in run_metrics(&r) {
+                        values.entry(k.to_owned()).or_default().push(v);
+                    }
+                    if let Some(c) = &r.adjust_check
+                        && !checks.contains(c)
+                    {
+                        checks.push(c.clone());
+                    }
+                    runs.push(r);
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        StackResult {
+            stack,
+            metrics: values
+                .into_iter()
+                .filter_map(|(k, v)| MetricSummary::of(&v).map(|s| (k, s)))
+                .collect(),
+            adjust_checks: checks,
+            errors,
+            runs,
+        }
+    }
 }
 
 /// Results of one cell.
@@ -132,7 +169,7 @@ fn mean_u(v: impl Iterator<Item = u64>) -> Option<f64> {
 }
 
 /// Per-run scalar metrics of a run result.
-pub(crate) fn run_metrics(r: &RunResult) -> Vec<(&'static str, f64)> {
+fn run_metrics(r: &RunResult) -> Vec<(&'static str, f64)> {
     let mut m = Vec::new();
     if let Some(l) = &r.latency_us {
         m.push(("latency_median_us", l.median));

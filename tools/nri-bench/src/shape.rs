@@ -137,18 +137,37 @@ fn bind(dest: &str, source: String, mode: &str) -> Mount {
 /// namespaces, memory limit+swap, CPU shares/quota/period/cpus/mems, one
 /// unified key, oom_score_adj and a systemd-style cgroups path. State
 /// CREATED.
-#[allow(clippy::too_many_lines)]
 pub fn container(pod: &PodSandbox, j: usize, n: u64) -> Container {
     let id = hex_id("ctr", n);
     let name = format!("bench-ctr-{j}");
-    let pod_dir = format!("/var/lib/kubelet/pods/{}", pod.uid);
+    Container {
+        id: id.clone(),
+        pod_sandbox_id: pod.id.clone(),
+        name: name.clone(),
+        state: ContainerState::ContainerCreated as i32,
+        labels: container_labels(pod, &name),
+        annotations: container_annotations(pod),
+        args: vec![
+            "/app/server".into(),
+            "--config=/etc/app/config.yaml".into(),
+            "--port=8080".into(),
+        ],
+        env: container_env(pod),
+        mounts: container_mounts(pod, &name),
+        linux: Some(linux_container(pod, &id)),
+        ..Default::default()
+    }
+}
+
+/// The container's 10 labels: kubelet's and the app's.
+fn container_labels(pod: &PodSandbox, name: &str) -> BTreeMap<String, String> {
     let app = pod
         .labels
         .get("app.kubernetes.io/name")
         .cloned()
         .unwrap_or_default();
-    let labels = map(&[
-        ("io.kubernetes.container.name", name.clone()),
+    map(&[
+        ("io.kubernetes.container.name", name.to_owned()),
         ("io.kubernetes.pod.name", pod.name.clone()),
         ("io.kubernetes.pod.namespace", pod.namespace.clone()),
         ("io.kubernetes.pod.uid", pod.uid.clone()),
@@ -158,8 +177,12 @@ pub fn container(pod: &PodSandbox, j: usize, n: u64) -> Container {
         ("tier", "backend".into()),
         ("track", "stable".into()),
         ("release", "bench-release".into()),
-    ]);
-    let annotations = map(&[
+    ])
+}
+
+/// The container's 10 annotations: kubelet's and the CRI's.
+fn container_annotations(pod: &PodSandbox) -> BTreeMap<String, String> {
+    map(&[
         ("io.kubernetes.container.hash", "5f7b2a9c".into()),
         ("io.kubernetes.container.restartCount", "0".into()),
         (
@@ -182,8 +205,12 @@ pub fn container(pod: &PodSandbox, j: usize, n: u64) -> Container {
         ),
         ("io.kubernetes.cri.sandbox-id", pod.id.clone()),
         ("io.kubernetes.cri.sandbox-name", pod.name.clone()),
-    ]);
-    let env = vec![
+    ])
+}
+
+/// The container's 10 environment variables.
+fn container_env(pod: &PodSandbox) -> Vec<String> {
+    vec![
         "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".to_owned(),
         format!("HOSTNAME={}", pod.name),
         "KUBERNETES_SERVICE_HOST=10.96.0.1".into(),
@@ -194,83 +221,78 @@ pub fn container(pod: &PodSandbox, j: usize, n: u64) -> Container {
         "APP_LISTEN_ADDR=0.0.0.0:8080".into(),
         "APP_DB_URL=postgres://bench@db.bench-namespace.svc:5432/bench".into(),
         "GOMAXPROCS=2".into(),
-    ];
+    ]
+}
+
+/// The container's 5 kubelet-style bind mounts.
+fn container_mounts(pod: &PodSandbox, name: &str) -> Vec<Mount> {
+    let pod_dir = format!("/var/lib/kubelet/pods/{}", pod.uid);
+    let sandboxes = "/var/lib/containerd/io.containerd.grpc.v1.cri/sandboxes";
+    vec![
+        bind("/etc/hosts", format!("{pod_dir}/etc-hosts"), "rw"),
+        bind(
+            "/dev/termination-log",
+            format!("{pod_dir}/containers/{name}/5f7b2a9c"),
+            "rw",
+        ),
+        bind(
+            "/etc/hostname",
+            format!("{sandboxes}/{}/hostname", pod.id),
+            "rw",
+        ),
+        bind(
+            "/etc/resolv.conf",
+            format!("{sandboxes}/{}/resolv.conf", pod.id),
+            "rw",
+        ),
+        bind(
+            "/var/run/secrets/kubernetes.io/serviceaccount",
+            format!("{pod_dir}/volumes/kubernetes.io~projected/kube-api-access-x7k2p"),
+            "ro",
+        ),
+    ]
+}
+
+/// The container's Linux part: 5 namespaces, memory and CPU resources,
+/// one unified key, oom_score_adj and a systemd-style cgroups path.
+fn linux_container(pod: &PodSandbox, id: &str) -> LinuxContainer {
     let ns = |t: &str| LinuxNamespace {
         r#type: t.into(),
         path: String::new(),
     };
-    let sandboxes = "/var/lib/containerd/io.containerd.grpc.v1.cri/sandboxes";
-    Container {
-        id: id.clone(),
-        pod_sandbox_id: pod.id.clone(),
-        name: name.clone(),
-        state: ContainerState::ContainerCreated as i32,
-        labels,
-        annotations,
-        args: vec![
-            "/app/server".into(),
-            "--config=/etc/app/config.yaml".into(),
-            "--port=8080".into(),
+    LinuxContainer {
+        namespaces: vec![
+            ns("pid"),
+            ns("ipc"),
+            ns("uts"),
+            ns("mount"),
+            LinuxNamespace {
+                r#type: "network".into(),
+                path: format!("/var/run/netns/cni-{}", pod.uid),
+            },
         ],
-        env,
-        mounts: vec![
-            bind("/etc/hosts", format!("{pod_dir}/etc-hosts"), "rw"),
-            bind(
-                "/dev/termination-log",
-                format!("{pod_dir}/containers/{name}/5f7b2a9c"),
-                "rw",
-            ),
-            bind(
-                "/etc/hostname",
-                format!("{sandboxes}/{}/hostname", pod.id),
-                "rw",
-            ),
-            bind(
-                "/etc/resolv.conf",
-                format!("{sandboxes}/{}/resolv.conf", pod.id),
-                "rw",
-            ),
-            bind(
-                "/var/run/secrets/kubernetes.io/serviceaccount",
-                format!("{pod_dir}/volumes/kubernetes.io~projected/kube-api-access-x7k2p"),
-                "ro",
-            ),
-        ],
-        linux: Some(LinuxContainer {
-            namespaces: vec![
-                ns("pid"),
-                ns("ipc"),
-                ns("uts"),
-                ns("mount"),
-                LinuxNamespace {
-                    r#type: "network".into(),
-                    path: format!("/var/run/netns/cni-{}", pod.uid),
-                },
-            ],
-            resources: Some(LinuxResources {
-                memory: Some(LinuxMemory {
-                    limit: Some(OptionalInt64 { value: 256 << 20 }),
-                    swap: Some(OptionalInt64 { value: 256 << 20 }),
-                    ..Default::default()
-                }),
-                cpu: Some(LinuxCpu {
-                    shares: Some(OptionalUInt64 { value: 256 }),
-                    quota: Some(OptionalInt64 { value: 25000 }),
-                    period: Some(OptionalUInt64 { value: 100000 }),
-                    cpus: "0-1".into(),
-                    mems: "0".into(),
-                    ..Default::default()
-                }),
-                unified: map(&[("memory.oom.group", "1".into())]),
+        resources: Some(LinuxResources {
+            memory: Some(LinuxMemory {
+                limit: Some(OptionalInt64 { value: 256 << 20 }),
+                swap: Some(OptionalInt64 { value: 256 << 20 }),
                 ..Default::default()
             }),
-            oom_score_adj: Some(OptionalInt { value: 996 }),
-            cgroups_path: format!(
-                "kubepods-burstable-pod{}.slice:cri-containerd:{id}",
-                pod.uid
-            ),
+            cpu: Some(LinuxCpu {
+                shares: Some(OptionalUInt64 { value: 256 }),
+                quota: Some(OptionalInt64 { value: 25000 }),
+                period: Some(OptionalUInt64 { value: 100000 }),
+                cpus: "0-1".into(),
+                mems: "0".into(),
+                ..Default::default()
+            }),
+            unified: map(&[("memory.oom.group", "1".into())]),
             ..Default::default()
         }),
+        oom_score_adj: Some(OptionalInt { value: 996 }),
+        cgroups_path: format!(
+            "kubepods-burstable-pod{}.slice:cri-containerd:{id}",
+            pod.uid
+        ),
         ..Default::default()
     }
 }

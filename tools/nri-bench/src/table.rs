@@ -54,8 +54,18 @@ pub fn print_table(report: &BenchReport, w: &mut dyn Write) -> Result<(), Error>
     write_all(report, w).map_err(Error::Output)
 }
 
-#[allow(clippy::too_many_lines)]
 fn write_all(r: &BenchReport, w: &mut dyn Write) -> std::io::Result<()> {
+    header(r, w)?;
+    latency_table(r, w)?;
+    sync_table(r, w)?;
+    plugin_table(r, w)?;
+    proxy_table(r, w)?;
+    crate::wasm::table(r, w)?;
+    targets_table(r, w)
+}
+
+/// The run's options and machine, and how to read the values.
+fn header(r: &BenchReport, w: &mut dyn Write) -> std::io::Result<()> {
     let m = &r.machine;
     writeln!(
         w,
@@ -74,8 +84,11 @@ fn write_all(r: &BenchReport, w: &mut dyn Write) -> std::io::Result<()> {
     writeln!(
         w,
         "stacks are runtime/plugins; values: median of per-run values [min–max over runs]; ratios vs go/go\n"
-    )?;
+    )
+}
 
+/// The runtime's latency cells, then its RSS per connected plugin.
+fn latency_table(r: &BenchReport, w: &mut dyn Write) -> std::io::Result<()> {
     let lat: Vec<&CellReport> = r
         .cells
         .iter()
@@ -113,36 +126,44 @@ fn write_all(r: &BenchReport, w: &mut dyn Write) -> std::io::Result<()> {
             }
         }
         writeln!(w)?;
+        rss_table(r, w)?;
+    }
+    Ok(())
+}
 
-        // Runtime RSS per connected plugin, from the idle RSS at K=1 and K=8.
-        if let (Some(k1), Some(k8)) = (r.cell("create-noop-k1"), r.cell("create-noop-k8")) {
-            writeln!(w, "### Runtime: RSS per connected plugin (idle, noop)\n")?;
+/// Runtime RSS per connected plugin, from the idle RSS at K=1 and K=8.
+fn rss_table(r: &BenchReport, w: &mut dyn Write) -> std::io::Result<()> {
+    if let (Some(k1), Some(k8)) = (r.cell("create-noop-k1"), r.cell("create-noop-k8")) {
+        writeln!(w, "### Runtime: RSS per connected plugin (idle, noop)\n")?;
+        writeln!(
+            w,
+            "| stack | runtime RSS K=1 MB | runtime RSS K=8 MB | per extra plugin KiB | runtime RSS after K=1 run MB |"
+        )?;
+        writeln!(w, "|---|---|---|---|---|")?;
+        for s in &k1.stacks {
+            let a = k1.metric(s.stack, "runtime_idle_rss_kb");
+            let b = k8.metric(s.stack, "runtime_idle_rss_kb");
+            let per = match (a, b) {
+                (Some(a), Some(b)) => format!("{:.0}", (b.median - a.median) / 7.0),
+                _ => "-".into(),
+            };
             writeln!(
                 w,
-                "| stack | runtime RSS K=1 MB | runtime RSS K=8 MB | per extra plugin KiB | runtime RSS after K=1 run MB |"
+                "| {} | {} | {} | {} | {} |",
+                s.stack.label(),
+                mb(a),
+                mb(b),
+                per,
+                mb(k1.metric(s.stack, "runtime_after_rss_kb"))
             )?;
-            writeln!(w, "|---|---|---|---|---|")?;
-            for s in &k1.stacks {
-                let a = k1.metric(s.stack, "runtime_idle_rss_kb");
-                let b = k8.metric(s.stack, "runtime_idle_rss_kb");
-                let per = match (a, b) {
-                    (Some(a), Some(b)) => format!("{:.0}", (b.median - a.median) / 7.0),
-                    _ => "-".into(),
-                };
-                writeln!(
-                    w,
-                    "| {} | {} | {} | {} | {} |",
-                    s.stack.label(),
-                    mb(a),
-                    mb(b),
-                    per,
-                    mb(k1.metric(s.stack, "runtime_after_rss_kb"))
-                )?;
-            }
-            writeln!(w)?;
         }
+        writeln!(w)?;
     }
+    Ok(())
+}
 
+/// The registration-and-sync cells.
+fn sync_table(r: &BenchReport, w: &mut dyn Write) -> std::io::Result<()> {
     let sync: Vec<&CellReport> = r
         .cells
         .iter()
@@ -180,7 +201,11 @@ fn write_all(r: &BenchReport, w: &mut dyn Write) -> std::io::Result<()> {
         }
         writeln!(w)?;
     }
+    Ok(())
+}
 
+/// The plugin SDK's cells under the Go runtime.
+fn plugin_table(r: &BenchReport, w: &mut dyn Write) -> std::io::Result<()> {
     let pl: Vec<&CellReport> = r
         .cells
         .iter()
@@ -218,10 +243,11 @@ fn write_all(r: &BenchReport, w: &mut dyn Write) -> std::io::Result<()> {
         }
         writeln!(w)?;
     }
+    Ok(())
+}
 
-    proxy_table(r, w)?;
-    crate::wasm::table(r, w)?;
-
+/// The targets, met or not.
+fn targets_table(r: &BenchReport, w: &mut dyn Write) -> std::io::Result<()> {
     if !r.targets.is_empty() {
         writeln!(w, "### Targets\n")?;
         writeln!(w, "| target | wanted | measured | met |")?;

@@ -60,13 +60,27 @@ pub(crate) fn ratio_check(
     }
 }
 
-#[allow(clippy::too_many_lines)]
+/// Every target the report's cells allow, in the order of the table.
 pub(crate) fn targets(report: &BenchReport) -> Vec<TargetCheck> {
     let mut t = Vec::new();
-    let (gg, gr, rr, rg) = (Stack::GoGo, Stack::GoRust, Stack::RustRust, Stack::RustGo);
-    // Plugin SDK, under the same Go runtime.
     if report.cell("plugin-n").is_some() {
-        t.push(ratio_check(
+        t.extend(plugin_targets(report));
+    }
+    t.extend(proxy_targets(report));
+    t.extend(crate::wasm::targets(report));
+    t.extend(crate::paced::targets(report));
+    if report.cell("create-noop-k1").is_some() {
+        t.extend(runtime_targets(report));
+    }
+    t
+}
+
+/// Plugin SDK, under the same Go runtime: idle RSS, CPU per event, peak
+/// RSS of the sync, and no growth over the long run.
+fn plugin_targets(report: &BenchReport) -> Vec<TargetCheck> {
+    let (gg, gr) = (Stack::GoGo, Stack::GoRust);
+    vec![
+        ratio_check(
             report,
             "plugin-n",
             "plugin_idle_rss_kb",
@@ -74,8 +88,8 @@ pub(crate) fn targets(report: &BenchReport) -> Vec<TargetCheck> {
             gg,
             "plugin idle RSS".into(),
             Want::AtMost(0.25),
-        ));
-        t.push(ratio_check(
+        ),
+        ratio_check(
             report,
             "plugin-n",
             "plugins_cpu_us_per_event",
@@ -83,8 +97,8 @@ pub(crate) fn targets(report: &BenchReport) -> Vec<TargetCheck> {
             gg,
             "plugin CPU per CreateContainer".into(),
             Want::AtMost(0.25),
-        ));
-        t.push(ratio_check(
+        ),
+        ratio_check(
             report,
             "sync-plugin",
             "plugin_hwm_kb",
@@ -92,41 +106,50 @@ pub(crate) fn targets(report: &BenchReport) -> Vec<TargetCheck> {
             gg,
             "plugin peak RSS during/after sync".into(),
             Want::AtMost(0.25),
-        ));
-        // Growth: after the long run vs after the short run (Rust plugin).
-        let short = report
-            .cell("plugin-n")
-            .and_then(|c| c.metric(gr, "plugin_after_rss_kb"));
-        let long = report
-            .cell("plugin-long")
-            .and_then(|c| c.metric(gr, "plugin_after_rss_kb"));
-        let (n_short, n_long) = (
-            report.cell("plugin-n").map_or(0, |c| c.cell.n),
-            report.cell("plugin-long").map_or(0, |c| c.cell.n),
-        );
-        t.push(match (short, long) {
-            (Some(s), Some(l)) => {
-                // Tolerance: 2% + 64 KiB (allocator noise), not growth.
-                let limit = s.median * 1.02 + 64.0;
-                TargetCheck {
-                    name: format!("Rust plugin RSS after {n_long} vs {n_short} events"),
-                    target: "no growth (<= +2% +64 KiB)".into(),
-                    value: Some(round1(l.median - s.median)),
-                    detail: format!("{} KiB vs {} KiB", l.median, s.median),
-                    met: Some(l.median <= limit),
-                }
+        ),
+        growth_check(report),
+    ]
+}
+
+/// Growth: the Rust plugin's RSS after the long run vs after the short run.
+fn growth_check(report: &BenchReport) -> TargetCheck {
+    let gr = Stack::GoRust;
+    let short = report
+        .cell("plugin-n")
+        .and_then(|c| c.metric(gr, "plugin_after_rss_kb"));
+    let long = report
+        .cell("plugin-long")
+        .and_then(|c| c.metric(gr, "plugin_after_rss_kb"));
+    let (n_short, n_long) = (
+        report.cell("plugin-n").map_or(0, |c| c.cell.n),
+        report.cell("plugin-long").map_or(0, |c| c.cell.n),
+    );
+    match (short, long) {
+        (Some(s), Some(l)) => {
+            // Tolerance: 2% + 64 KiB (allocator noise), not growth.
+            let limit = s.median * 1.02 + 64.0;
+            TargetCheck {
+                name: format!("Rust plugin RSS after {n_long} vs {n_short} events"),
+                target: "no growth (<= +2% +64 KiB)".into(),
+                value: Some(round1(l.median - s.median)),
+                detail: format!("{} KiB vs {} KiB", l.median, s.median),
+                met: Some(l.median <= limit),
             }
-            _ => TargetCheck {
-                name: "Rust plugin RSS growth".into(),
-                target: "no growth".into(),
-                value: None,
-                detail: "not measured".into(),
-                met: None,
-            },
-        });
+        }
+        _ => TargetCheck {
+            name: "Rust plugin RSS growth".into(),
+            target: "no growth".into(),
+            value: None,
+            detail: "not measured".into(),
+            met: None,
+        },
     }
-    // The proxy: the Go runtime through the proxy to K Rust plugins beats
-    // the Go runtime with K Go plugins.
+}
+
+/// The proxy: the Go runtime through the proxy to K Rust plugins beats
+/// the Go runtime with K Go plugins.
+fn proxy_targets(report: &BenchReport) -> Vec<TargetCheck> {
+    let mut t = Vec::new();
     for (f, k) in [("noop", 1), ("noop", 4), ("adjusting", 1), ("adjusting", 4)] {
         let id = format!("proxy-{f}-k{k}");
         if report.cell(&id).is_some() {
@@ -135,87 +158,75 @@ pub(crate) fn targets(report: &BenchReport) -> Vec<TargetCheck> {
                 &id,
                 "latency_median_us",
                 Stack::GoProxy,
-                gg,
+                Stack::GoGo,
                 format!("CreateContainer {f} K={k}: Go runtime -> nri-proxy -> K Rust plugins vs K Go plugins"),
                 Want::AtMost(1.0),
             ));
         }
     }
-    t.extend(crate::wasm::targets(report));
-    t.extend(crate::paced::targets(report));
-    // Runtime library.
-    if report.cell("create-noop-k1").is_some() {
-        for f in ["noop", "adjusting"] {
-            for k in [1, 4, 8] {
-                let id = format!("create-{f}-k{k}");
-                t.push(ratio_check(
-                    report,
-                    &id,
-                    "latency_median_us",
-                    rr,
-                    gg,
-                    format!("CreateContainer {f} K={k} median latency (Rust stack)"),
-                    Want::AtMost(0.2),
-                ));
-                t.push(ratio_check(
-                    report,
-                    &id,
-                    "latency_p99_us",
-                    rr,
-                    gg,
-                    format!("CreateContainer {f} K={k} p99 latency (Rust stack)"),
-                    Want::AtMost(0.2),
-                ));
-                t.push(ratio_check(
-                    report,
-                    &id,
-                    "latency_median_us",
+    t
+}
+
+/// Runtime library: CreateContainer latency, throughput with 8 callers,
+/// and registration with sync, against the Go stack.
+fn runtime_targets(report: &BenchReport) -> Vec<TargetCheck> {
+    let (gg, rr, rg) = (Stack::GoGo, Stack::RustRust, Stack::RustGo);
+    let mut t = Vec::new();
+    for f in ["noop", "adjusting"] {
+        for k in [1, 4, 8] {
+            let id = format!("create-{f}-k{k}");
+            for (num, metric, what) in [
+                (rr, "latency_median_us", "median latency (Rust stack)"),
+                (rr, "latency_p99_us", "p99 latency (Rust stack)"),
+                (
                     rg,
+                    "latency_median_us",
+                    "median latency (Rust runtime, Go plugins)",
+                ),
+            ] {
+                t.push(ratio_check(
+                    report,
+                    &id,
+                    metric,
+                    num,
                     gg,
-                    format!("CreateContainer {f} K={k} median latency (Rust runtime, Go plugins)"),
+                    format!("CreateContainer {f} K={k} {what}"),
                     Want::AtMost(0.2),
                 ));
             }
         }
-        for k in [1, 8] {
-            let id = format!("conc8-noop-k{k}");
+    }
+    for k in [1, 8] {
+        let id = format!("conc8-noop-k{k}");
+        for (num, what) in [(rr, "Rust stack"), (rg, "Rust runtime, Go plugins")] {
             t.push(ratio_check(
                 report,
                 &id,
                 "events_per_sec",
-                rr,
+                num,
                 gg,
-                format!("throughput, 8 concurrent, K={k} (Rust stack)"),
-                Want::AtLeast(5.0),
-            ));
-            t.push(ratio_check(
-                report,
-                &id,
-                "events_per_sec",
-                rg,
-                gg,
-                format!("throughput, 8 concurrent, K={k} (Rust runtime, Go plugins)"),
+                format!("throughput, 8 concurrent, K={k} ({what})"),
                 Want::AtLeast(5.0),
             ));
         }
-        t.push(ratio_check(
-            report,
-            "sync-runtime",
-            "startup_ms",
-            rr,
-            gg,
-            "register+sync, 1000 pods / 5000 containers (Rust stack)".into(),
-            Want::AtMost(0.2),
-        ));
-        t.push(ratio_check(
-            report,
-            "sync-runtime",
-            "startup_ms",
-            rg,
-            gg,
-            "register+sync (Rust runtime, Go plugin)".into(),
-            Want::AtMost(0.2),
-        ));
     }
+    t.push(ratio_check(
+        report,
+        "sync-runtime",
+        "startup_ms",
+        rr,
+        gg,
+        "register+sync, 1000 pods / 5000 containers (Rust stack)".into(),
+        Want::AtMost(0.2),
+    ));
+    t.push(ratio_check(
+        report,
+        "sync-runtime",
+        "startup_ms",
+        rg,
+        gg,
+        "register+sync (Rust runtime, Go plugin)".into(),
+        Want::AtMost(0.2),
+    ));
     t
 }
