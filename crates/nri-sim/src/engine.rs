@@ -158,7 +158,6 @@ fn ms(d: Duration) -> f64 {
 ///
 /// Only set-up problems (temporary directory, runtime start). Plugin and
 /// event failures are reported, not returned.
-#[allow(clippy::too_many_lines)]
 pub async fn run(
     scenario: &Scenario,
     opts: &Options,
@@ -169,23 +168,37 @@ pub async fn run(
         .prefix("nri-sim-")
         .tempdir()
         .map_err(|e| Error::io("creating a temporary directory", e))?;
-    let socket = dir.path().join("nri.sock");
+    let mut eng = set_up(scenario, opts, dir.path(), reporter).await?;
+    for i in 0..eng.procs.len() {
+        if eng.procs[i].spec.start {
+            eng.start_plugin(i, reporter).await;
+        }
+    }
+    for (n, s) in scenario.steps.iter().enumerate() {
+        eng.flush(reporter);
+        eng.step(&(n + 1).to_string(), s, reporter).await;
+        eng.check_exits(reporter).await;
+    }
+    let summary = eng.finish(started, reporter).await;
+    drop(dir);
+    Ok(summary)
+}
+
+/// Builds and starts the embedded runtime in `dir` (its socket, launch
+/// and log directories) and reports the start and the plugins it launched:
+/// the engine, ready for the scenario's plugins and steps.
+async fn set_up(
+    scenario: &Scenario,
+    opts: &Options,
+    dir: &Path,
+    reporter: &mut dyn Reporter,
+) -> Result<Engine, Error> {
+    let socket = dir.join("nri.sock");
     let world = Arc::new(World::default());
     let b = runtime_builder(scenario, opts, &socket, &world)?;
     let reg_timeout = b.current_config().registration_timeout;
-    let (mut b, procs, launched) = plugins(scenario, opts, b)?;
-    let launch_dir = dir.path().join("launch");
-    let log_dir = dir.path().join("logs");
-    if launched.is_empty() {
-        b = b.disable_launch(true);
-    } else {
-        crate::launch::write_dir(&launch_dir, &log_dir, &launched)?;
-        b = b
-            .plugin_dir(&launch_dir)
-            .config_dir(&launch_dir)
-            .disable_launch(false);
-    }
-    let logs = crate::launch::Logs::new(&log_dir, &launched);
+    let (b, procs, launched) = plugins(scenario, opts, b)?;
+    let (b, logs) = launch_dir(b, dir, &launched)?;
     // Lines left from an earlier run are not this run's.
     let wasm_log = opts.plugin_log.clone();
     if let Some(l) = &wasm_log {
@@ -232,19 +245,27 @@ pub async fn run(
     };
     eng.report_launched(&launched, reporter);
     eng.report_missing(opts, &launched, reporter);
-    for i in 0..eng.procs.len() {
-        if eng.procs[i].spec.start {
-            eng.start_plugin(i, reporter).await;
-        }
-    }
-    for (n, s) in scenario.steps.iter().enumerate() {
-        eng.flush(reporter);
-        eng.step(&(n + 1).to_string(), s, reporter).await;
-        eng.check_exits(reporter).await;
-    }
-    let summary = eng.finish(started, reporter).await;
-    drop(dir);
-    Ok(summary)
+    Ok(eng)
+}
+
+/// The plugin directory the runtime launches `launched` from (under
+/// `dir`, their logs beside it), or launching disabled when there are none.
+fn launch_dir(
+    b: Builder,
+    dir: &Path,
+    launched: &[Launched],
+) -> Result<(Builder, crate::launch::Logs), Error> {
+    let launch_dir = dir.join("launch");
+    let log_dir = dir.join("logs");
+    let b = if launched.is_empty() {
+        b.disable_launch(true)
+    } else {
+        crate::launch::write_dir(&launch_dir, &log_dir, launched)?;
+        b.plugin_dir(&launch_dir)
+            .config_dir(&launch_dir)
+            .disable_launch(false)
+    };
+    Ok((b, crate::launch::Logs::new(&log_dir, launched)))
 }
 
 /// The embedded runtime's builder: the configuration file, the scenario's

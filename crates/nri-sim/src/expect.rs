@@ -73,7 +73,8 @@ pub(crate) fn check_all(
 
 type Outcome = (String, Result<(), String>);
 
-#[allow(clippy::too_many_lines)]
+/// The outcomes of one expectation: its container's, its plugin's, its
+/// step's and its conflict's checks, in that order.
 fn check(e: &Expectation, v: &View<'_>) -> Vec<Outcome> {
     let mut out = Vec::new();
     if let Some(c) = &e.container {
@@ -85,226 +86,253 @@ fn check(e: &Expectation, v: &View<'_>) -> Vec<Outcome> {
             ));
             return out;
         };
-        let env = env_of(spec);
-        for (k, want) in &e.env {
-            let got = env.get(k);
-            out.push((
-                format!("{name} has env {k}={want}"),
-                match got {
-                    Some(g) if g == want => Ok(()),
-                    Some(g) => Err(format!("{k}={g}")),
-                    None => Err(format!("{k} is not set")),
-                },
-            ));
-        }
-        for k in &e.env_absent {
-            out.push((
-                format!("{name} has no env {k}"),
-                match env.get(k) {
-                    Some(g) => Err(format!("{k}={g}")),
-                    None => Ok(()),
-                },
-            ));
-        }
-        let ann = spec.annotations().clone().unwrap_or_default();
-        for (k, want) in &e.annotations {
-            out.push((
-                format!("{name} has annotation {k}={want}"),
-                match ann.get(k) {
-                    Some(g) if g == want => Ok(()),
-                    Some(g) => Err(format!("{k}={g}")),
-                    None => Err(format!("annotation {k} is not set")),
-                },
-            ));
-        }
-        let json = nri_oci::spec_json(spec).unwrap_or_default();
-        check_items(
-            name,
-            &json,
-            "mounts",
-            "destination",
-            "a mount at",
-            &e.mounts,
-            &mut out,
-        );
-        let devices = json.pointer("/linux/devices").cloned().unwrap_or_default();
-        let devices = serde_json::json!({ "devices": devices });
-        check_items(
-            name, &devices, "devices", "path", "device", &e.devices, &mut out,
-        );
-        if let Some(r) = &e.resources {
-            for (path, want) in resource_values(r) {
-                out.push(check_path(name, &json, &path, &want));
-            }
-        }
-        for (path, want) in &e.spec {
-            out.push(check_path(name, &json, path, want));
-        }
-        let rlimits: Vec<(String, u64, u64)> = spec
-            .process()
-            .as_ref()
-            .and_then(|p| p.rlimits().clone())
-            .unwrap_or_default()
-            .iter()
-            .map(|r| {
-                let ty = serde_json::to_value(r.typ())
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_default();
-                (ty, r.soft(), r.hard())
-            })
-            .collect();
-        for (ty, want) in &e.rlimits {
-            let full = if ty.starts_with("RLIMIT_") {
-                ty.clone()
-            } else {
-                format!("RLIMIT_{}", ty.to_ascii_uppercase())
-            };
-            let found = rlimits.iter().find(|r| r.0 == full);
-            let text = format!(
-                "{name} has rlimit {full}{}{}",
-                want.soft.map(|s| format!(" soft={s}")).unwrap_or_default(),
-                want.hard.map(|h| format!(" hard={h}")).unwrap_or_default()
-            );
-            out.push((
-                text,
-                match found {
-                    None => Err(format!("{full} is not set")),
-                    Some((_, s, h))
-                        if want.soft.is_none_or(|w| w == *s)
-                            && want.hard.is_none_or(|w| w == *h) =>
-                    {
-                        Ok(())
-                    }
-                    Some((_, s, h)) => Err(format!("soft={s} hard={h}")),
-                },
-            ));
-        }
-        let changes = v.owners.get(name).cloned().unwrap_or_default();
-        for (field, plugin) in &e.owners {
-            let (f, key) = field.split_once('/').unwrap_or((field, ""));
-            let owner: Vec<&Change> = changes
-                .iter()
-                .filter(|c| c.field == f && c.key == key)
-                .collect();
-            out.push((
-                format!("{name}: {field} is owned by {}", plugin.value),
-                if owner.iter().any(|c| same_plugin(&c.plugin, &plugin.value)) {
-                    Ok(())
-                } else if owner.is_empty() {
-                    Err("no plugin changed it".into())
-                } else {
-                    Err(format!(
-                        "owned by {}",
-                        owner
-                            .iter()
-                            .map(|c| c.plugin.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ))
-                },
-            ));
-        }
+        check_container(e, name, spec, &mut out);
+        check_owners(e, name, v, &mut out);
     }
     if let Some(p) = &e.plugin {
-        let name = &p.value;
-        if let Some(reg) = e.registered {
-            let is = v.registered.iter().any(|id| same_plugin(id, name));
-            out.push((
-                format!(
-                    "plugin {name} is {}registered at the end",
-                    if reg { "" } else { "not " }
-                ),
-                if is == reg {
+        check_plugin(e, &p.value, v, &mut out);
+    }
+    if let Some(s) = &e.step {
+        out.push(check_step(e, &s.value, v));
+    }
+    if let Some(want) = e.conflict {
+        out.push(check_conflict(e, want, v));
+    }
+    out
+}
+
+/// The checks of container `name`'s final spec: env, annotations,
+/// mounts, devices, resources, spec paths, rlimits.
+fn check_container(e: &Expectation, name: &str, spec: &Spec, out: &mut Vec<Outcome>) {
+    let env = env_of(spec);
+    for (k, want) in &e.env {
+        let got = env.get(k);
+        out.push((
+            format!("{name} has env {k}={want}"),
+            match got {
+                Some(g) if g == want => Ok(()),
+                Some(g) => Err(format!("{k}={g}")),
+                None => Err(format!("{k} is not set")),
+            },
+        ));
+    }
+    for k in &e.env_absent {
+        out.push((
+            format!("{name} has no env {k}"),
+            match env.get(k) {
+                Some(g) => Err(format!("{k}={g}")),
+                None => Ok(()),
+            },
+        ));
+    }
+    let ann = spec.annotations().clone().unwrap_or_default();
+    for (k, want) in &e.annotations {
+        out.push((
+            format!("{name} has annotation {k}={want}"),
+            match ann.get(k) {
+                Some(g) if g == want => Ok(()),
+                Some(g) => Err(format!("{k}={g}")),
+                None => Err(format!("annotation {k} is not set")),
+            },
+        ));
+    }
+    let json = nri_oci::spec_json(spec).unwrap_or_default();
+    check_items(
+        name,
+        &json,
+        "mounts",
+        "destination",
+        "a mount at",
+        &e.mounts,
+        out,
+    );
+    let devices = json.pointer("/linux/devices").cloned().unwrap_or_default();
+    let devices = serde_json::json!({ "devices": devices });
+    check_items(name, &devices, "devices", "path", "device", &e.devices, out);
+    if let Some(r) = &e.resources {
+        for (path, want) in resource_values(r) {
+            out.push(check_path(name, &json, &path, &want));
+        }
+    }
+    for (path, want) in &e.spec {
+        out.push(check_path(name, &json, path, want));
+    }
+    check_rlimits(e, name, spec, out);
+}
+
+/// The rlimits of container `name`'s final spec.
+fn check_rlimits(e: &Expectation, name: &str, spec: &Spec, out: &mut Vec<Outcome>) {
+    let rlimits: Vec<(String, u64, u64)> = spec
+        .process()
+        .as_ref()
+        .and_then(|p| p.rlimits().clone())
+        .unwrap_or_default()
+        .iter()
+        .map(|r| {
+            let ty = serde_json::to_value(r.typ())
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            (ty, r.soft(), r.hard())
+        })
+        .collect();
+    for (ty, want) in &e.rlimits {
+        let full = if ty.starts_with("RLIMIT_") {
+            ty.clone()
+        } else {
+            format!("RLIMIT_{}", ty.to_ascii_uppercase())
+        };
+        let found = rlimits.iter().find(|r| r.0 == full);
+        let text = format!(
+            "{name} has rlimit {full}{}{}",
+            want.soft.map(|s| format!(" soft={s}")).unwrap_or_default(),
+            want.hard.map(|h| format!(" hard={h}")).unwrap_or_default()
+        );
+        out.push((
+            text,
+            match found {
+                None => Err(format!("{full} is not set")),
+                Some((_, s, h))
+                    if want.soft.is_none_or(|w| w == *s) && want.hard.is_none_or(|w| w == *h) =>
+                {
                     Ok(())
-                } else if is {
-                    Err("it is registered".into())
+                }
+                Some((_, s, h)) => Err(format!("soft={s} hard={h}")),
+            },
+        ));
+    }
+}
+
+/// Which plugin owns each field of container `name` the expectation names.
+fn check_owners(e: &Expectation, name: &str, v: &View<'_>, out: &mut Vec<Outcome>) {
+    let changes = v.owners.get(name).cloned().unwrap_or_default();
+    for (field, plugin) in &e.owners {
+        let (f, key) = field.split_once('/').unwrap_or((field, ""));
+        let owner: Vec<&Change> = changes
+            .iter()
+            .filter(|c| c.field == f && c.key == key)
+            .collect();
+        out.push((
+            format!("{name}: {field} is owned by {}", plugin.value),
+            if owner.iter().any(|c| same_plugin(&c.plugin, &plugin.value)) {
+                Ok(())
+            } else if owner.is_empty() {
+                Err("no plugin changed it".into())
+            } else {
+                Err(format!(
+                    "owned by {}",
+                    owner
+                        .iter()
+                        .map(|c| c.plugin.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            },
+        ));
+    }
+}
+
+/// Plugin `name`'s registration at the end and its calls for an event.
+fn check_plugin(e: &Expectation, name: &str, v: &View<'_>, out: &mut Vec<Outcome>) {
+    if let Some(reg) = e.registered {
+        let is = v.registered.iter().any(|id| same_plugin(id, name));
+        out.push((
+            format!(
+                "plugin {name} is {}registered at the end",
+                if reg { "" } else { "not " }
+            ),
+            if is == reg {
+                Ok(())
+            } else if is {
+                Err("it is registered".into())
+            } else {
+                Err("it is not registered".into())
+            },
+        ));
+    }
+    if let Some(ev) = &e.event {
+        let n: u64 = v
+            .counts
+            .iter()
+            .filter(|((id, op), _)| same_plugin(id, name) && op.eq_ignore_ascii_case(&ev.value))
+            .map(|(_, n)| *n)
+            .sum();
+        if let Some(want) = e.calls {
+            out.push((
+                format!("plugin {name} is called {want} time(s) for {}", ev.value),
+                if n == want {
+                    Ok(())
                 } else {
-                    Err("it is not registered".into())
+                    Err(format!("called {n} time(s)"))
                 },
             ));
         }
-        if let Some(ev) = &e.event {
-            let n: u64 = v
-                .counts
-                .iter()
-                .filter(|((id, op), _)| same_plugin(id, name) && op.eq_ignore_ascii_case(&ev.value))
-                .map(|(_, n)| *n)
-                .sum();
-            if let Some(want) = e.calls {
-                out.push((
-                    format!("plugin {name} is called {want} time(s) for {}", ev.value),
-                    if n == want {
-                        Ok(())
-                    } else {
-                        Err(format!("called {n} time(s)"))
-                    },
-                ));
-            }
-            if let Some(min) = e.min_calls {
-                out.push((
-                    format!(
-                        "plugin {name} is called at least {min} time(s) for {}",
-                        ev.value
-                    ),
-                    if n >= min {
-                        Ok(())
-                    } else {
-                        Err(format!("called {n} time(s)"))
-                    },
-                ));
-            }
+        if let Some(min) = e.min_calls {
+            out.push((
+                format!(
+                    "plugin {name} is called at least {min} time(s) for {}",
+                    ev.value
+                ),
+                if n >= min {
+                    Ok(())
+                } else {
+                    Err(format!("called {n} time(s)"))
+                },
+            ));
         }
     }
-    if let Some(s) = &e.step {
-        let want_ok = e.outcome.as_ref().is_none_or(|o| o.value == "ok");
-        let got = v.outcomes.get(&s.value).copied();
-        out.push((
-            format!(
-                "step {} {}",
-                s.value,
-                if want_ok { "succeeds" } else { "fails" }
-            ),
-            match got {
-                Some(g) if g == want_ok => Ok(()),
-                Some(true) => Err("it succeeded".into()),
-                Some(false) => Err("it failed".into()),
-                None => Err("it did not run".into()),
-            },
-        ));
-    }
-    if let Some(want) = e.conflict {
-        let found: Vec<&String> = v
-            .conflicts
-            .iter()
-            .filter(|c| e.by.as_ref().is_none_or(|b| same_plugin(c, &b.value)))
-            .collect();
-        let by =
-            e.by.as_ref()
-                .map(|b| format!(" caused by {}", b.value))
-                .unwrap_or_default();
-        out.push((
-            if want {
-                format!("a conflict is reported{by}")
-            } else {
-                format!("no conflict is reported{by}")
-            },
-            match (want, found.is_empty()) {
-                (true, false) | (false, true) => Ok(()),
-                (true, true) if v.conflicts.is_empty() => Err("no conflict".into()),
-                (true, true) => Err(format!("conflicts by {}", v.conflicts.join(", "))),
-                (false, false) => Err(format!(
-                    "conflicts by {}",
-                    found
-                        .iter()
-                        .map(|s| s.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )),
-            },
-        ));
-    }
-    out
+}
+
+/// Whether step `step` succeeded or failed as expected.
+fn check_step(e: &Expectation, step: &str, v: &View<'_>) -> Outcome {
+    let want_ok = e.outcome.as_ref().is_none_or(|o| o.value == "ok");
+    let got = v.outcomes.get(step).copied();
+    (
+        format!(
+            "step {} {}",
+            step,
+            if want_ok { "succeeds" } else { "fails" }
+        ),
+        match got {
+            Some(g) if g == want_ok => Ok(()),
+            Some(true) => Err("it succeeded".into()),
+            Some(false) => Err("it failed".into()),
+            None => Err("it did not run".into()),
+        },
+    )
+}
+
+/// Whether a conflict (by the expected plugin, if named) was reported.
+fn check_conflict(e: &Expectation, want: bool, v: &View<'_>) -> Outcome {
+    let found: Vec<&String> = v
+        .conflicts
+        .iter()
+        .filter(|c| e.by.as_ref().is_none_or(|b| same_plugin(c, &b.value)))
+        .collect();
+    let by =
+        e.by.as_ref()
+            .map(|b| format!(" caused by {}", b.value))
+            .unwrap_or_default();
+    (
+        if want {
+            format!("a conflict is reported{by}")
+        } else {
+            format!("no conflict is reported{by}")
+        },
+        match (want, found.is_empty()) {
+            (true, false) | (false, true) => Ok(()),
+            (true, true) if v.conflicts.is_empty() => Err("no conflict".into()),
+            (true, true) => Err(format!("conflicts by {}", v.conflicts.join(", "))),
+            (false, false) => Err(format!(
+                "conflicts by {}",
+                found
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        },
+    )
 }
 
 /// Checks the `mounts`/`devices` entries of an expectation against the

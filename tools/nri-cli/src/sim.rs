@@ -1,9 +1,11 @@
 //! `nri sim`: replay a scenario against plugins in an embedded runtime.
 
+use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use nri_runtime::FailurePolicy;
 use nri_sim::{ExtraPlugin, Options, Record, Reporter, Scenario};
 
 use crate::{EXIT_FAILED, EXIT_OK, EXIT_USAGE};
@@ -243,64 +245,27 @@ impl Args {
 
 /// Runs `nri sim`; `plugin_log` collects WebAssembly plugins' output (for
 /// `--plugin-output`).
-#[allow(clippy::too_many_lines)]
 pub fn run(args: Args, plugin_log: Option<nri_sim::PluginLog>) -> ExitCode {
-    if args.list_bundled {
-        for (name, what) in nri_sim::bundled::Kind::describe() {
-            println!("{name:<8} {what}");
-        }
-        return ExitCode::from(EXIT_OK);
+    if let Some(code) = print_only(&args) {
+        return code;
     }
-    if let Some(name) = &args.print_scenario {
-        return match builtin(name) {
-            Some(t) => {
-                print!("{t}");
-                ExitCode::from(EXIT_OK)
-            }
-            None => usage(format!(
-                "no built-in scenario {name:?} (try demo or lifecycle)"
-            )),
-        };
-    }
-    let mut extra = Vec::new();
-    for p in &args.plugins {
-        match ExtraPlugin::parse(p).and_then(|x| executable(&x.path).map(|()| x)) {
-            Ok(x) => extra.push(x),
-            Err(e) => return usage(format!("--plugin {e}")),
-        }
-    }
-    let mut policies = Vec::new();
-    for p in &args.policies {
-        let parsed = p
-            .split_once('=')
-            .and_then(|(n, v)| nri_sim::scenario::parse_policy(v).map(|v| (n.to_owned(), v)));
-        match parsed {
-            Some(x) => policies.push(x),
-            None => {
-                return usage(format!(
-                    "--policy {p:?}: expected NAME=POLICY with POLICY ignore, fail or required"
-                ));
-            }
-        }
-    }
+    let extra = match extra_plugins(&args) {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    let policies = match policies(&args) {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
     if let Some(path) = &args.config {
         // Refused at start-up, before anything runs (also with --check).
         if let Err(e) = nri_runtime::Config::new("nri-sim", "").apply_file(path) {
             return usage(e);
         }
     }
-    let scenario = match load(&args, &extra) {
+    let scenario = match load_or_show(&args, &extra) {
         Ok(s) => s,
-        Err(e) => {
-            let code = usage(&e);
-            if let (Some(at), Some(path)) = (e.position(), &args.scenario)
-                && let Ok(text) = std::fs::read_to_string(path)
-                && let Some(snip) = Scenario::snippet(&text, at.line, at.column)
-            {
-                eprintln!("{snip}");
-            }
-            return code;
-        }
+        Err(code) => return code,
     };
     if args.check {
         println!(
@@ -313,15 +278,10 @@ pub fn run(args: Args, plugin_log: Option<nri_sim::PluginLog>) -> ExitCode {
         );
         return ExitCode::from(EXIT_OK);
     }
-    let mut plugin_paths = std::collections::BTreeMap::new();
-    for p in &args.plugin_paths {
-        match p.split_once('=') {
-            Some((n, path)) if !n.is_empty() && !path.is_empty() => {
-                plugin_paths.insert(n.to_owned(), PathBuf::from(path));
-            }
-            _ => return usage(format!("--plugin-path {p:?}: expected NAME=PATH")),
-        }
-    }
+    let plugin_paths = match plugin_paths(&args) {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
     let opts = Options {
         self_exe: std::env::current_exe().ok(),
         extra_plugins: extra,
@@ -333,6 +293,91 @@ pub fn run(args: Args, plugin_log: Option<nri_sim::PluginLog>) -> ExitCode {
         config_file: args.config.clone(),
         plugin_paths,
     };
+    execute(&args, &scenario, &opts)
+}
+
+/// `--list-bundled` and `--print-scenario`: print and exit.
+fn print_only(args: &Args) -> Option<ExitCode> {
+    if args.list_bundled {
+        for (name, what) in nri_sim::bundled::Kind::describe() {
+            println!("{name:<8} {what}");
+        }
+        return Some(ExitCode::from(EXIT_OK));
+    }
+    let name = args.print_scenario.as_ref()?;
+    Some(match builtin(name) {
+        Some(t) => {
+            print!("{t}");
+            ExitCode::from(EXIT_OK)
+        }
+        None => usage(format!(
+            "no built-in scenario {name:?} (try demo or lifecycle)"
+        )),
+    })
+}
+
+/// `--plugin`, checked (each an executable).
+fn extra_plugins(args: &Args) -> Result<Vec<ExtraPlugin>, ExitCode> {
+    let mut extra = Vec::new();
+    for p in &args.plugins {
+        match ExtraPlugin::parse(p).and_then(|x| executable(&x.path).map(|()| x)) {
+            Ok(x) => extra.push(x),
+            Err(e) => return Err(usage(format!("--plugin {e}"))),
+        }
+    }
+    Ok(extra)
+}
+
+/// `--policy NAME=POLICY`, checked.
+fn policies(args: &Args) -> Result<Vec<(String, FailurePolicy)>, ExitCode> {
+    let mut policies = Vec::new();
+    for p in &args.policies {
+        let parsed = p
+            .split_once('=')
+            .and_then(|(n, v)| nri_sim::scenario::parse_policy(v).map(|v| (n.to_owned(), v)));
+        match parsed {
+            Some(x) => policies.push(x),
+            None => {
+                return Err(usage(format!(
+                    "--policy {p:?}: expected NAME=POLICY with POLICY ignore, fail or required"
+                )));
+            }
+        }
+    }
+    Ok(policies)
+}
+
+/// The scenario, or its error shown with the snippet it points at.
+fn load_or_show(args: &Args, extra: &[ExtraPlugin]) -> Result<Scenario, ExitCode> {
+    load(args, extra).map_err(|e| {
+        let code = usage(&e);
+        if let (Some(at), Some(path)) = (e.position(), &args.scenario)
+            && let Ok(text) = std::fs::read_to_string(path)
+            && let Some(snip) = Scenario::snippet(&text, at.line, at.column)
+        {
+            eprintln!("{snip}");
+        }
+        code
+    })
+}
+
+/// `--plugin-path NAME=PATH`, checked.
+fn plugin_paths(args: &Args) -> Result<BTreeMap<String, PathBuf>, ExitCode> {
+    let mut plugin_paths = BTreeMap::new();
+    for p in &args.plugin_paths {
+        match p.split_once('=') {
+            Some((n, path)) if !n.is_empty() && !path.is_empty() => {
+                plugin_paths.insert(n.to_owned(), PathBuf::from(path));
+            }
+            _ => return Err(usage(format!("--plugin-path {p:?}: expected NAME=PATH"))),
+        }
+    }
+    Ok(plugin_paths)
+}
+
+/// Runs the scenario with the reporter the options ask for: JSON lines,
+/// the outcome (or its golden comparison), or the human report.
+fn execute(args: &Args, scenario: &Scenario, opts: &Options) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -344,10 +389,10 @@ pub fn run(args: Args, plugin_log: Option<nri_sim::PluginLog>) -> ExitCode {
     let stdout = std::io::stdout();
     let result = if args.json {
         let mut rep = Json(std::io::stdout());
-        rt.block_on(nri_sim::run(&scenario, &opts, &mut rep))
+        rt.block_on(nri_sim::run(scenario, opts, &mut rep))
     } else if args.outcome || args.golden.is_some() {
         let mut rep = nri_sim::Collect::default();
-        let r = rt.block_on(nri_sim::run(&scenario, &opts, &mut rep));
+        let r = rt.block_on(nri_sim::run(scenario, opts, &mut rep));
         if r.is_ok() {
             print_outcome(nri_sim::Outcome::from_records(&rep.0), args.golden.clone());
         }
@@ -359,7 +404,7 @@ pub fn run(args: Args, plugin_log: Option<nri_sim::PluginLog>) -> ExitCode {
         let mut rep = crate::human::Human::new(std::io::stdout(), color, progress)
             .quiet(args.quiet)
             .full_spec(args.full_spec);
-        rt.block_on(nri_sim::run(&scenario, &opts, &mut rep))
+        rt.block_on(nri_sim::run(scenario, opts, &mut rep))
     };
     match result {
         Ok(s) if s.passed() => ExitCode::from(EXIT_OK),
