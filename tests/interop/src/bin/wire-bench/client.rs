@@ -12,8 +12,9 @@ use nri_interop_tests::{BytesValue, ECHO_SERVICE, pattern};
 use nri_mux::Mux;
 use nri_ttrpc::{CallOptions, Client};
 
-#[allow(unused_imports)]
-use super::*;
+use crate::server::{ServerProc, rust_server};
+use crate::stats::{CpuWindow, Stats, nanos, stats};
+use crate::{BENCH_CONN, CALL_TIMEOUT, Rt, ServeKind};
 
 /// Set by `--block-on`.
 pub(crate) static BLOCK_ON: std::sync::atomic::AtomicBool =

@@ -14,8 +14,8 @@ use nri_mux::Mux;
 use nri_ttrpc::Server;
 use tokio_util::sync::CancellationToken;
 
-#[allow(unused_imports)]
-use super::*;
+use crate::client::{block_on_mode, in_task};
+use crate::{BENCH_CONN, Rt, ServeKind};
 
 pub(crate) fn announce() -> Result<()> {
     let mut out = std::io::stdout().lock();

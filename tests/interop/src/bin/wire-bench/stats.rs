@@ -4,9 +4,6 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-#[allow(unused_imports)]
-use super::*;
-
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Stats {
     pub(crate) n: usize,
