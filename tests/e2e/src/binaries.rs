@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow, bail};
 
-#[allow(unused_imports)]
-use crate::*;
+use crate::process::run_with_deadline;
+use crate::workspace_root;
 
 /// Where cargo put this test binary's siblings: `<target>/<profile>`
 /// (the test runs from `<target>/<profile>/deps/<name>-<hash>`).

@@ -10,8 +10,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
 
-#[allow(unused_imports)]
-use crate::*;
+use crate::logs::{poll, tail};
+use crate::plugin_process::PluginProcess;
+use crate::process::{Output, run_with_deadline};
+use crate::{harness_path, timeout};
 
 /// Options for [`Containerd::container`].
 #[derive(Debug, Clone, Default)]

@@ -7,9 +7,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 
-#[allow(unused_imports)]
-use crate::*;
-
 /// Removes ANSI escape sequences (`ESC [ ... letter`).
 pub fn strip_ansi(s: &str) -> String {
     let mut out = String::with_capacity(s.len());

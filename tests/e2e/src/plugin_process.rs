@@ -6,8 +6,8 @@ use std::process::Child;
 
 use anyhow::{Result, anyhow, bail};
 
-#[allow(unused_imports)]
-use crate::*;
+use crate::logs::{event_blocks, events_in_log, is_subsequence, poll, strip_ansi};
+use crate::timeout;
 
 /// An external plugin process; killed (and reaped) on `Drop`.
 pub struct PluginProcess {
