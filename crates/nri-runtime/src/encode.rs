@@ -515,3 +515,6 @@ impl SyncParts {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests;
+
+#[cfg(test)]
+mod schema_tests;

@@ -7,6 +7,8 @@
 //!   plugin service), for tests of plugins and of the plugin SDK.
 //! - [`plugin_end`]: the plugin's end of a runtime connection (serve a
 //!   plugin service, register), for tests of runtimes.
+//! - [`schema`]: messages with every field of the schema set, driven by
+//!   the descriptor set, for property tests of hand-written protobuf code.
 //! - `callbacks` (feature `runtime`): runtime callbacks that keep pods and
 //!   containers and record what plugins asked for.
 //!
@@ -19,6 +21,7 @@ pub mod callbacks;
 pub mod fake_runtime;
 pub mod fixtures;
 pub mod plugin_end;
+pub mod schema;
 
 use std::time::Duration;
 
