@@ -15,12 +15,12 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 use wasmi::{
-    Engine, Memory, Module, Store, StoreLimitsBuilder, TypedFunc, TypedResumableCall, WasmParams,
-    WasmResults,
+    Engine, Func, Instance, Memory, Module, ResumableCall, ResumableCallHostTrap,
+    ResumableCallOutOfFuel, Store, StoreLimitsBuilder, Val, WasmParams, WasmResults,
 };
 
 use super::abi::{self, Answer, Packed};
-use super::wasi::HostState;
+use super::wasi::{self, HostState};
 use super::{WasmError, WasmLimits};
 use crate::failure::PluginFailure;
 
@@ -29,6 +29,13 @@ use crate::failure::PluginFailure;
 const MAX_ANSWER: usize = nri_ttrpc::codec::MAX_MESSAGE_LEN;
 /// Fuel the module's own start function (if any) may use, in slices.
 const START_SLICES: u64 = 100;
+/// Fuel a call runs on the caller's task before the rest of it moves to a
+/// blocking thread (when the guest's slice is smaller, one slice). At
+/// wasmi's pace of a few hundred instructions per microsecond this is
+/// well under 100 µs of guest work: the executor is never held longer,
+/// and a guest that answers within it (a no-op, a filter that looks at a
+/// label) costs no thread hop at all.
+const INLINE_FUEL: u64 = 20_000;
 
 /// How a guest call went wrong.
 #[derive(Debug)]
@@ -65,13 +72,13 @@ fn engine_error(e: &wasmi::Error) -> CallError {
 pub(crate) struct Guest {
     store: Store<HostState>,
     memory: Memory,
-    malloc: TypedFunc<i32, i32>,
-    free: TypedFunc<i32, ()>,
-    methods: HashMap<&'static str, TypedFunc<(i32, i32), i64>>,
+    malloc: Func,
+    free: Func,
+    methods: HashMap<&'static str, Func>,
     slice: u64,
-    /// Fuel (about one unit per instruction) the guest used since the
-    /// start of the current call, for the trace log.
-    fuel_used: u64,
+    /// Fuel a call may use on the async executor before the rest of it
+    /// moves to a blocking thread: [`INLINE_FUEL`], at most one slice.
+    inline_fuel: u64,
 }
 
 impl std::fmt::Debug for Guest {
@@ -95,6 +102,80 @@ fn engine() -> Engine {
         fuel_per_bytes_validated: 0,
     });
     Engine::new(&cfg)
+}
+
+/// The export `name` of `instance`, checked to be a function `P -> R`.
+fn export<P: WasmParams, R: WasmResults>(
+    instance: &Instance,
+    store: &Store<HostState>,
+    name: &str,
+) -> Result<Func, WasmError> {
+    instance
+        .get_typed_func::<P, R>(store, name)
+        .map(|f| *f.func())
+        .map_err(|_| WasmError::MissingExport {
+            name: name.to_owned(),
+        })
+}
+
+/// One run of a guest function: not started yet, or paused.
+enum Next {
+    /// Call the function with the first `n` of `params`.
+    Start(Func, [Val; 2], usize),
+    /// Resume after the fuel ran out.
+    Fuel(ResumableCallOutOfFuel),
+    /// Run this `poll_oneoff` off the executor, then resume.
+    Poll(ResumableCallHostTrap, wasi::PollArgs),
+}
+
+impl Next {
+    fn start(f: Func, params: &[i32]) -> Self {
+        let mut p = [Val::I32(0), Val::I32(0)];
+        for (slot, v) in p.iter_mut().zip(params) {
+            *slot = Val::I32(*v);
+        }
+        Next::Start(f, p, params.len().min(2))
+    }
+}
+
+/// Where a call is in the ABI's sequence.
+enum Phase {
+    /// `malloc` for the request runs.
+    Malloc,
+    /// The method runs; `req` is the request's address (0: none).
+    Method { req: i32 },
+    /// `free` of the answer runs.
+    FreeAnswer {
+        req: i32,
+        answer: Result<Vec<u8>, CallError>,
+    },
+    /// `free` of the request runs.
+    FreeRequest { answer: Result<Vec<u8>, CallError> },
+}
+
+/// One call of a guest method in progress: its phase, the guest function
+/// run that is paused or next, and that run's results.
+pub(crate) struct Call {
+    method: Func,
+    name: &'static str,
+    req: Bytes,
+    len: i32,
+    deadline: Instant,
+    phase: Phase,
+    next: Option<Next>,
+    out: [Val; 1],
+    outs: usize,
+    /// Fuel (about one unit per instruction) the guest used in this call.
+    fuel_used: u64,
+}
+
+/// How far one [`Guest::advance`] may run a call.
+struct Budget<'a> {
+    /// On the async executor: the fuel left before the call must move
+    /// off it. `None`: on a blocking thread, in slices up to the deadline.
+    inline_left: Option<u64>,
+    deadline: Instant,
+    cancel: Option<&'a CancellationToken>,
 }
 
 impl Guest {
@@ -122,6 +203,7 @@ impl Guest {
             deadline: Some(deadline),
             epoch: Instant::now(),
             closed: CancellationToken::new(),
+            inline: false,
         };
         let mut store = Store::new(&engine, state);
         store.limiter(|s| &mut s.limits);
@@ -139,21 +221,12 @@ impl Guest {
         let memory = instance
             .get_memory(&store, abi::EXPORT_MEMORY)
             .ok_or_else(|| missing(abi::EXPORT_MEMORY))?;
-        let malloc = instance
-            .get_typed_func::<i32, i32>(&store, abi::EXPORT_MALLOC)
-            .map_err(|_| missing(abi::EXPORT_MALLOC))?;
-        let free = instance
-            .get_typed_func::<i32, ()>(&store, abi::EXPORT_FREE)
-            .map_err(|_| missing(abi::EXPORT_FREE))?;
-        let version = instance
-            .get_typed_func::<(), i64>(&store, abi::EXPORT_API_VERSION)
-            .map_err(|_| missing(abi::EXPORT_API_VERSION))?;
+        let malloc = export::<i32, i32>(&instance, &store, abi::EXPORT_MALLOC)?;
+        let free = export::<i32, ()>(&instance, &store, abi::EXPORT_FREE)?;
+        let version = export::<(), i64>(&instance, &store, abi::EXPORT_API_VERSION)?;
         let mut methods = HashMap::new();
-        for (method, export) in abi::METHOD_EXPORTS {
-            let f = instance
-                .get_typed_func::<(i32, i32), i64>(&store, export)
-                .map_err(|_| missing(export))?;
-            methods.insert(method, f);
+        for (method, name) in abi::METHOD_EXPORTS {
+            methods.insert(method, export::<(i32, i32), i64>(&instance, &store, name)?);
         }
         let init = instance.get_typed_func::<(), ()>(&store, abi::EXPORT_INITIALIZE);
         let mut guest = Guest {
@@ -163,11 +236,11 @@ impl Guest {
             free,
             methods,
             slice,
-            fuel_used: 0,
+            inline_fuel: INLINE_FUEL.min(slice),
         };
         let failed = |e: CallError| instantiate(describe(&e));
         if let Ok(init) = init {
-            match guest.run(&init, (), deadline, None) {
+            match guest.run_blocking(*init.func(), &mut [], deadline) {
                 Ok(()) => {}
                 // An initializer that exits with status 0 is done (as
                 // upstream's host accepts it).
@@ -175,7 +248,11 @@ impl Guest {
                 Err(e) => return Err(failed(e)),
             }
         }
-        let found = guest.run(&version, (), deadline, None).map_err(failed)?;
+        let mut out = [Val::I64(0)];
+        guest
+            .run_blocking(version, &mut out, deadline)
+            .map_err(failed)?;
+        let found = out[0].i64().unwrap_or_default();
         if found != abi::PLUGIN_API_VERSION {
             return Err(WasmError::ApiVersion {
                 found,
@@ -185,16 +262,40 @@ impl Guest {
         Ok(guest)
     }
 
-    /// Runs `f` in fuel slices until it returns, traps, or `deadline`
-    /// passes (checked between slices), or `cancel` is cancelled.
-    fn run<P: WasmParams, R: WasmResults>(
+    /// Runs `f` (no parameters) to its end on this thread, in slices up
+    /// to `deadline`.
+    fn run_blocking(
         &mut self,
-        f: &TypedFunc<P, R>,
-        params: P,
+        f: Func,
+        out: &mut [Val],
         deadline: Instant,
-        cancel: Option<&CancellationToken>,
-    ) -> Result<R, CallError> {
-        self.store.data_mut().deadline = Some(deadline);
+    ) -> Result<(), CallError> {
+        let mut budget = Budget {
+            inline_left: None,
+            deadline,
+            cancel: None,
+        };
+        let mut used = 0;
+        match self.step(Next::start(f, &[]), out, &mut budget, &mut used)? {
+            None => Ok(()),
+            // Not reached: only a call on the executor pauses.
+            Some(_) => Err(CallError::Fatal("guest call paused".into())),
+        }
+    }
+
+    /// Runs `next` until the function returns (`None`, results in `out`),
+    /// traps, or `budget` says stop: on the executor when its fuel is used
+    /// or the guest polls (the paused run is returned), on a blocking
+    /// thread when the deadline passes or the plugin closes (checked
+    /// between slices).
+    fn step(
+        &mut self,
+        next: Next,
+        out: &mut [Val],
+        budget: &mut Budget<'_>,
+        used: &mut u64,
+    ) -> Result<Option<Next>, CallError> {
+        let cancel = budget.cancel;
         // A trap after the plugin was closed (a cut `poll_oneoff` sleep)
         // is the closing, not the guest's fault.
         let fail = |e: &wasmi::Error| {
@@ -204,31 +305,59 @@ impl Guest {
                 engine_error(e)
             }
         };
-        self.store.set_fuel(self.slice).map_err(|e| fail(&e))?;
-        let mut given = self.slice;
-        let mut call = f
-            .call_resumable(&mut self.store, params)
-            .map_err(|e| fail(&e))?;
+        let fuel = match budget.inline_left {
+            Some(0) => return Ok(Some(next)),
+            Some(left) => left,
+            None => self.slice,
+        };
+        let state = self.store.data_mut();
+        state.deadline = Some(budget.deadline);
+        state.inline = budget.inline_left.is_some();
+        let mut given = match &next {
+            Next::Fuel(c) => fuel.max(c.required_fuel()),
+            _ => fuel,
+        };
+        self.store.set_fuel(given).map_err(|e| fail(&e))?;
+        let mut call = match next {
+            Next::Start(f, params, n) => f.call_resumable(&mut self.store, &params[..n], out),
+            Next::Fuel(c) => c.resume(&mut self.store, out),
+            Next::Poll(c, args) => {
+                let (mem, state) = self.memory.data_and_store_mut(&mut self.store);
+                let errno = wasi::poll(mem, state, args).map_err(|e| fail(&e))?;
+                c.resume(&mut self.store, &[Val::I32(errno)], out)
+            }
+        }
+        .map_err(|e| fail(&e))?;
         loop {
+            let left = self.store.get_fuel().unwrap_or(0);
+            *used = used.saturating_add(given.saturating_sub(left));
+            if let Some(inline) = budget.inline_left.as_mut() {
+                *inline = left;
+            }
             match call {
-                TypedResumableCall::Finished(r) => {
-                    let left = self.store.get_fuel().unwrap_or(0);
-                    self.fuel_used = self.fuel_used.saturating_add(given.saturating_sub(left));
-                    return Ok(r);
+                ResumableCall::Finished => return Ok(None),
+                ResumableCall::HostTrap(t) => {
+                    return match t.host_error().downcast_ref::<wasi::PollArgs>() {
+                        Some(args) if budget.inline_left.is_some() => {
+                            let args = *args;
+                            Ok(Some(Next::Poll(t, args)))
+                        }
+                        _ => Err(fail(t.host_error())),
+                    };
                 }
-                TypedResumableCall::HostTrap(t) => return Err(fail(t.host_error())),
-                TypedResumableCall::OutOfFuel(more) => {
-                    if Instant::now() >= deadline {
+                ResumableCall::OutOfFuel(more) => {
+                    if budget.inline_left.is_some() {
+                        return Ok(Some(Next::Fuel(more)));
+                    }
+                    if Instant::now() >= budget.deadline {
                         return Err(CallError::Timeout);
                     }
                     if cancel.is_some_and(CancellationToken::is_cancelled) {
                         return Err(CallError::Closed);
                     }
-                    let fuel = self.slice.max(more.required_fuel());
-                    self.fuel_used = self.fuel_used.saturating_add(given);
-                    given = fuel;
-                    self.store.set_fuel(fuel).map_err(|e| fail(&e))?;
-                    call = more.resume(&mut self.store).map_err(|e| fail(&e))?;
+                    given = self.slice.max(more.required_fuel());
+                    self.store.set_fuel(given).map_err(|e| fail(&e))?;
+                    call = more.resume(&mut self.store, out).map_err(|e| fail(&e))?;
                 }
             }
         }
@@ -240,57 +369,129 @@ impl Guest {
         self.store.data_mut().closed = closed;
     }
 
-    /// One call of the guest's export for `method` with the encoded
-    /// request `req`: the encoded response, or why not.
-    pub(crate) fn call(
-        &mut self,
+    /// A call of the guest's export for `method` with the encoded request
+    /// `req`, to be run with [`Guest::advance`].
+    pub(crate) fn begin(
+        &self,
         method: &str,
-        req: &[u8],
+        req: Bytes,
         deadline: Instant,
-        cancel: &CancellationToken,
-    ) -> Result<Vec<u8>, CallError> {
-        let f = *self.methods.get(method).ok_or(CallError::NoMethod)?;
-        self.fuel_used = 0;
+    ) -> Result<Call, CallError> {
+        let (&name, &f) = self
+            .methods
+            .get_key_value(method)
+            .ok_or(CallError::NoMethod)?;
         let len = u32::try_from(req.len())
             .ok()
             .filter(|n| *n < abi::ERROR_FLAG)
             .ok_or(CallError::Abi(WasmError::AnswerTooLarge {
                 len: req.len(),
                 max: abi::ERROR_FLAG as usize,
-            }))?;
-        let ptr = if req.is_empty() {
-            0
+            }))? as i32;
+        let (phase, next) = if req.is_empty() {
+            (Phase::Method { req: 0 }, Next::start(f, &[0, 0]))
         } else {
-            let malloc = self.malloc;
-            let p = self.run(&malloc, len as i32, deadline, Some(cancel))?;
-            self.memory
-                .write(&mut self.store, p as u32 as usize, req)
-                .map_err(|_| {
-                    CallError::Abi(WasmError::OutOfBounds {
-                        ptr: p as u32,
-                        len,
-                        memory: self.memory.data_size(&self.store),
-                    })
-                })?;
-            p
+            (Phase::Malloc, Next::start(self.malloc, &[len]))
         };
-        let raw = self.run(&f, (ptr, len as i32), deadline, Some(cancel))?;
-        let answer = match abi::read_answer(raw, self.memory.data(&self.store), MAX_ANSWER) {
-            Ok(Answer::Message(b)) => Ok(b.to_vec()),
-            Ok(Answer::Error(s)) => Err(CallError::Status(s)),
-            Err(e) => return Err(CallError::Abi(e)),
+        Ok(Call {
+            method: f,
+            name,
+            req,
+            len,
+            deadline,
+            phase,
+            next: Some(next),
+            out: [Val::I32(0)],
+            outs: 1,
+            fuel_used: 0,
+        })
+    }
+
+    /// Runs `call` on: to its end (the encoded response, or why not), or,
+    /// with `inline`, until it has used this guest's inline fuel or must
+    /// sleep (`Ok(None)`: go on with `inline` false on a blocking thread).
+    pub(crate) fn advance(
+        &mut self,
+        call: &mut Call,
+        inline: bool,
+        cancel: &CancellationToken,
+    ) -> Result<Option<Vec<u8>>, CallError> {
+        let mut budget = Budget {
+            inline_left: inline.then_some(self.inline_fuel),
+            deadline: call.deadline,
+            cancel: Some(cancel),
         };
-        // The answer, then the request, go back to the guest's allocator.
-        let free = self.free;
-        let packed = Packed::unpack(raw);
-        if packed.ptr != 0 {
-            self.run(&free, packed.ptr as i32, deadline, Some(cancel))?;
+        loop {
+            if let Some(next) = call.next.take() {
+                let out = &mut call.out[..call.outs];
+                if let Some(paused) = self.step(next, out, &mut budget, &mut call.fuel_used)? {
+                    call.next = Some(paused);
+                    return Ok(None);
+                }
+            }
+            if let Some(done) = self.after_run(call)? {
+                tracing::trace!(plugin = %self.store.data().plugin, method = call.name, fuel = call.fuel_used, "WebAssembly call done");
+                return done.map(Some);
+            }
         }
-        if ptr != 0 {
-            self.run(&free, ptr, deadline, Some(cancel))?;
-        }
-        tracing::trace!(plugin = %self.store.data().plugin, method, fuel = self.fuel_used, "WebAssembly call done");
-        answer
+    }
+
+    /// Moves `call` to its next phase once a guest function returned: the
+    /// call's outcome when it is over.
+    #[allow(clippy::type_complexity)]
+    fn after_run(
+        &mut self,
+        call: &mut Call,
+    ) -> Result<Option<Result<Vec<u8>, CallError>>, CallError> {
+        let free = |ptr: i32| (Next::start(self.free, &[ptr]), 0);
+        let phase = std::mem::replace(&mut call.phase, Phase::Malloc);
+        let (phase, (next, outs)) = match phase {
+            Phase::Malloc => {
+                let p = call.out[0].i32().unwrap_or_default();
+                self.memory
+                    .write(&mut self.store, p as u32 as usize, &call.req)
+                    .map_err(|_| {
+                        CallError::Abi(WasmError::OutOfBounds {
+                            ptr: p as u32,
+                            len: call.len as u32,
+                            memory: self.memory.data_size(&self.store),
+                        })
+                    })?;
+                (
+                    Phase::Method { req: p },
+                    (Next::start(call.method, &[p, call.len]), 1),
+                )
+            }
+            Phase::Method { req } => {
+                let raw = call.out[0].i64().unwrap_or_default();
+                let answer = match abi::read_answer(raw, self.memory.data(&self.store), MAX_ANSWER)
+                {
+                    Ok(Answer::Message(b)) => Ok(b.to_vec()),
+                    Ok(Answer::Error(s)) => Err(CallError::Status(s)),
+                    Err(e) => return Err(CallError::Abi(e)),
+                };
+                // The answer, then the request, go back to the guest's
+                // allocator.
+                let packed = Packed::unpack(raw);
+                if packed.ptr != 0 {
+                    (Phase::FreeAnswer { req, answer }, free(packed.ptr as i32))
+                } else if req != 0 {
+                    (Phase::FreeRequest { answer }, free(req))
+                } else {
+                    return Ok(Some(answer));
+                }
+            }
+            Phase::FreeAnswer { req, answer } if req != 0 => {
+                (Phase::FreeRequest { answer }, free(req))
+            }
+            Phase::FreeAnswer { answer, .. } | Phase::FreeRequest { answer } => {
+                return Ok(Some(answer));
+            }
+        };
+        call.phase = phase;
+        call.next = Some(next);
+        call.outs = outs;
+        Ok(None)
     }
 }
 
@@ -352,9 +553,10 @@ impl WasmConn {
     /// Calls `method` with `payload` within `timeout` (waiting for an
     /// earlier call of this plugin counts toward it).
     ///
-    /// The call runs on a blocking thread whose handle this future awaits;
-    /// if the future is dropped, the call still ends by itself at its
-    /// deadline.
+    /// The call starts on this task and, if the guest answers within its
+    /// inline fuel, ends there; otherwise the rest runs on a blocking
+    /// thread whose handle this future awaits. If the future is dropped
+    /// then, the call still ends by itself at its deadline.
     pub(crate) async fn call(
         &self,
         method: &str,
@@ -370,31 +572,69 @@ impl WasmConn {
             guard.take();
             return Err(closed_failure());
         }
-        let closed = self.closed.clone();
-        let name = self.name.clone();
-        let m = method.to_owned();
-        let task = tokio::task::spawn_blocking(move || {
-            let res = match guard.as_mut() {
-                Some(g) => g.call(&m, &payload, deadline, &closed),
-                None => Err(CallError::Closed),
-            };
-            if let Err(e) = &res
-                && !e.leaves_guest_usable()
-            {
-                if !matches!(e, CallError::Closed) {
-                    tracing::warn!(plugin = %name, event = %m, error = %describe(e), "WebAssembly NRI plugin failed; closing it");
+        let mut rest = None;
+        let first = match guard.as_mut() {
+            Some(g) => g.begin(method, payload, deadline).and_then(|mut call| {
+                let done = g.advance(&mut call, true, &self.closed)?;
+                if done.is_none() {
+                    rest = Some(call);
                 }
-                guard.take();
-                closed.cancel();
+                Ok(done)
+            }),
+            None => Err(CallError::Closed),
+        };
+        let res = match (first, rest) {
+            (Ok(Some(answer)), _) => Ok(answer),
+            (Ok(None), Some(mut call)) => {
+                let closed = self.closed.clone();
+                let name = self.name.clone();
+                let m = method.to_owned();
+                let task = tokio::task::spawn_blocking(move || {
+                    let res = match guard.as_mut() {
+                        Some(g) => g.advance(&mut call, false, &closed).and_then(|done| {
+                            // Off the executor a call runs to its end.
+                            done.ok_or_else(|| CallError::Fatal("guest call paused".into()))
+                        }),
+                        None => Err(CallError::Closed),
+                    };
+                    settle(&mut guard, res, &name, &m, &closed)
+                });
+                return task
+                    .await
+                    .map_err(|e| PluginFailure::Disconnected {
+                        reason: format!("WebAssembly call did not complete: {e}"),
+                    })?
+                    .map(Bytes::from)
+                    .map_err(|e| failure(e, method, timeout));
             }
-            res
-        });
-        let res = task.await.map_err(|e| PluginFailure::Disconnected {
-            reason: format!("WebAssembly call did not complete: {e}"),
-        })?;
-        res.map(Bytes::from)
+            (Ok(None), None) => Err(CallError::Fatal("guest call paused".into())),
+            (Err(e), _) => Err(e),
+        };
+        settle(&mut guard, res, &self.name, method, &self.closed)
+            .map(Bytes::from)
             .map_err(|e| failure(e, method, timeout))
     }
+}
+
+/// The outcome `res` of a finished call, after closing the plugin if its
+/// guest is no longer usable.
+fn settle(
+    guest: &mut Option<Guest>,
+    res: Result<Vec<u8>, CallError>,
+    name: &str,
+    method: &str,
+    closed: &CancellationToken,
+) -> Result<Vec<u8>, CallError> {
+    if let Err(e) = &res
+        && !e.leaves_guest_usable()
+    {
+        if !matches!(e, CallError::Closed) {
+            tracing::warn!(plugin = %name, event = %method, error = %describe(e), "WebAssembly NRI plugin failed; closing it");
+        }
+        guest.take();
+        closed.cancel();
+    }
+    res
 }
 
 fn closed_failure() -> PluginFailure {

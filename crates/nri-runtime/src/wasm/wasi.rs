@@ -57,6 +57,9 @@ pub(crate) struct HostState {
     pub(crate) epoch: Instant,
     /// The plugin's closing: a `poll_oneoff` sleep ends early on it.
     pub(crate) closed: tokio_util::sync::CancellationToken,
+    /// Whether the guest runs on the async executor (a call's first
+    /// slice): `poll_oneoff` then pauses the call instead of sleeping.
+    pub(crate) inline: bool,
 }
 
 /// The WASI functions implemented here; every other import of
@@ -300,8 +303,29 @@ fn random_get(mut caller: Caller<'_, HostState>, buf: i32, len: i32) -> i32 {
     errno(write(&mut caller, buf, &bytes))
 }
 
+/// The arguments of a `poll_oneoff` call made while the guest runs on the
+/// async executor (its first slice): the call is paused there, without
+/// effect, and [`poll`] runs it off the executor before the guest resumes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PollArgs {
+    subs: i32,
+    events: i32,
+    n: i32,
+    nevents: i32,
+}
+
+impl std::fmt::Display for PollArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("poll_oneoff must run off the async executor")
+    }
+}
+
+impl wasmi::errors::HostError for PollArgs {}
+
 /// `poll_oneoff`: clock subscriptions sleep (never past the running call's
 /// deadline); a descriptor subscription is answered at once with `EBADF`.
+/// A guest running on the async executor is paused instead (see
+/// [`PollArgs`]).
 fn poll_oneoff(
     mut caller: Caller<'_, HostState>,
     subs: i32,
@@ -309,14 +333,34 @@ fn poll_oneoff(
     n: i32,
     nevents: i32,
 ) -> Result<i32, wasmi::Error> {
-    let n = n as u32;
+    let args = PollArgs {
+        subs,
+        events,
+        n,
+        nevents,
+    };
+    if caller.data().inline {
+        return Err(wasmi::Error::host(args));
+    }
+    let Some(mem) = memory(&caller) else {
+        return Ok(EFAULT);
+    };
+    let (data, state) = mem.data_and_store_mut(&mut caller);
+    poll(data, state, args)
+}
+
+/// Runs one `poll_oneoff` on the guest's memory `mem`: the errno it
+/// answers, or the trap that ends a call whose plugin was closed during
+/// the sleep.
+pub(crate) fn poll(mem: &mut [u8], state: &HostState, a: PollArgs) -> Result<i32, wasmi::Error> {
+    let n = a.n as u32;
     if n == 0 || n > MAX_SUBSCRIPTIONS {
         return Ok(EINVAL);
     }
-    let Some(raw) = read(&caller, subs, n as usize * SUBSCRIPTION_SIZE) else {
+    let Some(raw) = slice(mem, a.subs, n as usize * SUBSCRIPTION_SIZE) else {
         return Ok(EFAULT);
     };
-    let now_mono = caller.data().epoch.elapsed();
+    let now_mono = state.epoch.elapsed();
     let mut out = Vec::new();
     let mut clocks = Vec::new();
     for sub in raw.chunks_exact(SUBSCRIPTION_SIZE) {
@@ -338,11 +382,10 @@ fn poll_oneoff(
         let Some(shortest) = clocks.iter().map(|(w, _)| *w).min() else {
             return Ok(EINVAL);
         };
-        let until_deadline = caller
-            .data()
+        let until_deadline = state
             .deadline
             .map_or(shortest, |d| d.saturating_duration_since(Instant::now()));
-        if !sleep(shortest.min(until_deadline), &caller.data().closed) {
+        if !sleep(shortest.min(until_deadline), &state.closed) {
             // The plugin was closed: the call ends here.
             return Err(wasmi::Error::new(CLOSED_IN_SLEEP));
         }
@@ -354,9 +397,29 @@ fn poll_oneoff(
     }
     let count = u32::try_from(out.len()).unwrap_or(0);
     Ok(errno(
-        write(&mut caller, events, &out.concat())
-            && write(&mut caller, nevents, &count.to_le_bytes()),
+        put(mem, a.events, &out.concat()) && put(mem, a.nevents, &count.to_le_bytes()),
     ))
+}
+
+/// `len` bytes of `mem` at `ptr`, if all inside it.
+fn slice(mem: &[u8], ptr: i32, len: usize) -> Option<&[u8]> {
+    let start = ptr as u32 as usize;
+    mem.get(start..start.checked_add(len)?)
+}
+
+/// Writes `bytes` into `mem` at `ptr`; false if they do not fit inside.
+fn put(mem: &mut [u8], ptr: i32, bytes: &[u8]) -> bool {
+    let start = ptr as u32 as usize;
+    let Some(end) = start.checked_add(bytes.len()) else {
+        return false;
+    };
+    match mem.get_mut(start..end) {
+        Some(dst) => {
+            dst.copy_from_slice(bytes);
+            true
+        }
+        None => false,
+    }
 }
 
 /// Longest one `poll_oneoff` sleep goes without looking whether the

@@ -1,0 +1,184 @@
+//! Where a WebAssembly plugin's call runs: a call the guest answers within
+//! its first slice of fuel runs on the caller's task and needs no blocking
+//! thread; a longer call, or one that sleeps in `poll_oneoff`, goes on on
+//! a blocking thread and still completes, on a current-thread runtime as
+//! on a multi-thread one.
+#![cfg(feature = "wasm")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod wasm_util;
+
+use std::time::Duration;
+
+use common::*;
+use nri_api::EventMask;
+use nri_api::api::{ContainerAdjustment, CreateContainerResponse, Event, KeyValue};
+use prost::Message;
+use wasm_util::Wat;
+
+const CREATE: &str = "plugin_create_container";
+
+/// A guest whose CreateContainer runs `work` (WAT instructions leaving
+/// nothing on the stack), then sets env `K=v`.
+fn guest(work: &str) -> Wat {
+    let mut events = EventMask::EMPTY;
+    events.set(Event::CreateContainer);
+    let resp = CreateContainerResponse {
+        adjust: Some(ContainerAdjustment {
+            env: vec![KeyValue {
+                key: "K".into(),
+                value: "v".into(),
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut w = Wat::new(events);
+    let bytes = resp.encode_to_vec();
+    let at = w.place(&bytes);
+    let answer = wasm_util::packed(at, u32::try_from(bytes.len()).unwrap(), false);
+    w.with_body(CREATE, &format!("{work} i64.const {answer}"))
+        .field("(global $i (mut i32) (i32.const 0))")
+}
+
+/// About 600 000 instructions: far over the inline fuel.
+const LONG_WORK: &str = "(global.set $i (i32.const 0))
+    (loop $l (global.set $i (i32.add (global.get $i) (i32.const 1)))
+      (br_if $l (i32.lt_u (global.get $i) (i32.const 100000))))";
+
+/// A one-minute WASI `poll_oneoff` sleep (one relative clock subscription
+/// at 60000, its timeout at 60024; its event at 60100).
+const SLEEP_WORK: &str = "(i64.store (i32.const 60024) (i64.const 60000000000))
+     (drop (call $poll (i32.const 60000) (i32.const 60100) (i32.const 1) (i32.const 60200)))";
+
+const POLL_IMPORT: &str = r#"(import "wasi_snapshot_preview1" "poll_oneoff" (func $poll (param i32 i32 i32 i32) (result i32)))"#;
+
+const MINUTE: Duration = Duration::from_secs(60);
+
+fn env_of(out: &ContainerAdjustment) -> Vec<(String, String)> {
+    out.env
+        .iter()
+        .map(|kv| (kv.key.clone(), kv.value.clone()))
+        .collect()
+}
+
+/// A current-thread runtime with one blocking thread.
+fn one_blocking_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(1)
+        .build()
+        .unwrap()
+}
+
+/// Starts a runtime with `guest` as its only plugin, `10-wat`, requests
+/// timing out after `timeout`.
+async fn start(env: &TestEnv, guest: Wat, timeout: Duration) -> nri_runtime::Adaptation {
+    guest.install(&env.dir.path().join("plugins"), "10-wat");
+    let b = env
+        .builder()
+        .disable_connections(true)
+        .request_timeout(timeout);
+    let a = env.start(b).await;
+    assert_eq!(a.plugins().len(), 1);
+    a
+}
+
+/// With the only blocking thread held, a call the guest answers at once
+/// still completes: it runs on the caller's task.
+#[test]
+fn a_short_call_needs_no_blocking_thread() {
+    one_blocking_thread().block_on(async {
+        let env = TestEnv::new();
+        let a = start(&env, guest(""), MINUTE).await;
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let (taken, on_taken) = tokio::sync::oneshot::channel();
+        let hold = tokio::task::spawn_blocking(move || {
+            let _ = taken.send(());
+            let _ = held.recv();
+        });
+        on_taken.await.unwrap();
+        for _ in 0..3 {
+            let out = a.create_container(&pod("p"), &ctr("p", "c")).await.unwrap();
+            assert_eq!(env_of(&out.adjustment), [("K".into(), "v".into())]);
+        }
+        release.send(()).unwrap();
+        hold.await.unwrap();
+        a.stop().await;
+    });
+}
+
+/// A call over the inline fuel goes on on a blocking thread and answers,
+/// on both kinds of runtime.
+#[test]
+fn a_long_call_completes_off_the_executor() {
+    let multi = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    for rt in [one_blocking_thread(), multi] {
+        rt.block_on(async {
+            let env = TestEnv::new();
+            let a = start(&env, guest(LONG_WORK), MINUTE).await;
+            for _ in 0..3 {
+                let out = a.create_container(&pod("p"), &ctr("p", "c")).await.unwrap();
+                assert_eq!(env_of(&out.adjustment), [("K".into(), "v".into())]);
+            }
+            a.stop().await;
+        });
+    }
+}
+
+/// The `nanosleep` and `clock_nanosleep` syscall numbers (what
+/// `std::thread::sleep` ends in).
+#[cfg(target_arch = "x86_64")]
+const SLEEPS: [&str; 2] = ["35", "230"];
+#[cfg(target_arch = "aarch64")]
+const SLEEPS: [&str; 2] = ["101", "115"];
+
+/// Whether a thread of this process is in a sleep syscall.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn a_thread_sleeps() -> bool {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .flatten()
+        .any(|t| {
+            let sc = std::fs::read_to_string(t.path().join("syscall")).unwrap_or_default();
+            SLEEPS.contains(&sc.split_whitespace().next().unwrap_or_default())
+        })
+}
+
+/// A guest sleeping in `poll_oneoff` sleeps on a blocking thread: the
+/// only thread of a current-thread runtime stays free to run other tasks
+/// (here the one that sees the sleep before the call's deadline ends it).
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+#[test]
+fn a_guest_sleep_leaves_the_executor_free() {
+    one_blocking_thread().block_on(async {
+        let env = TestEnv::new();
+        let guest = guest(SLEEP_WORK).import(POLL_IMPORT);
+        let a = std::sync::Arc::new(start(&env, guest, Duration::from_secs(3)).await);
+        let call = tokio::spawn({
+            let a = a.clone();
+            async move { a.create_container(&pod("p"), &ctr("p", "c")).await }
+        });
+        let end = std::time::Instant::now() + Duration::from_secs(20);
+        while !a_thread_sleeps() {
+            assert!(std::time::Instant::now() < end, "the guest never slept");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        assert!(!call.is_finished());
+        // The sleep ends at the call's deadline.
+        tokio::time::timeout(Duration::from_secs(20), call)
+            .await
+            .expect("the call ended at its deadline")
+            .unwrap()
+            .ok();
+        a.stop().await;
+    });
+}
