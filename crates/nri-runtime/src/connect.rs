@@ -19,8 +19,9 @@ use tokio_util::sync::CancellationToken;
 use crate::adaptation::Shared;
 use crate::encode::{SyncEncoder, SyncLimits, SyncObjects, SyncParts};
 use crate::error::{Error, RegistrationFailure};
+use crate::latency::PluginInput;
 use crate::peer::{Peer, Refused};
-use crate::plugin::{Conn, Plugin, PluginInput, PluginOrigin, PluginParts};
+use crate::plugin::{Answer, Conn, Plugin, PluginOrigin, PluginParts};
 use nri_merge::PluginId;
 
 /// How long a refused plugin gets to read the refusal before the runtime
@@ -614,6 +615,7 @@ impl Shared {
                 method::SYNCHRONIZE,
                 payload,
                 plugin.timeout,
+                Answer::Counted,
             )
             .await
             .map_err(|e| RegistrationFailure::Synchronize {

@@ -12,7 +12,7 @@ use nri_api::method;
 
 use crate::adaptation::Shared;
 use crate::failure::PluginFailure;
-use crate::plugin::Plugin;
+use crate::plugin::{Answer, Plugin};
 use crate::registry::{Deferred, DeferredEvent, Inflight, LateOffer, LateSlot};
 
 impl Shared {
@@ -68,12 +68,13 @@ impl Shared {
         };
         // The fan-out merges the answer and counts the call then.
         let answer = plugin
-            .call_to_merge::<CreateContainerResponse>(
+            .call_decoded::<CreateContainerResponse>(
                 &*self.metrics,
                 "CreateContainer",
                 method::CREATE_CONTAINER,
                 request,
                 plugin.timeout,
+                Answer::Merged,
             )
             .await;
         if let Err(Ok(resp)) = reply.send(answer) {
@@ -104,6 +105,7 @@ impl Shared {
                     method::CREATE_CONTAINER,
                     i.request().clone(),
                     plugin.timeout,
+                    Answer::Counted,
                 )
                 .await?;
             if has_changes(&resp) {

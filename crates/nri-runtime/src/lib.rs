@@ -49,6 +49,7 @@ mod connect;
 mod deferred;
 mod encode;
 pub mod failure;
+mod latency;
 pub mod launch;
 mod listener;
 pub mod metrics;

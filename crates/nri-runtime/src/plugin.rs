@@ -2,7 +2,7 @@
 //! timeout strikes.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
 use std::time::Duration;
 
@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::failure::{ErrorClass, PluginFailure};
+use crate::latency::PluginInput;
 use crate::lock;
 use crate::metrics::Metrics;
 use crate::peer::{Peer, PeerGuard};
@@ -97,6 +98,18 @@ pub struct PluginInfo {
     pub strike_limit: u32,
 }
 
+/// What the accounting of a plugin call does with an answer (a failure is
+/// always accounted when it happens: the metrics and the strikes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// Counted as a successful invocation when it arrives.
+    Counted,
+    /// Not yet counted: the caller merges it next and counts the call once
+    /// the merge has decided (a success, or the class of the merge's
+    /// refusal), so that one call is one invocation.
+    Merged,
+}
+
 pub(crate) struct Plugin {
     pub(crate) id: PluginId,
     /// `id` as a string, built once (metrics labels, error reports).
@@ -104,14 +117,16 @@ pub(crate) struct Plugin {
     pub(crate) origin: PluginOrigin,
     pub(crate) mask: EventMask,
     pub(crate) timeout: Duration,
-    conn: Conn,
+    /// How the plugin is called.
+    pub(crate) conn: Conn,
     legacy: AtomicBool,
     deprecation_warned: Mutex<EventMask>,
     strikes: AtomicU32,
     strike_limit: u32,
     /// The failure policy the plugin declared in Configure.
     pub(crate) declared: Option<nri_api::api::FailurePolicy>,
-    wake_hints: bool,
+    /// Whether to send the plugin wake hints (see `latency.rs`).
+    pub(crate) wake_hints: bool,
     /// Cancelled when the runtime closes the plugin.
     pub(crate) closed: CancellationToken,
     pub(crate) child: Mutex<Option<tokio::process::Child>>,
@@ -174,13 +189,6 @@ impl Conn {
         }
     }
 
-    /// A hint queued for a call that never waited is dropped (ttRPC).
-    fn clear_hint(&self) {
-        if let Conn::Ttrpc { input, .. } = self {
-            lock(&input.hint_next).take();
-        }
-    }
-
     fn is_closed(&self) -> bool {
         match self {
             Conn::Ttrpc { client, mux, .. } => client.is_closed() || mux.is_closed(),
@@ -212,58 +220,6 @@ impl Conn {
             Conn::Wasm(w) => w.closed().await,
         }
     }
-
-    fn send_wake_hint(&self) -> bool {
-        match self {
-            Conn::Ttrpc { mux, .. } => mux.send_wake_hint(),
-            #[cfg(feature = "wasm")]
-            Conn::Wasm(_) => false,
-        }
-    }
-}
-
-/// How a call to a plugin reads its answer (see `connect.rs`): it runs the
-/// trunk reader ([`nri_mux::ReaderDriver`]); and once its request is
-/// written, before it waits, it sends the wake hint queued for the plugin
-/// after this one ([`Plugin::hint_after_write`]).
-pub(crate) struct PluginInput {
-    driver: nri_mux::ReaderDriver,
-    hint_next: Mutex<Option<Weak<Plugin>>>,
-}
-
-impl PluginInput {
-    pub(crate) fn new(driver: nri_mux::ReaderDriver) -> Self {
-        Self {
-            driver,
-            hint_next: Mutex::new(None),
-        }
-    }
-
-    /// Sends the queued hint: never waits, and sends nothing to a plugin
-    /// that did not say it polls when hinted (see
-    /// `nri_mux::Mux::send_wake_hint`).
-    fn send_queued_hint(&self) {
-        let next = lock(&self.hint_next).take();
-        if let Some(next) = next.and_then(|w| w.upgrade())
-            && next.conn.send_wake_hint()
-        {
-            tracing::trace!(plugin = %next.id, "wake hint sent");
-        }
-    }
-}
-
-impl nri_ttrpc::InputDriver for PluginInput {
-    fn poll_input(&self, cx: &mut std::task::Context<'_>) {
-        self.driver.poll(cx);
-    }
-
-    fn done(&self) {
-        self.driver.done();
-    }
-
-    fn request_written(&self) {
-        self.send_queued_hint();
-    }
 }
 
 pub(crate) struct PluginParts {
@@ -276,7 +232,7 @@ pub(crate) struct PluginParts {
     pub(crate) strike_limit: u32,
     /// The failure policy the plugin declared in Configure.
     pub(crate) declared: Option<nri_api::api::FailurePolicy>,
-    /// Whether to send the plugin wake hints (see [`Plugin::hint_after_write`]).
+    /// Whether to send the plugin wake hints (see `latency.rs`).
     pub(crate) wake_hints: bool,
     pub(crate) closed: CancellationToken,
     pub(crate) child: Option<tokio::process::Child>,
@@ -384,21 +340,6 @@ impl Plugin {
         }
     }
 
-    /// Has the next call to this plugin, once its request is written, send
-    /// `next` a wake hint: `next` is called after this one, and if it said
-    /// it polls when hinted it is then running, not asleep, when its request
-    /// comes. Sent after the write, so that this plugin, which is needed
-    /// first, is woken first (and gets the idle CPU); the hint still leaves
-    /// `next` this plugin's whole turn to wake up in. Nothing is queued
-    /// when the runtime sends no hints (spin budget zero).
-    pub(crate) fn hint_after_write(&self, next: &Arc<Plugin>) {
-        if next.wake_hints
-            && let Conn::Ttrpc { input, .. } = &self.conn
-        {
-            *lock(&input.hint_next) = Some(Arc::downgrade(next));
-        }
-    }
-
     /// One raw call with metrics and strike accounting.
     pub(crate) async fn call_raw(
         &self,
@@ -417,7 +358,8 @@ impl Plugin {
 
     /// One call whose answer is decoded ([`Self::decode_answer`]) before
     /// the call is accounted: an answer refused undecoded counts as an
-    /// invalid response, not as a success.
+    /// invalid response, not as a success. A failure is always accounted;
+    /// an answer as `answer` says.
     pub(crate) async fn call_decoded<Resp: Message + prost::Name + Default>(
         &self,
         metrics: &dyn Metrics,
@@ -425,33 +367,16 @@ impl Plugin {
         method: &str,
         payload: Bytes,
         timeout: Duration,
+        answer: Answer,
     ) -> Result<Resp, PluginFailure> {
         let res = self
             .call_timed(metrics, operation, method, payload, timeout)
             .await
             .and_then(|b| self.decode_answer(method, b));
-        self.account(metrics, operation, &res);
-        res
-    }
-
-    /// As [`call_decoded`](Self::call_decoded), for an answer the caller
-    /// merges next: a failure is accounted as usual, an answer is not yet
-    /// counted as an invocation. The caller counts it once the merge has
-    /// decided (a success, or the class of the merge's refusal), so that
-    /// one call is one invocation.
-    pub(crate) async fn call_to_merge<Resp: Message + prost::Name + Default>(
-        &self,
-        metrics: &dyn Metrics,
-        operation: &str,
-        method: &str,
-        payload: Bytes,
-        timeout: Duration,
-    ) -> Result<Resp, PluginFailure> {
-        let res = self
-            .call_timed(metrics, operation, method, payload, timeout)
-            .await
-            .and_then(|b| self.decode_answer(method, b));
-        self.account_unsettled(metrics, operation, &res);
+        match answer {
+            Answer::Counted => self.account(metrics, operation, &res),
+            Answer::Merged => self.account_unsettled(metrics, operation, &res),
+        }
         res
     }
 
@@ -466,11 +391,7 @@ impl Plugin {
     ) -> Result<Bytes, PluginFailure> {
         let start = Instant::now();
         let res = self.conn.call(method, payload, timeout).await;
-        let elapsed = start.elapsed();
-        // A hint queued for a call that never waited (it failed first) is
-        // not sent later, with another call.
-        self.conn.clear_hint();
-        metrics.plugin_latency(&self.name, operation, elapsed);
+        metrics.plugin_latency(&self.name, operation, start.elapsed());
         res
     }
 
@@ -487,7 +408,7 @@ impl Plugin {
     }
 
     /// As [`account`](Self::account), without counting an answer as an
-    /// invocation (see [`call_to_merge`](Self::call_to_merge)).
+    /// invocation (see [`Answer::Merged`]).
     fn account_unsettled<T>(
         &self,
         metrics: &dyn Metrics,
@@ -534,6 +455,7 @@ impl Plugin {
             method,
             Bytes::from(req.encode_to_vec()),
             timeout,
+            Answer::Counted,
         )
         .await
     }
@@ -565,7 +487,7 @@ impl Plugin {
 
     /// Calls a method with an already encoded request and a typed response:
     /// a direct lifecycle call, made once the plugin is ready (the wait
-    /// counts toward `timeout`).
+    /// counts toward `timeout`); its answer accounted as `answer` says.
     pub(crate) async fn call_encoded<Resp: Message + prost::Name + Default>(
         &self,
         metrics: &dyn Metrics,
@@ -573,24 +495,10 @@ impl Plugin {
         method: &str,
         payload: Bytes,
         timeout: Duration,
+        answer: Answer,
     ) -> Result<Resp, PluginFailure> {
         let left = self.wait_ready(metrics, operation, timeout).await?;
-        self.call_decoded(metrics, operation, method, payload, left)
-            .await
-    }
-
-    /// As [`call_encoded`](Self::call_encoded), for an answer the caller
-    /// merges next (see [`call_to_merge`](Self::call_to_merge)).
-    pub(crate) async fn call_encoded_to_merge<Resp: Message + prost::Name + Default>(
-        &self,
-        metrics: &dyn Metrics,
-        operation: &str,
-        method: &str,
-        payload: Bytes,
-        timeout: Duration,
-    ) -> Result<Resp, PluginFailure> {
-        let left = self.wait_ready(metrics, operation, timeout).await?;
-        self.call_to_merge(metrics, operation, method, payload, left)
+        self.call_decoded(metrics, operation, method, payload, left, answer)
             .await
     }
 
@@ -713,26 +621,3 @@ impl<'a> Notification<'a> {
 
 /// Sorted, shared list of plugins.
 pub(crate) type PluginList = Arc<Vec<Arc<Plugin>>>;
-
-/// The plugins of `list` subscribed to `event`, in order, for calls made
-/// one after the other: each, as it is handed out, has [`hint_next`] queued.
-pub(crate) fn in_turn(list: &[Arc<Plugin>], event: Event) -> impl Iterator<Item = &Arc<Plugin>> {
-    list.iter()
-        .enumerate()
-        .filter(move |(_, p)| p.subscribed(event))
-        .map(move |(i, p)| {
-            hint_next(list, i, event);
-            p
-        })
-}
-
-/// Queues for the call to `list[i]` a wake hint to the next plugin of `list`
-/// subscribed to `event`, if any ([`Plugin::hint_after_write`]).
-pub(crate) fn hint_next(list: &[Arc<Plugin>], i: usize, event: Event) {
-    let (Some(p), Some(rest)) = (list.get(i), list.get(i + 1..)) else {
-        return;
-    };
-    if let Some(next) = rest.iter().find(|q| q.subscribed(event)) {
-        p.hint_after_write(next);
-    }
-}

@@ -1,10 +1,8 @@
 //! The unary ttRPC client.
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -15,6 +13,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::codec::{self, Frame, MessageType};
+use crate::driven::{self, InputDriver};
 use crate::error::Error;
 use crate::io::{Frames, ReadEvent, Reader};
 use crate::limits::{DEFAULT_MAX_METADATA, count_entries};
@@ -275,27 +274,8 @@ struct Inner {
     writer: tokio::sync::Mutex<Writer>,
     /// `None` when a [`ClientFeed`] brings the responses.
     reader: Option<JoinHandle<()>>,
-    /// Runs the feed's input in the waiting call (see
-    /// [`Client::with_feed_driven`]).
+    /// Runs the feed's input in the waiting call (see `driven.rs`).
     driver: Option<Arc<dyn InputDriver>>,
-}
-
-/// The input side of a fed client's transport, run by a call while it waits
-/// for its answer (see [`Client::with_feed_driven`]).
-pub trait InputDriver: Send + Sync + 'static {
-    /// Reads and delivers whatever input is there (feeding the
-    /// [`ClientFeed`]), registering `cx` for more. Must not block.
-    fn poll_input(&self, cx: &mut Context<'_>);
-
-    /// Called once a call that polled the input stops waiting (answered,
-    /// timed out or cancelled), so that whoever runs the input otherwise
-    /// takes over again.
-    fn done(&self);
-
-    /// Called by each call once its request is written, before it waits
-    /// for the answer (whether or not it then polls the input: the answer
-    /// may be there already). The default does nothing.
-    fn request_written(&self) {}
 }
 
 impl Drop for Inner {
@@ -357,17 +337,7 @@ impl Client {
         Client::fed(Box::pin(wr), None)
     }
 
-    /// Like [`with_feed`](Self::with_feed), and while a call waits for its
-    /// answer it polls `driver` itself, so the answer is read and fed in
-    /// the calling task rather than handed over from another one.
-    pub fn with_feed_driven<W>(wr: W, driver: Arc<dyn InputDriver>) -> (Client, ClientFeed)
-    where
-        W: AsyncWrite + Send + 'static,
-    {
-        Client::fed(Box::pin(wr), Some(driver))
-    }
-
-    fn fed(
+    pub(crate) fn fed(
         wr: Pin<Box<dyn AsyncWrite + Send>>,
         driver: Option<Arc<dyn InputDriver>>,
     ) -> (Client, ClientFeed) {
@@ -524,10 +494,7 @@ impl Client {
         };
         let reply = match &self.inner.driver {
             None => rx.await,
-            Some(driver) => {
-                driver.request_written();
-                wait_driving(rx, &**driver).await
-            }
+            Some(driver) => driven::wait_for_answer(rx, &**driver).await,
         };
         pending.armed = false;
         match reply {
@@ -560,38 +527,6 @@ impl Client {
     pub async fn closed(&self) {
         self.inner.shared.closed.cancelled().await;
     }
-}
-
-/// Waits for `rx`, polling `driver` for the input meanwhile, and tells the
-/// driver when it stops (also when dropped).
-async fn wait_driving<T>(
-    mut rx: oneshot::Receiver<T>,
-    driver: &dyn InputDriver,
-) -> Result<T, oneshot::error::RecvError> {
-    struct HandBack<'a> {
-        driver: &'a dyn InputDriver,
-        polled: bool,
-    }
-    impl Drop for HandBack<'_> {
-        fn drop(&mut self) {
-            if self.polled {
-                self.driver.done();
-            }
-        }
-    }
-    let mut hand_back = HandBack {
-        driver,
-        polled: false,
-    };
-    std::future::poll_fn(|cx| {
-        if let Poll::Ready(r) = Pin::new(&mut rx).poll(cx) {
-            return Poll::Ready(r);
-        }
-        hand_back.polled = true;
-        driver.poll_input(cx);
-        Pin::new(&mut rx).poll(cx)
-    })
-    .await
 }
 
 /// Writes one whole message: one `write_all` of one buffer, then a flush.

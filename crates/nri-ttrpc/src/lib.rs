@@ -66,6 +66,7 @@ pub mod codec;
 pub mod proto;
 
 mod client;
+mod driven;
 mod error;
 mod io;
 mod limits;
@@ -73,7 +74,8 @@ mod limits;
 mod mux;
 mod server;
 
-pub use client::{CallOptions, Client, ClientFeed, InputDriver};
+pub use client::{CallOptions, Client, ClientFeed};
+pub use driven::InputDriver;
 pub use error::Error;
 pub use limits::{
     DEFAULT_MAX_IN_FLIGHT, DEFAULT_MAX_METADATA, Refusal, RefusalObserver, RequestLenLimit,

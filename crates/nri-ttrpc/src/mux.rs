@@ -34,13 +34,3 @@ impl nri_mux::ConnSink for ServerFeed {
         self.end(error.map(|e| e.clone().into()));
     }
 }
-
-impl crate::client::InputDriver for nri_mux::ReaderDriver {
-    fn poll_input(&self, cx: &mut std::task::Context<'_>) {
-        self.poll(cx);
-    }
-
-    fn done(&self) {
-        nri_mux::ReaderDriver::done(self);
-    }
-}

@@ -6,8 +6,9 @@ use nri_api::method;
 
 use super::{Adaptation, CreateContainerOutcome};
 use crate::error::Error;
+use crate::latency::{Turn, Turns};
 use crate::metrics::audit_owners;
-use crate::plugin::hint_next;
+use crate::plugin::Answer;
 use nri_merge::{CreateResult, PluginId};
 
 impl Adaptation {
@@ -41,21 +42,30 @@ impl Adaptation {
         // when that is all it did (the next request is then the previous
         // one plus this).
         let mut delta: Option<Container> = None;
-        let last = plugins.iter().rposition(|p| p.subscribed(ev));
         let mut answered: Vec<&PluginId> = Vec::new();
-        for (i, p) in plugins.iter().enumerate() {
-            if !p.subscribed(ev) {
-                result.note_plugin(&p.id);
-                continue;
-            }
-            // As `in_turn` does, with every plugin noted in call order.
-            hint_next(&plugins, i, ev);
+        let mut turns = Turns::new(&plugins, ev);
+        while let Some(turn) = turns.next_turn() {
+            let p = match turn {
+                Turn::Call(p) => p,
+                Turn::Pass(p) => {
+                    // Every plugin is noted in call order.
+                    result.note_plugin(&p.id);
+                    continue;
+                }
+            };
             let req = payload.request(revision, result.container(), delta.as_ref());
             let r: Result<CreateContainerResponse, _> =
                 match self.budget.time_for(p, &*sh.metrics, op) {
                     Ok(t) => {
-                        p.call_encoded_to_merge(&*sh.metrics, op, method::CREATE_CONTAINER, req, t)
-                            .await
+                        p.call_encoded(
+                            &*sh.metrics,
+                            op,
+                            method::CREATE_CONTAINER,
+                            req,
+                            t,
+                            Answer::Merged,
+                        )
+                        .await
                     }
                     Err(f) => Err(f),
                 };
@@ -68,7 +78,7 @@ impl Adaptation {
             };
             let (nu, ne) = (resp.update.len(), resp.evict.len());
             let adjusted = resp.adjust.is_some();
-            let appended = if Some(i) == last {
+            let appended = if turns.is_last_call() {
                 // No request after this one.
                 None
             } else {

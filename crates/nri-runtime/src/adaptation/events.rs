@@ -16,8 +16,9 @@ use super::{
 };
 use crate::error::Error;
 use crate::failure::{PluginError, PluginFailure, is_teardown_event};
+use crate::latency::Turns;
 use crate::metrics::audit_owners;
-use crate::plugin::{Notification, Plugin, in_turn};
+use crate::plugin::{Answer, Notification, Plugin};
 use nri_merge::{StopResult, UpdateResult};
 
 impl Adaptation {
@@ -32,7 +33,8 @@ impl Adaptation {
             (self.shared.registry).begin_creation(ev, pod, None, n.request().clone());
         self.shared.check_required(ev, &plugins, pod)?;
         let mut errors = Vec::new();
-        for p in in_turn(&plugins, ev) {
+        let mut turns = Turns::new(&plugins, ev);
+        while let Some(p) = turns.next_call() {
             if let Err(f) = p
                 .notify_prepared(&*self.shared.metrics, &n, self.budget)
                 .await
@@ -68,7 +70,8 @@ impl Adaptation {
         let payload = bytes::Bytes::from(prost::Message::encode_to_vec(&req));
         let mut errors = Vec::new();
         let metrics = &*self.shared.metrics;
-        for p in in_turn(&plugins, ev) {
+        let mut turns = Turns::new(&plugins, ev);
+        while let Some(p) = turns.next_call() {
             let r: Result<UpdatePodSandboxResponse, _> =
                 match self.budget.time_for(p, metrics, ev.pretty_name()) {
                     Ok(t) => {
@@ -78,6 +81,7 @@ impl Adaptation {
                             method::UPDATE_POD_SANDBOX,
                             payload.clone(),
                             t,
+                            Answer::Counted,
                         )
                         .await
                     }
@@ -152,13 +156,21 @@ impl Adaptation {
             .begin_update(ev, pod, Some(container), resources.as_ref(), None);
         let mut result = UpdateResult::new(pod.clone(), container.clone(), resources);
         let mut errors = Vec::new();
-        for p in in_turn(&plugins, ev) {
+        let mut turns = Turns::new(&plugins, ev);
+        while let Some(p) = turns.next_call() {
             let req = bytes::Bytes::from(prost::Message::encode_to_vec(&result.request()));
             let r: Result<UpdateContainerResponse, _> =
                 match self.budget.time_for(p, &*sh.metrics, op) {
                     Ok(t) => {
-                        p.call_encoded_to_merge(&*sh.metrics, op, method::UPDATE_CONTAINER, req, t)
-                            .await
+                        p.call_encoded(
+                            &*sh.metrics,
+                            op,
+                            method::UPDATE_CONTAINER,
+                            req,
+                            t,
+                            Answer::Merged,
+                        )
+                        .await
                     }
                     Err(f) => Err(f),
                 };
@@ -227,12 +239,13 @@ impl Adaptation {
             let req = req.clone();
             async move {
                 let t = budget.time_for(p, &*sh.metrics, op)?;
-                p.call_encoded_to_merge::<StopContainerResponse>(
+                p.call_encoded::<StopContainerResponse>(
                     &*sh.metrics,
                     op,
                     method::STOP_CONTAINER,
                     req,
                     t,
+                    Answer::Merged,
                 )
                 .await
             }
@@ -346,7 +359,8 @@ impl Adaptation {
                 }
             }
         } else {
-            for p in in_turn(&plugins, ev) {
+            let mut turns = Turns::new(&plugins, ev);
+            while let Some(p) = turns.next_call() {
                 if let Err(f) = p.notify_prepared(&*sh.metrics, &n, self.budget).await {
                     sh.on_failure(p, ev, f, pod, &mut errors)?;
                 }

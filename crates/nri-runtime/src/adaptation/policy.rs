@@ -98,7 +98,7 @@ impl Shared {
     }
 
     /// A plugin's answer was merged: the call's one invocation, a success
-    /// (the answer of a call made with `call_to_merge` is counted here),
+    /// (the answer of a call made with `Answer::Merged` is counted here),
     /// and what it changed beyond the adjustment (updates, evictions).
     pub(super) fn merge_succeeded(&self, p: &Plugin, op: &str, updates: usize, evictions: usize) {
         self.metrics.plugin_invocation(&p.name, op, Ok(()));
