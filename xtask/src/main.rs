@@ -2,7 +2,9 @@
 //!
 //! `cargo xtask codegen` regenerates the Rust types of the NRI protocol from
 //! `crates/nri-api/proto` into `crates/nri-api/src/generated/` (committed),
-//! with the table of message shapes that `nri_api::scan` walks.
+//! with the table of message shapes that `nri_api::scan` walks, the method
+//! names and the `Plugin` service's handler trait and dispatcher; and the
+//! runtime's typed event wrappers into `crates/nri-runtime/src/generated/`.
 //! `cargo xtask codegen --check` regenerates into a temporary directory and
 //! fails if the committed files differ, so CI catches a schema change whose
 //! generated code was not committed.
@@ -19,6 +21,7 @@ use anyhow::{Context, Result};
 use prost::Message;
 
 mod scan_schema;
+mod services;
 
 /// Proto include root, relative to the repository root.
 const PROTO_ROOT: &str = "crates/nri-api/proto";
@@ -26,6 +29,11 @@ const PROTO_ROOT: &str = "crates/nri-api/proto";
 const PROTO_FILES: &[&str] = &["nri/pkg/api/v1alpha1/api.proto"];
 /// Output directory of generated code, relative to the repository root.
 const GENERATED_DIR: &str = "crates/nri-api/src/generated";
+/// Output directory of the runtime's generated code.
+const RUNTIME_GENERATED_DIR: &str = "crates/nri-runtime/src/generated";
+/// Every output directory: its files are all generated (a file there that
+/// is not generated any more is removed).
+const OUTPUT_DIRS: &[&str] = &[GENERATED_DIR, RUNTIME_GENERATED_DIR];
 /// File name of the encoded `FileDescriptorSet` written next to the code.
 const DESCRIPTOR_FILE: &str = "nri_api_descriptor.bin";
 
@@ -81,8 +89,53 @@ fn repo_root() -> Result<PathBuf> {
         .context("xtask manifest directory has no parent")
 }
 
-/// Generates all output files into `out_dir` (which must exist and be empty).
-fn generate_into(root: &Path, out_dir: &Path) -> Result<()> {
+/// Formats generated source with rustfmt (as the rest of the tree).
+fn rustfmt(source: &str) -> Result<Vec<u8>> {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new("rustfmt")
+        .args(["--edition", "2024", "--emit", "stdout"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .context("running rustfmt")?;
+    child
+        .stdin
+        .take()
+        .context("rustfmt stdin")?
+        .write_all(source.as_bytes())?;
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        anyhow::bail!("rustfmt failed on generated code:\n{source}");
+    }
+    Ok(out.stdout)
+}
+
+/// Generates every output file: one directory under `out` per entry of
+/// [`OUTPUT_DIRS`] (its index as the name).
+fn generate_all(root: &Path, out: &Path) -> Result<()> {
+    let api = out.join("0");
+    let runtime = out.join("1");
+    fs::create_dir_all(&api)?;
+    fs::create_dir_all(&runtime)?;
+    let fds = generate_into(root, &api)?;
+    fs::write(
+        api.join(services::METHODS_FILE),
+        rustfmt(&services::methods(&fds)?)?,
+    )?;
+    fs::write(
+        api.join(services::PLUGIN_SERVICE_FILE),
+        rustfmt(&services::plugin_service(&fds)?)?,
+    )?;
+    fs::write(
+        runtime.join(services::EVENT_WRAPPERS_FILE),
+        rustfmt(&services::event_wrappers(&fds)?)?,
+    )?;
+    Ok(())
+}
+
+/// Generates nri-api's output files into `out_dir` (which must exist and
+/// be empty); the schema compiled.
+fn generate_into(root: &Path, out_dir: &Path) -> Result<prost_types::FileDescriptorSet> {
     let proto_root = root.join(PROTO_ROOT);
     let files: Vec<PathBuf> = PROTO_FILES.iter().map(|f| proto_root.join(f)).collect();
     let fds = protox::compile(&files, [&proto_root])
@@ -113,7 +166,7 @@ fn generate_into(root: &Path, out_dir: &Path) -> Result<()> {
     }
     fs::write(out_dir.join(DESCRIPTOR_FILE), stripped.encode_to_vec())
         .context("writing the encoded FileDescriptorSet")?;
-    Ok(())
+    Ok(stripped)
 }
 
 /// Reads every regular file of `dir` into a name -> bytes map.
@@ -135,23 +188,42 @@ fn read_dir_files(dir: &Path) -> Result<BTreeMap<String, Vec<u8>>> {
     Ok(out)
 }
 
+/// Every file of every output directory, keyed by its path from the
+/// repository root: as generated under `fresh` (from [`generate_all`]),
+/// or as committed under `root`.
+fn output_files(base: &Path, fresh: bool) -> Result<BTreeMap<String, Vec<u8>>> {
+    let mut out = BTreeMap::new();
+    for (i, dir) in OUTPUT_DIRS.iter().enumerate() {
+        let from = if fresh {
+            base.join(i.to_string())
+        } else {
+            base.join(dir)
+        };
+        for (name, data) in read_dir_files(&from)? {
+            out.insert(format!("{dir}/{name}"), data);
+        }
+    }
+    Ok(out)
+}
+
 fn codegen_write() -> Result<()> {
     let root = repo_root()?;
     let tmp = tempfile::tempdir().context("creating a temporary directory")?;
-    generate_into(&root, tmp.path())?;
+    generate_all(&root, tmp.path())?;
 
-    let target = root.join(GENERATED_DIR);
-    fs::create_dir_all(&target).with_context(|| format!("creating {}", target.display()))?;
-    let fresh = read_dir_files(tmp.path())?;
-    for stale in read_dir_files(&target)?.keys() {
+    for dir in OUTPUT_DIRS {
+        let target = root.join(dir);
+        fs::create_dir_all(&target).with_context(|| format!("creating {}", target.display()))?;
+    }
+    let fresh = output_files(tmp.path(), true)?;
+    for stale in output_files(&root, false)?.keys() {
         if !fresh.contains_key(stale) {
-            fs::remove_file(target.join(stale))
-                .with_context(|| format!("removing stale {stale}"))?;
+            fs::remove_file(root.join(stale)).with_context(|| format!("removing stale {stale}"))?;
         }
     }
     for (name, data) in &fresh {
-        fs::write(target.join(name), data).with_context(|| format!("writing {name}"))?;
-        println!("wrote {GENERATED_DIR}/{name}");
+        fs::write(root.join(name), data).with_context(|| format!("writing {name}"))?;
+        println!("wrote {name}");
     }
     Ok(())
 }
@@ -159,25 +231,25 @@ fn codegen_write() -> Result<()> {
 fn codegen_check() -> Result<ExitCode> {
     let root = repo_root()?;
     let tmp = tempfile::tempdir().context("creating a temporary directory")?;
-    generate_into(&root, tmp.path())?;
+    generate_all(&root, tmp.path())?;
 
-    let fresh = read_dir_files(tmp.path())?;
-    let committed = read_dir_files(&root.join(GENERATED_DIR))?;
+    let fresh = output_files(tmp.path(), true)?;
+    let committed = output_files(&root, false)?;
     let mut problems = Vec::new();
     for (name, data) in &fresh {
         match committed.get(name) {
-            None => problems.push(format!("missing: {GENERATED_DIR}/{name}")),
-            Some(old) if old != data => problems.push(format!("differs: {GENERATED_DIR}/{name}")),
+            None => problems.push(format!("missing: {name}")),
+            Some(old) if old != data => problems.push(format!("differs: {name}")),
             Some(_) => {}
         }
     }
     for name in committed.keys() {
         if !fresh.contains_key(name) {
-            problems.push(format!("not generated any more: {GENERATED_DIR}/{name}"));
+            problems.push(format!("not generated any more: {name}"));
         }
     }
     if problems.is_empty() {
-        println!("codegen: {GENERATED_DIR} is up to date");
+        println!("codegen: {} are up to date", OUTPUT_DIRS.join(", "));
         return Ok(ExitCode::SUCCESS);
     }
     for p in &problems {

@@ -29,80 +29,11 @@ pub const PLUGIN_SERVICE_CONN: u32 = 1;
 /// runtime); mirrors upstream `multiplex.RuntimeServiceConn`.
 pub const RUNTIME_SERVICE_CONN: u32 = 2;
 
-/// Bare ttRPC method names (`Request.method`), one per RPC of the schema.
+/// Bare ttRPC method names (`Request.method`), one per RPC of the schema,
+/// and each service's list of methods (generated from the schema's
+/// services by `cargo xtask codegen`).
 pub mod method {
-    /// `Runtime.RegisterPlugin`: plugin registers its name and index.
-    pub const REGISTER_PLUGIN: &str = "RegisterPlugin";
-    /// `Runtime.UpdateContainers`: unsolicited container updates from a plugin.
-    pub const UPDATE_CONTAINERS: &str = "UpdateContainers";
-
-    /// `Plugin.Configure`: configuration and event subscription.
-    pub const CONFIGURE: &str = "Configure";
-    /// `Plugin.Synchronize`: current pods and containers.
-    pub const SYNCHRONIZE: &str = "Synchronize";
-    /// `Plugin.Shutdown`: the runtime is going away.
-    pub const SHUTDOWN: &str = "Shutdown";
-    /// `Plugin.RunPodSandbox` (dedicated RPC since v0.12.0).
-    pub const RUN_POD_SANDBOX: &str = "RunPodSandbox";
-    /// `Plugin.UpdatePodSandbox` (since v0.10.0).
-    pub const UPDATE_POD_SANDBOX: &str = "UpdatePodSandbox";
-    /// `Plugin.PostUpdatePodSandbox` (dedicated RPC since v0.12.0).
-    pub const POST_UPDATE_POD_SANDBOX: &str = "PostUpdatePodSandbox";
-    /// `Plugin.StopPodSandbox` (dedicated RPC since v0.12.0).
-    pub const STOP_POD_SANDBOX: &str = "StopPodSandbox";
-    /// `Plugin.RemovePodSandbox` (dedicated RPC since v0.12.0).
-    pub const REMOVE_POD_SANDBOX: &str = "RemovePodSandbox";
-    /// `Plugin.CreateContainer`.
-    pub const CREATE_CONTAINER: &str = "CreateContainer";
-    /// `Plugin.PostCreateContainer` (dedicated RPC since v0.12.0).
-    pub const POST_CREATE_CONTAINER: &str = "PostCreateContainer";
-    /// `Plugin.StartContainer` (dedicated RPC since v0.12.0).
-    pub const START_CONTAINER: &str = "StartContainer";
-    /// `Plugin.PostStartContainer` (dedicated RPC since v0.12.0).
-    pub const POST_START_CONTAINER: &str = "PostStartContainer";
-    /// `Plugin.UpdateContainer`.
-    pub const UPDATE_CONTAINER: &str = "UpdateContainer";
-    /// `Plugin.PostUpdateContainer` (dedicated RPC since v0.12.0).
-    pub const POST_UPDATE_CONTAINER: &str = "PostUpdateContainer";
-    /// `Plugin.StopContainer`.
-    pub const STOP_CONTAINER: &str = "StopContainer";
-    /// `Plugin.RemoveContainer` (dedicated RPC since v0.12.0).
-    pub const REMOVE_CONTAINER: &str = "RemoveContainer";
-    /// `Plugin.StateChange`: older single entry point for events without answer.
-    pub const STATE_CHANGE: &str = "StateChange";
-    /// `Plugin.ValidateContainerAdjustment` (since v0.10.0).
-    pub const VALIDATE_CONTAINER_ADJUSTMENT: &str = "ValidateContainerAdjustment";
-
-    /// `HostFunctions.Log` (WebAssembly plugins only).
-    pub const LOG: &str = "Log";
-
-    /// Every method of [`RUNTIME_SERVICE`](crate::RUNTIME_SERVICE), in schema order.
-    pub const RUNTIME_METHODS: &[&str] = &[REGISTER_PLUGIN, UPDATE_CONTAINERS];
-
-    /// Every method of [`PLUGIN_SERVICE`](crate::PLUGIN_SERVICE), in schema order.
-    pub const PLUGIN_METHODS: &[&str] = &[
-        CONFIGURE,
-        SYNCHRONIZE,
-        SHUTDOWN,
-        RUN_POD_SANDBOX,
-        UPDATE_POD_SANDBOX,
-        POST_UPDATE_POD_SANDBOX,
-        STOP_POD_SANDBOX,
-        REMOVE_POD_SANDBOX,
-        CREATE_CONTAINER,
-        POST_CREATE_CONTAINER,
-        START_CONTAINER,
-        POST_START_CONTAINER,
-        UPDATE_CONTAINER,
-        POST_UPDATE_CONTAINER,
-        STOP_CONTAINER,
-        REMOVE_CONTAINER,
-        STATE_CHANGE,
-        VALIDATE_CONTAINER_ADJUSTMENT,
-    ];
-
-    /// Every method of [`HOST_FUNCTIONS_SERVICE`](crate::HOST_FUNCTIONS_SERVICE).
-    pub const HOST_FUNCTIONS_METHODS: &[&str] = &[LOG];
+    include!("generated/methods.rs");
 }
 
 /// Default path of the runtime's socket for external plugins (upstream

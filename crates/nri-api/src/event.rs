@@ -3,8 +3,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::Error;
 use crate::api::Event;
-use crate::{Error, method};
 
 impl Event {
     /// Every subscribable event, in wire order (`RunPodSandbox` = 1 ...
@@ -94,23 +94,10 @@ impl Event {
     /// Bare ttRPC method name of the event's dedicated `Plugin` RPC, or
     /// `None` for the values that are not events.
     pub const fn method_name(self) -> Option<&'static str> {
-        Some(match self {
-            Event::Unknown | Event::Last => return None,
-            Event::RunPodSandbox => method::RUN_POD_SANDBOX,
-            Event::StopPodSandbox => method::STOP_POD_SANDBOX,
-            Event::RemovePodSandbox => method::REMOVE_POD_SANDBOX,
-            Event::CreateContainer => method::CREATE_CONTAINER,
-            Event::PostCreateContainer => method::POST_CREATE_CONTAINER,
-            Event::StartContainer => method::START_CONTAINER,
-            Event::PostStartContainer => method::POST_START_CONTAINER,
-            Event::UpdateContainer => method::UPDATE_CONTAINER,
-            Event::PostUpdateContainer => method::POST_UPDATE_CONTAINER,
-            Event::StopContainer => method::STOP_CONTAINER,
-            Event::RemoveContainer => method::REMOVE_CONTAINER,
-            Event::UpdatePodSandbox => method::UPDATE_POD_SANDBOX,
-            Event::PostUpdatePodSandbox => method::POST_UPDATE_POD_SANDBOX,
-            Event::ValidateContainerAdjustment => method::VALIDATE_CONTAINER_ADJUSTMENT,
-        })
+        match crate::service::PluginMethod::of_event(self) {
+            Some(m) => Some(m.name()),
+            None => None,
+        }
     }
 
     /// Looks an event up by its lower-cased pretty name (e.g.

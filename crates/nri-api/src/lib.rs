@@ -33,6 +33,8 @@
 //!   [`api::Container::resources`], [`api::Container::env_value`],
 //!   [`api::PodSandbox::pod_resources`], [`api::LinuxResources::cpu_shares`],
 //!   [`api::Mount::new`] and [`api::Mount::fs_type`] (for `r#type`), ...
+//! * [`service`]: the `Plugin` service's methods, a handler trait with one
+//!   typed method per RPC and the dispatcher to it (generated).
 //! * [`for_each_message!`]: the list of all message types.
 //! * [`scan`]: counts the entries of an encoded message's repeated fields
 //!   and estimates its decoded size without decoding it, for receivers
@@ -80,6 +82,16 @@
 /// `proto/nri/pkg/api/v1alpha1/api.proto` by `cargo xtask codegen`.
 pub mod api {
     include!("generated/nri.pkg.api.v1alpha1.rs");
+}
+
+/// The `Plugin` service as handlers: [`PluginMethod`](service::PluginMethod)
+/// (every method, its name and event), the [`PluginHandlers`](service::PluginHandlers)
+/// trait with one typed method per RPC, and [`dispatch_plugin`](service::dispatch_plugin),
+/// from a method name and its encoded request to the typed method. Generated
+/// from the schema's services by `cargo xtask codegen`; the plugin SDK
+/// serves the service through it.
+pub mod service {
+    include!("generated/plugin_service.rs");
 }
 
 pub mod adjust;

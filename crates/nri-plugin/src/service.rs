@@ -8,15 +8,16 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use nri_api::api::{
-    ConfigureRequest, ConfigureResponse, Container, ContainerUpdate, CreateContainerRequest, Event,
-    PodSandbox, PostCreateContainerRequest, PostStartContainerRequest, PostUpdateContainerRequest,
-    PostUpdatePodSandboxRequest, RemoveContainerRequest, RemovePodSandboxRequest,
-    RunPodSandboxRequest, StartContainerRequest, StateChangeEvent, StopContainerRequest,
-    StopPodSandboxRequest, SynchronizeRequest, SynchronizeResponse, UpdateContainerRequest,
-    UpdatePodSandboxRequest, ValidateContainerAdjustmentRequest,
+    ConfigureRequest, ConfigureResponse, Container, ContainerUpdate, CreateContainerRequest, Empty,
+    Event, PodSandbox, PostCreateContainerRequest, PostStartContainerRequest,
+    PostUpdateContainerRequest, PostUpdatePodSandboxRequest, RemoveContainerRequest,
+    RemovePodSandboxRequest, RunPodSandboxRequest, StartContainerRequest, StateChangeEvent,
+    StopContainerRequest, StopPodSandboxRequest, SynchronizeRequest, SynchronizeResponse,
+    UpdateContainerRequest, UpdatePodSandboxRequest, ValidateContainerAdjustmentRequest,
     ValidateContainerAdjustmentResponse,
 };
-use nri_api::{method, runtime_nri_version};
+use nri_api::service::{PluginHandlers, PluginMethod, dispatch_plugin};
+use nri_api::{EventMask, RuntimeNriVersion, method, runtime_nri_version};
 use nri_ttrpc::{BoxFuture, Code, HandlerSlot, RequestContext, Service, Status};
 use prost::Message;
 use tokio::sync::Notify;
@@ -173,9 +174,7 @@ impl<P: Plugin> PluginService<P> {
         e.into_status(method)
     }
 
-    #[allow(clippy::too_many_lines)]
-    async fn configure(self, payload: Bytes) -> nri_ttrpc::HandlerResult {
-        let req: ConfigureRequest = decode(payload)?;
+    async fn run_configure(self, req: ConfigureRequest) -> nri_ttrpc::HandlerResult {
         self.shared.latency.runtime_configured(&req.nri_version);
         self.conn.set_phase(Phase::Configuring);
         let nri_version =
@@ -218,6 +217,25 @@ impl<P: Plugin> PluginService<P> {
                 }));
             }
         };
+        let sent = self.subscription(requested, valid, nri_version)?;
+        self.conn.set_phase(Phase::Synchronizing);
+        self.conn.configured.notify_one();
+        self.note_failure_policy(nri_version);
+        Ok(encode(&ConfigureResponse {
+            events: sent.as_i32(),
+            failure_policy: self.config.failure_policy,
+        }))
+    }
+
+    /// The events sent to the runtime: what `configure` chose, checked
+    /// against the plugin's events, less what the runtime cannot deliver
+    /// (or an error ending the connection).
+    fn subscription(
+        &self,
+        requested: EventMask,
+        valid: EventMask,
+        nri_version: RuntimeNriVersion,
+    ) -> Result<EventMask, Status> {
         let handled = self.config.handled;
         if requested.is_empty() || !handled.contains_all(requested) {
             return Err(self.conn.fail(Error::ConfigureFailed {
@@ -259,8 +277,12 @@ impl<P: Plugin> PluginService<P> {
                 "nri-plugin: subscribed to events without a method; they are answered with an empty success"
             );
         }
-        self.conn.set_phase(Phase::Synchronizing);
-        self.conn.configured.notify_one();
+        Ok(sent)
+    }
+
+    /// Says whether the runtime honours the failure policy the plugin
+    /// declares.
+    fn note_failure_policy(&self, nri_version: RuntimeNriVersion) {
         if let Some(policy) = self.config.failure_policy {
             if !nri_version.version.honours_plugin_failure_policy() {
                 tracing::info!(
@@ -276,10 +298,6 @@ impl<P: Plugin> PluginService<P> {
                 );
             }
         }
-        Ok(encode(&ConfigureResponse {
-            events: sent.as_i32(),
-            failure_policy: self.config.failure_policy,
-        }))
     }
 
     /// Counts one `Synchronize` message of `bytes` bytes with its pods and
@@ -290,22 +308,36 @@ impl<P: Plugin> PluginService<P> {
             .map_err(|e| self.conn.fail(e))
     }
 
-    async fn synchronize(self, payload: Bytes) -> nri_ttrpc::HandlerResult {
+    /// A `Synchronize` message before it is decoded: in
+    /// [`SyncMode::Streaming`] it goes to the plugin undecoded
+    /// (`synchronize_chunk`, answered in `slot`); otherwise it is counted
+    /// and sized against the limits, and handed on to be decoded.
+    fn admit_synchronize(&self, payload: Bytes, slot: &mut HandlerSlot) -> Option<Bytes> {
         if self.config.sync_mode == SyncMode::Streaming {
-            return self.synchronize_chunk(payload).await;
+            slot.set(self.clone().synchronize_chunk(payload));
+            return None;
         }
-        // Counted (a quick pass over the top level), then sized (a pass
-        // over everything), before anything is decoded.
+        match self.check_synchronize(&payload) {
+            Ok(()) => Some(payload),
+            Err(st) => {
+                slot.set(std::future::ready(Err(st)));
+                None
+            }
+        }
+    }
+
+    /// Counts (a quick pass over the top level), then sizes (a pass over
+    /// everything) a `Synchronize` message, before anything is decoded.
+    fn check_synchronize(&self, payload: &Bytes) -> Result<(), Status> {
         let framed = SyncChunk::new(payload.clone()).ok();
         if let Some(c) = &framed {
             self.admit_sync(c.wire_len(), c.pod_count(), c.container_count())?;
         }
-        let scan = check_request::<SynchronizeRequest>(&payload, &["pods", "containers"]).map_err(
-            |r| {
+        let scan =
+            check_request::<SynchronizeRequest>(payload, &["pods", "containers"]).map_err(|r| {
                 tracing::warn!(reason = %r.reason, "nri-plugin: refusing a Synchronize message");
                 r.status()
-            },
-        )?;
+            })?;
         if framed.is_none() {
             self.admit_sync(
                 scan.wire_len(),
@@ -313,13 +345,17 @@ impl<P: Plugin> PluginService<P> {
                 scan.count("containers"),
             )?;
         }
-        // Decoding consumes the payload: the message's bytes are released
-        // as soon as it is decoded, before the plugin sees the structs.
+        Ok(())
+    }
+
+    /// A decoded `Synchronize` message (decoding consumed the payload: the
+    /// message's bytes were released before the plugin sees the structs).
+    async fn run_synchronize(self, req: SynchronizeRequest) -> nri_ttrpc::HandlerResult {
         let SynchronizeRequest {
             pods,
             containers,
             more,
-        } = decode_unchecked(payload)?;
+        } = req;
         let kind = self.conn.sync_kind;
         if more {
             tracing::debug!(
@@ -418,8 +454,7 @@ impl<P: Plugin> PluginService<P> {
         })
     }
 
-    async fn state_change(self, payload: Bytes) -> nri_ttrpc::HandlerResult {
-        let ev: StateChangeEvent = decode(payload)?;
+    async fn run_state_change(self, ev: StateChangeEvent) -> nri_ttrpc::HandlerResult {
         let pod = ev.pod.unwrap_or_default();
         let ctr = ev.container.unwrap_or_default();
         let event = Event::try_from(ev.event).unwrap_or(Event::Unknown);
@@ -472,194 +507,225 @@ impl<P: Plugin> Service for PluginService<P> {
     // Each event's future holds the decoded request (a CreateContainer's
     // pod and container are 2.8 KB by value): the slot reuses one
     // allocation for them instead of a new large one per event.
-    #[allow(clippy::too_many_lines)]
     fn call_in(&self, _ctx: RequestContext, m: &str, payload: Bytes, slot: &mut HandlerSlot) {
-        if event_of_method(m).is_some_and(|e| !P::IMPLEMENTED.events().contains(e)) {
+        dispatch_plugin(self, m, payload, slot);
+    }
+}
+
+/// The typed methods of the `Plugin` service (the trait and its dispatcher
+/// are generated from the schema): each starts its handler in the slot.
+impl<P: Plugin> PluginHandlers for PluginService<P> {
+    type Slot = HandlerSlot;
+
+    fn raw(&self, m: PluginMethod, payload: Bytes, slot: &mut HandlerSlot) -> Option<Bytes> {
+        if m.event()
+            .is_some_and(|e| !P::IMPLEMENTED.events().contains(e))
+        {
             // An event without a method: an empty success, as the Go stub
             // answers (every event's empty response encodes to no bytes;
             // for ValidateContainerAdjustment that is "accepted").
             slot.set(std::future::ready(Ok(Bytes::new())));
-            return;
+            return None;
         }
-        let s = self.clone();
-        match m {
-            method::CONFIGURE => slot.set(s.configure(payload)),
-            method::SYNCHRONIZE => slot.set(s.synchronize(payload)),
-            method::STATE_CHANGE => slot.set(s.state_change(payload)),
-            method::SHUTDOWN => slot.set(async move {
-                tracing::info!("nri-plugin: the runtime asked to shut down");
-                s.plugin.shutdown().await;
-                s.conn.shutdown.notify_one();
-                Ok(Bytes::new())
-            }),
-            method::RUN_POD_SANDBOX => slot.set(async move {
-                let r: RunPodSandboxRequest = decode(payload)?;
-                let res = s.plugin.run_pod_sandbox(r.pod.unwrap_or_default()).await;
-                s.answer(Event::RunPodSandbox, method::RUN_POD_SANDBOX, res, empty)
-            }),
-            method::UPDATE_POD_SANDBOX => slot.set(async move {
-                let r: UpdatePodSandboxRequest = decode(payload)?;
-                let res = s
-                    .plugin
-                    .update_pod_sandbox(
-                        r.pod.unwrap_or_default(),
-                        r.overhead_linux_resources,
-                        r.linux_resources,
-                    )
-                    .await;
-                s.answer(
-                    Event::UpdatePodSandbox,
-                    method::UPDATE_POD_SANDBOX,
-                    res,
-                    empty,
-                )
-            }),
-            method::POST_UPDATE_POD_SANDBOX => slot.set(async move {
-                let r: PostUpdatePodSandboxRequest = decode(payload)?;
-                let res = s
-                    .plugin
-                    .post_update_pod_sandbox(r.pod.unwrap_or_default())
-                    .await;
-                s.answer(
-                    Event::PostUpdatePodSandbox,
-                    method::POST_UPDATE_POD_SANDBOX,
-                    res,
-                    empty,
-                )
-            }),
-            method::STOP_POD_SANDBOX => slot.set(async move {
-                let r: StopPodSandboxRequest = decode(payload)?;
-                let res = s.plugin.stop_pod_sandbox(r.pod.unwrap_or_default()).await;
-                s.answer(Event::StopPodSandbox, method::STOP_POD_SANDBOX, res, empty)
-            }),
-            method::REMOVE_POD_SANDBOX => slot.set(async move {
-                let r: RemovePodSandboxRequest = decode(payload)?;
-                let res = s.plugin.remove_pod_sandbox(r.pod.unwrap_or_default()).await;
-                s.answer(
-                    Event::RemovePodSandbox,
-                    method::REMOVE_POD_SANDBOX,
-                    res,
-                    empty,
-                )
-            }),
-            method::CREATE_CONTAINER => slot.set(async move {
-                let r: CreateContainerRequest = decode(payload)?;
-                let res = s
-                    .plugin
-                    .create_container(r.pod.unwrap_or_default(), r.container.unwrap_or_default())
-                    .await;
-                s.answer(Event::CreateContainer, method::CREATE_CONTAINER, res, |v| {
-                    encode(&v)
-                })
-            }),
-            method::POST_CREATE_CONTAINER => slot.set(async move {
-                let r: PostCreateContainerRequest = decode(payload)?;
-                let res = s
-                    .plugin
-                    .post_create_container(
-                        r.pod.unwrap_or_default(),
-                        r.container.unwrap_or_default(),
-                    )
-                    .await;
-                s.answer(
-                    Event::PostCreateContainer,
-                    method::POST_CREATE_CONTAINER,
-                    res,
-                    empty,
-                )
-            }),
-            method::START_CONTAINER => slot.set(async move {
-                let r: StartContainerRequest = decode(payload)?;
-                let res = s
-                    .plugin
-                    .start_container(r.pod.unwrap_or_default(), r.container.unwrap_or_default())
-                    .await;
-                s.answer(Event::StartContainer, method::START_CONTAINER, res, empty)
-            }),
-            method::POST_START_CONTAINER => slot.set(async move {
-                let r: PostStartContainerRequest = decode(payload)?;
-                let res = s
-                    .plugin
-                    .post_start_container(
-                        r.pod.unwrap_or_default(),
-                        r.container.unwrap_or_default(),
-                    )
-                    .await;
-                s.answer(
-                    Event::PostStartContainer,
-                    method::POST_START_CONTAINER,
-                    res,
-                    empty,
-                )
-            }),
-            method::UPDATE_CONTAINER => slot.set(async move {
-                let r: UpdateContainerRequest = decode(payload)?;
-                let res = s
-                    .plugin
-                    .update_container(
-                        r.pod.unwrap_or_default(),
-                        r.container.unwrap_or_default(),
-                        r.linux_resources,
-                    )
-                    .await;
-                s.answer(Event::UpdateContainer, method::UPDATE_CONTAINER, res, |v| {
-                    encode(&v)
-                })
-            }),
-            method::POST_UPDATE_CONTAINER => slot.set(async move {
-                let r: PostUpdateContainerRequest = decode(payload)?;
-                let res = s
-                    .plugin
-                    .post_update_container(
-                        r.pod.unwrap_or_default(),
-                        r.container.unwrap_or_default(),
-                    )
-                    .await;
-                s.answer(
-                    Event::PostUpdateContainer,
-                    method::POST_UPDATE_CONTAINER,
-                    res,
-                    empty,
-                )
-            }),
-            method::STOP_CONTAINER => slot.set(async move {
-                let r: StopContainerRequest = decode(payload)?;
-                let res = s
-                    .plugin
-                    .stop_container(r.pod.unwrap_or_default(), r.container.unwrap_or_default())
-                    .await;
-                s.answer(Event::StopContainer, method::STOP_CONTAINER, res, |v| {
-                    encode(&v)
-                })
-            }),
-            method::REMOVE_CONTAINER => slot.set(async move {
-                let r: RemoveContainerRequest = decode(payload)?;
-                let res = s
-                    .plugin
-                    .remove_container(r.pod.unwrap_or_default(), r.container.unwrap_or_default())
-                    .await;
-                s.answer(Event::RemoveContainer, method::REMOVE_CONTAINER, res, empty)
-            }),
-            method::VALIDATE_CONTAINER_ADJUSTMENT => slot.set(async move {
-                let r: ValidateContainerAdjustmentRequest = decode(payload)?;
-                match s.plugin.validate_container_adjustment(r).await {
-                    Ok(()) => Ok(encode(&ValidateContainerAdjustmentResponse::default())),
-                    Err(e) if e.is_unimplemented() => Err(s.handler_error(
-                        Event::ValidateContainerAdjustment,
-                        method::VALIDATE_CONTAINER_ADJUSTMENT,
-                        e,
-                    )),
-                    Err(e) => Ok(encode(&ValidateContainerAdjustmentResponse {
-                        reject: true,
-                        reason: e.to_string(),
-                    })),
-                }
-            }),
-            other => {
-                let st = Status::unknown_method(other);
-                slot.set(async move { Err(st) });
+        if m == PluginMethod::Synchronize {
+            return self.admit_synchronize(payload, slot);
+        }
+        Some(payload)
+    }
+
+    fn decode<M: Message + prost::Name + Default>(
+        &self,
+        m: PluginMethod,
+        payload: Bytes,
+        slot: &mut HandlerSlot,
+    ) -> Option<M> {
+        let decoded = match m {
+            // Nothing in it to look at.
+            PluginMethod::Shutdown => Ok(M::default()),
+            // Counted and sized by `raw` already.
+            PluginMethod::Synchronize => decode_unchecked(payload),
+            _ => decode(payload),
+        };
+        match decoded {
+            Ok(req) => Some(req),
+            Err(st) => {
+                slot.set(std::future::ready(Err(st)));
+                None
             }
         }
+    }
+
+    fn unknown(&self, m: &str, slot: &mut HandlerSlot) {
+        let st = Status::unknown_method(m);
+        slot.set(std::future::ready(Err(st)));
+    }
+
+    fn configure(&self, req: ConfigureRequest, slot: &mut HandlerSlot) {
+        slot.set(self.clone().run_configure(req));
+    }
+
+    fn synchronize(&self, req: SynchronizeRequest, slot: &mut HandlerSlot) {
+        slot.set(self.clone().run_synchronize(req));
+    }
+
+    fn shutdown(&self, _req: Empty, slot: &mut HandlerSlot) {
+        let s = self.clone();
+        slot.set(async move {
+            tracing::info!("nri-plugin: the runtime asked to shut down");
+            s.plugin.shutdown().await;
+            s.conn.shutdown.notify_one();
+            Ok(Bytes::new())
+        });
+    }
+
+    fn run_pod_sandbox(&self, r: RunPodSandboxRequest, slot: &mut HandlerSlot) {
+        let s = self.clone();
+        slot.set(async move {
+            let res = s.plugin.run_pod_sandbox(r.pod.unwrap_or_default()).await;
+            s.answer(Event::RunPodSandbox, method::RUN_POD_SANDBOX, res, empty)
+        });
+    }
+
+    fn update_pod_sandbox(&self, r: UpdatePodSandboxRequest, slot: &mut HandlerSlot) {
+        let s = self.clone();
+        slot.set(async move {
+            let pod = r.pod.unwrap_or_default();
+            let (overhead, resources) = (r.overhead_linux_resources, r.linux_resources);
+            let res = s.plugin.update_pod_sandbox(pod, overhead, resources).await;
+            let m = method::UPDATE_POD_SANDBOX;
+            s.answer(Event::UpdatePodSandbox, m, res, empty)
+        });
+    }
+
+    fn post_update_pod_sandbox(&self, r: PostUpdatePodSandboxRequest, slot: &mut HandlerSlot) {
+        let s = self.clone();
+        slot.set(async move {
+            let pod = r.pod.unwrap_or_default();
+            let res = s.plugin.post_update_pod_sandbox(pod).await;
+            let m = method::POST_UPDATE_POD_SANDBOX;
+            s.answer(Event::PostUpdatePodSandbox, m, res, empty)
+        });
+    }
+
+    fn stop_pod_sandbox(&self, r: StopPodSandboxRequest, slot: &mut HandlerSlot) {
+        let s = self.clone();
+        slot.set(async move {
+            let res = s.plugin.stop_pod_sandbox(r.pod.unwrap_or_default()).await;
+            s.answer(Event::StopPodSandbox, method::STOP_POD_SANDBOX, res, empty)
+        });
+    }
+
+    fn remove_pod_sandbox(&self, r: RemovePodSandboxRequest, slot: &mut HandlerSlot) {
+        let s = self.clone();
+        slot.set(async move {
+            let res = s.plugin.remove_pod_sandbox(r.pod.unwrap_or_default()).await;
+            let m = method::REMOVE_POD_SANDBOX;
+            s.answer(Event::RemovePodSandbox, m, res, empty)
+        });
+    }
+
+    fn create_container(&self, r: CreateContainerRequest, slot: &mut HandlerSlot) {
+        let s = self.clone();
+        slot.set(async move {
+            let (pod, ctr) = (r.pod.unwrap_or_default(), r.container.unwrap_or_default());
+            let res = s.plugin.create_container(pod, ctr).await;
+            let m = method::CREATE_CONTAINER;
+            s.answer(Event::CreateContainer, m, res, |v| encode(&v))
+        });
+    }
+
+    fn post_create_container(&self, r: PostCreateContainerRequest, slot: &mut HandlerSlot) {
+        let s = self.clone();
+        slot.set(async move {
+            let (pod, ctr) = (r.pod.unwrap_or_default(), r.container.unwrap_or_default());
+            let res = s.plugin.post_create_container(pod, ctr).await;
+            let m = method::POST_CREATE_CONTAINER;
+            s.answer(Event::PostCreateContainer, m, res, empty)
+        });
+    }
+
+    fn start_container(&self, r: StartContainerRequest, slot: &mut HandlerSlot) {
+        let s = self.clone();
+        slot.set(async move {
+            let (pod, ctr) = (r.pod.unwrap_or_default(), r.container.unwrap_or_default());
+            let res = s.plugin.start_container(pod, ctr).await;
+            s.answer(Event::StartContainer, method::START_CONTAINER, res, empty)
+        });
+    }
+
+    fn post_start_container(&self, r: PostStartContainerRequest, slot: &mut HandlerSlot) {
+        let s = self.clone();
+        slot.set(async move {
+            let (pod, ctr) = (r.pod.unwrap_or_default(), r.container.unwrap_or_default());
+            let res = s.plugin.post_start_container(pod, ctr).await;
+            let m = method::POST_START_CONTAINER;
+            s.answer(Event::PostStartContainer, m, res, empty)
+        });
+    }
+
+    fn update_container(&self, r: UpdateContainerRequest, slot: &mut HandlerSlot) {
+        let s = self.clone();
+        slot.set(async move {
+            let (pod, ctr) = (r.pod.unwrap_or_default(), r.container.unwrap_or_default());
+            let res = s.plugin.update_container(pod, ctr, r.linux_resources).await;
+            let m = method::UPDATE_CONTAINER;
+            s.answer(Event::UpdateContainer, m, res, |v| encode(&v))
+        });
+    }
+
+    fn post_update_container(&self, r: PostUpdateContainerRequest, slot: &mut HandlerSlot) {
+        let s = self.clone();
+        slot.set(async move {
+            let (pod, ctr) = (r.pod.unwrap_or_default(), r.container.unwrap_or_default());
+            let res = s.plugin.post_update_container(pod, ctr).await;
+            let m = method::POST_UPDATE_CONTAINER;
+            s.answer(Event::PostUpdateContainer, m, res, empty)
+        });
+    }
+
+    fn stop_container(&self, r: StopContainerRequest, slot: &mut HandlerSlot) {
+        let s = self.clone();
+        slot.set(async move {
+            let (pod, ctr) = (r.pod.unwrap_or_default(), r.container.unwrap_or_default());
+            let res = s.plugin.stop_container(pod, ctr).await;
+            let m = method::STOP_CONTAINER;
+            s.answer(Event::StopContainer, m, res, |v| encode(&v))
+        });
+    }
+
+    fn remove_container(&self, r: RemoveContainerRequest, slot: &mut HandlerSlot) {
+        let s = self.clone();
+        slot.set(async move {
+            let (pod, ctr) = (r.pod.unwrap_or_default(), r.container.unwrap_or_default());
+            let res = s.plugin.remove_container(pod, ctr).await;
+            s.answer(Event::RemoveContainer, method::REMOVE_CONTAINER, res, empty)
+        });
+    }
+
+    fn state_change(&self, ev: StateChangeEvent, slot: &mut HandlerSlot) {
+        slot.set(self.clone().run_state_change(ev));
+    }
+
+    fn validate_container_adjustment(
+        &self,
+        r: ValidateContainerAdjustmentRequest,
+        slot: &mut HandlerSlot,
+    ) {
+        let s = self.clone();
+        slot.set(async move {
+            match s.plugin.validate_container_adjustment(r).await {
+                Ok(()) => Ok(encode(&ValidateContainerAdjustmentResponse::default())),
+                Err(e) if e.is_unimplemented() => Err(s.handler_error(
+                    Event::ValidateContainerAdjustment,
+                    method::VALIDATE_CONTAINER_ADJUSTMENT,
+                    e,
+                )),
+                Err(e) => Ok(encode(&ValidateContainerAdjustmentResponse {
+                    reject: true,
+                    reason: e.to_string(),
+                })),
+            }
+        });
     }
 }
 
@@ -678,27 +744,6 @@ fn is_teardown(event: Event) -> bool {
             | Event::PostUpdateContainer
             | Event::PostUpdatePodSandbox
     )
-}
-
-/// The event of a dedicated event RPC (`None` for the other methods).
-fn event_of_method(m: &str) -> Option<Event> {
-    Some(match m {
-        method::RUN_POD_SANDBOX => Event::RunPodSandbox,
-        method::UPDATE_POD_SANDBOX => Event::UpdatePodSandbox,
-        method::POST_UPDATE_POD_SANDBOX => Event::PostUpdatePodSandbox,
-        method::STOP_POD_SANDBOX => Event::StopPodSandbox,
-        method::REMOVE_POD_SANDBOX => Event::RemovePodSandbox,
-        method::CREATE_CONTAINER => Event::CreateContainer,
-        method::POST_CREATE_CONTAINER => Event::PostCreateContainer,
-        method::START_CONTAINER => Event::StartContainer,
-        method::POST_START_CONTAINER => Event::PostStartContainer,
-        method::UPDATE_CONTAINER => Event::UpdateContainer,
-        method::POST_UPDATE_CONTAINER => Event::PostUpdateContainer,
-        method::STOP_CONTAINER => Event::StopContainer,
-        method::REMOVE_CONTAINER => Event::RemoveContainer,
-        method::VALIDATE_CONTAINER_ADJUSTMENT => Event::ValidateContainerAdjustment,
-        _ => return None,
-    })
 }
 
 impl Config {

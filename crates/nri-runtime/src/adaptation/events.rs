@@ -1,6 +1,8 @@
 //! The lifecycle events of [`Adaptation`] but CreateContainer
 //! (`create.rs`): each fans the event out to the subscribed plugins, in
-//! turn, or, for teardown events, to all of them at once.
+//! turn, or, for teardown events, to all of them at once. The methods of
+//! the events that only notify are generated from the schema
+//! (`src/generated/event_wrappers.rs`, by `cargo xtask codegen`).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -20,6 +22,8 @@ use crate::latency::Turns;
 use crate::metrics::audit_owners;
 use crate::plugin::{Answer, Notification, Plugin};
 use nri_merge::{StopResult, UpdateResult};
+
+include!("../generated/event_wrappers.rs");
 
 impl Adaptation {
     /// RunPodSandbox. Fails when a `required` plugin is missing or a plugin
@@ -94,52 +98,6 @@ impl Adaptation {
         Ok(EventReport { errors })
     }
 
-    /// PostUpdatePodSandbox (teardown-class: never fails).
-    pub async fn post_update_pod_sandbox(&self, pod: &PodSandbox) -> Result<EventReport, Error> {
-        self.notify_event(Event::PostUpdatePodSandbox, pod, None)
-            .await
-    }
-
-    /// StopPodSandbox (teardown: delivered to every subscribed plugin, never fails).
-    pub async fn stop_pod_sandbox(&self, pod: &PodSandbox) -> Result<EventReport, Error> {
-        self.notify_event(Event::StopPodSandbox, pod, None).await
-    }
-
-    /// RemovePodSandbox (teardown).
-    pub async fn remove_pod_sandbox(&self, pod: &PodSandbox) -> Result<EventReport, Error> {
-        self.notify_event(Event::RemovePodSandbox, pod, None).await
-    }
-
-    /// PostCreateContainer (teardown-class: never fails).
-    pub async fn post_create_container(
-        &self,
-        pod: &PodSandbox,
-        container: &Container,
-    ) -> Result<EventReport, Error> {
-        self.notify_event(Event::PostCreateContainer, pod, Some(container))
-            .await
-    }
-
-    /// StartContainer (policy applies).
-    pub async fn start_container(
-        &self,
-        pod: &PodSandbox,
-        container: &Container,
-    ) -> Result<EventReport, Error> {
-        self.notify_event(Event::StartContainer, pod, Some(container))
-            .await
-    }
-
-    /// PostStartContainer (teardown-class: never fails).
-    pub async fn post_start_container(
-        &self,
-        pod: &PodSandbox,
-        container: &Container,
-    ) -> Result<EventReport, Error> {
-        self.notify_event(Event::PostStartContainer, pod, Some(container))
-            .await
-    }
-
     /// UpdateContainer: updates (the target's last) and evictions.
     pub async fn update_container(
         &self,
@@ -199,16 +157,6 @@ impl Adaptation {
             evictions: resp.evict,
             errors,
         })
-    }
-
-    /// PostUpdateContainer (teardown-class: never fails).
-    pub async fn post_update_container(
-        &self,
-        pod: &PodSandbox,
-        container: &Container,
-    ) -> Result<EventReport, Error> {
-        self.notify_event(Event::PostUpdateContainer, pod, Some(container))
-            .await
     }
 
     /// StopContainer (teardown: every subscribed plugin, never fails);
@@ -285,17 +233,6 @@ impl Adaptation {
         Ok(StopContainerOutcome { updates, errors })
     }
 
-    /// RemoveContainer (teardown).
-    pub async fn remove_container(
-        &self,
-        pod: &PodSandbox,
-        container: &Container,
-    ) -> Result<EventReport, Error> {
-        self.shared.peers.known.removed(&container.id);
-        self.notify_event(Event::RemoveContainer, pod, Some(container))
-            .await
-    }
-
     /// ValidateContainerAdjustment sent by a runtime above this one (a
     /// proxy's case: the adjustment of every plugin of that runtime):
     /// runs the in-process validators and the validator plugins on `req`
@@ -322,12 +259,17 @@ impl Adaptation {
         Ok(EventReport { errors })
     }
 
+    /// The events that only notify (their typed methods are generated:
+    /// `src/generated/event_wrappers.rs`).
     async fn notify_event(
         &self,
         ev: Event,
         pod: &PodSandbox,
         container: Option<&Container>,
     ) -> Result<EventReport, Error> {
+        if let (Event::RemoveContainer, Some(c)) = (ev, container) {
+            self.shared.peers.known.removed(&c.id);
+        }
         if is_teardown_event(ev) {
             // Teardown is delivered even when not started yet is an API misuse;
             // report it but never fail a teardown.
