@@ -206,3 +206,26 @@ fn unknown_methods_bad_requests_and_raw_answers_stop_before_the_handler() {
         )]
     );
 }
+
+#[test]
+fn teardown_events_are_stop_remove_and_post() {
+    let teardown: Vec<Event> = Event::ALL_EVENTS
+        .into_iter()
+        .filter(|e| e.is_teardown())
+        .collect();
+    assert_eq!(
+        teardown,
+        [
+            Event::StopPodSandbox,
+            Event::RemovePodSandbox,
+            Event::PostCreateContainer,
+            Event::PostStartContainer,
+            Event::PostUpdateContainer,
+            Event::StopContainer,
+            Event::RemoveContainer,
+            Event::PostUpdatePodSandbox,
+        ]
+    );
+    assert!(!Event::Unknown.is_teardown());
+    assert!(!Event::Last.is_teardown());
+}

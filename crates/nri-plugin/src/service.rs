@@ -153,7 +153,7 @@ impl<P: Plugin> PluginService<P> {
 
     /// Whether an error of `event`'s method is answered with success.
     fn acknowledges(&self, event: Event) -> bool {
-        is_teardown(event) && !self.config.send_teardown_errors
+        event.is_teardown() && !self.config.send_teardown_errors
     }
 
     /// A teardown method failed and the runtime gets a success: logged,
@@ -727,23 +727,6 @@ impl<P: Plugin> PluginHandlers for PluginService<P> {
             }
         });
     }
-}
-
-/// The teardown events: StopPodSandbox, RemovePodSandbox, StopContainer,
-/// RemoveContainer and the Post* notifications. A runtime cannot undo
-/// them, and containerd stops delivering some of them at the first error.
-fn is_teardown(event: Event) -> bool {
-    matches!(
-        event,
-        Event::StopPodSandbox
-            | Event::RemovePodSandbox
-            | Event::StopContainer
-            | Event::RemoveContainer
-            | Event::PostCreateContainer
-            | Event::PostStartContainer
-            | Event::PostUpdateContainer
-            | Event::PostUpdatePodSandbox
-    )
 }
 
 impl Config {

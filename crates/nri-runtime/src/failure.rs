@@ -259,23 +259,6 @@ impl fmt::Display for FailurePolicy {
     }
 }
 
-/// Whether `event` is a teardown event: delivered to every subscribed
-/// plugin whatever earlier plugins returned, never failing the request.
-/// Stop*, Remove* and every Post* event.
-pub fn is_teardown_event(event: Event) -> bool {
-    matches!(
-        event,
-        Event::StopPodSandbox
-            | Event::RemovePodSandbox
-            | Event::StopContainer
-            | Event::RemoveContainer
-            | Event::PostCreateContainer
-            | Event::PostStartContainer
-            | Event::PostUpdateContainer
-            | Event::PostUpdatePodSandbox
-    )
-}
-
 /// What happens to a container creation when a validator plugin (one
 /// subscribed to ValidateContainerAdjustment) fails while validating it:
 /// times out, crashes, loses its connection, answers with an error or

@@ -167,6 +167,27 @@ impl PluginMethod {
     }
 }
 
+impl crate::api::Event {
+    /// Whether this is a teardown-class event: delivered to every
+    /// subscribed plugin whatever earlier plugins returned, never
+    /// failing the request (a runtime cannot undo it); the plugin SDK
+    /// answers a handler's error for it with success. Stop*, Remove*
+    /// and every Post* event.
+    pub const fn is_teardown(self) -> bool {
+        matches!(
+            self,
+            Self::PostUpdatePodSandbox
+                | Self::StopPodSandbox
+                | Self::RemovePodSandbox
+                | Self::PostCreateContainer
+                | Self::PostStartContainer
+                | Self::PostUpdateContainer
+                | Self::StopContainer
+                | Self::RemoveContainer
+        )
+    }
+}
+
 /// Handlers of the `Plugin` service: one typed method per RPC, called by
 /// [`dispatch_plugin`] with the decoded request. Each handler puts its
 /// answer in `slot` (for instance a future the transport polls).

@@ -17,7 +17,7 @@ use super::{
     Adaptation, EventReport, RunPodSandboxOutcome, StopContainerOutcome, UpdateContainerOutcome,
 };
 use crate::error::Error;
-use crate::failure::{PluginError, PluginFailure, is_teardown_event};
+use crate::failure::{PluginError, PluginFailure};
 use crate::latency::Turns;
 use crate::metrics::audit_owners;
 use crate::plugin::{Answer, Notification, Plugin};
@@ -270,7 +270,7 @@ impl Adaptation {
         if let (Event::RemoveContainer, Some(c)) = (ev, container) {
             self.shared.peers.known.removed(&c.id);
         }
-        if is_teardown_event(ev) {
+        if ev.is_teardown() {
             // Teardown is delivered even when not started yet is an API misuse;
             // report it but never fail a teardown.
             if let Err(e) = self.check_started() {
@@ -284,7 +284,7 @@ impl Adaptation {
         let plugins = sh.registry.begin_event(ev, pod, container);
         let n = Notification::new(ev, pod, container);
         let mut errors = Vec::new();
-        if is_teardown_event(ev) {
+        if ev.is_teardown() {
             // Teardown reaches every plugin whatever the others answer, so
             // nothing orders the calls: deliver to all at once, report the
             // failures in plugin order.

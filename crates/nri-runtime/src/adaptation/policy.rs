@@ -5,7 +5,7 @@ use nri_api::api::{Event, PodSandbox};
 
 use super::Shared;
 use crate::error::Error;
-use crate::failure::{ErrorClass, FailurePolicy, PluginError, PluginFailure, is_teardown_event};
+use crate::failure::{ErrorClass, FailurePolicy, PluginError, PluginFailure};
 use crate::lock;
 use crate::plugin::{Plugin, PluginList};
 use nri_merge::PluginId;
@@ -62,7 +62,7 @@ impl Shared {
         let ev = event.pretty_name();
         let class = failure.class();
         let unavailable = class.is_unavailable();
-        if is_teardown_event(event) {
+        if event.is_teardown() {
             tracing::warn!(plugin = %plugin, event = ev, error = %failure, class = %class, "NRI plugin failed a teardown event (reported, not fatal)");
             errors.push(PluginError::new(plugin, event, failure));
             return Ok(());
