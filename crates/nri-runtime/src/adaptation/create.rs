@@ -4,6 +4,7 @@
 use nri_api::api::{Container, CreateContainerResponse, Event, PodSandbox};
 use nri_api::method;
 
+use super::events::InTurn;
 use super::{Adaptation, CreateContainerOutcome};
 use crate::error::Error;
 use crate::latency::{Turn, Turns};
@@ -34,6 +35,7 @@ impl Adaptation {
                 .begin_creation(ev, pod, Some(container), payload.first());
         sh.check_required(ev, &plugins, pod)?;
         let mut result = CreateResult::new(pod, container);
+        let turn = InTurn::new(ev, method::CREATE_CONTAINER, Answer::Merged, pod);
         let mut errors = Vec::new();
         // The request cache's key: bumped whenever an applied response
         // changed the container the next plugin sees.
@@ -44,8 +46,8 @@ impl Adaptation {
         let mut delta: Option<Container> = None;
         let mut answered: Vec<&PluginId> = Vec::new();
         let mut turns = Turns::new(&plugins, ev);
-        while let Some(turn) = turns.next_turn() {
-            let p = match turn {
+        while let Some(next) = turns.next_turn() {
+            let p = match next {
                 Turn::Call(p) => p,
                 Turn::Pass(p) => {
                     // Every plugin is noted in call order.
@@ -54,28 +56,11 @@ impl Adaptation {
                 }
             };
             let req = payload.request(revision, result.container(), delta.as_ref());
-            let r: Result<CreateContainerResponse, _> =
-                match self.budget.time_for(p, &*sh.metrics, op) {
-                    Ok(t) => {
-                        p.call_encoded(
-                            &*sh.metrics,
-                            op,
-                            method::CREATE_CONTAINER,
-                            req,
-                            t,
-                            Answer::Merged,
-                        )
-                        .await
-                    }
-                    Err(f) => Err(f),
+            let resp: CreateContainerResponse =
+                match self.call_in_turn(p, &turn, req, &mut errors).await? {
+                    Some(resp) => resp,
+                    None => continue,
                 };
-            let resp = match r {
-                Ok(resp) => resp,
-                Err(f) => {
-                    sh.on_failure(p, ev, f, pod, &mut errors)?;
-                    continue;
-                }
-            };
             let (nu, ne) = (resp.update.len(), resp.evict.len());
             let adjusted = resp.adjust.is_some();
             let appended = if turns.is_last_call() {

@@ -72,28 +72,13 @@ impl Adaptation {
             linux_resources: resources,
         };
         let payload = bytes::Bytes::from(prost::Message::encode_to_vec(&req));
+        let turn = InTurn::new(ev, method::UPDATE_POD_SANDBOX, Answer::Counted, pod);
         let mut errors = Vec::new();
-        let metrics = &*self.shared.metrics;
         let mut turns = Turns::new(&plugins, ev);
         while let Some(p) = turns.next_call() {
-            let r: Result<UpdatePodSandboxResponse, _> =
-                match self.budget.time_for(p, metrics, ev.pretty_name()) {
-                    Ok(t) => {
-                        p.call_encoded(
-                            metrics,
-                            ev.pretty_name(),
-                            method::UPDATE_POD_SANDBOX,
-                            payload.clone(),
-                            t,
-                            Answer::Counted,
-                        )
-                        .await
-                    }
-                    Err(f) => Err(f),
-                };
-            if let Err(f) = r {
-                self.shared.on_failure(p, ev, f, pod, &mut errors)?;
-            }
+            let _: Option<UpdatePodSandboxResponse> = self
+                .call_in_turn(p, &turn, payload.clone(), &mut errors)
+                .await?;
         }
         Ok(EventReport { errors })
     }
@@ -114,31 +99,15 @@ impl Adaptation {
             .begin_update(ev, pod, Some(container), resources.as_ref(), None);
         let mut result = UpdateResult::new(pod.clone(), container.clone(), resources);
         let mut errors = Vec::new();
+        let turn = InTurn::new(ev, method::UPDATE_CONTAINER, Answer::Merged, pod);
         let mut turns = Turns::new(&plugins, ev);
         while let Some(p) = turns.next_call() {
             let req = bytes::Bytes::from(prost::Message::encode_to_vec(&result.request()));
-            let r: Result<UpdateContainerResponse, _> =
-                match self.budget.time_for(p, &*sh.metrics, op) {
-                    Ok(t) => {
-                        p.call_encoded(
-                            &*sh.metrics,
-                            op,
-                            method::UPDATE_CONTAINER,
-                            req,
-                            t,
-                            Answer::Merged,
-                        )
-                        .await
-                    }
-                    Err(f) => Err(f),
+            let resp: UpdateContainerResponse =
+                match self.call_in_turn(p, &turn, req, &mut errors).await? {
+                    Some(resp) => resp,
+                    None => continue,
                 };
-            let resp = match r {
-                Ok(resp) => resp,
-                Err(f) => {
-                    sh.on_failure(p, ev, f, pod, &mut errors)?;
-                    continue;
-                }
-            };
             let (nu, ne) = (resp.update.len(), resp.evict.len());
             match result.apply_response(&p.id, resp) {
                 Ok(()) => sh.merge_succeeded(p, op, nu, ne),
@@ -342,4 +311,60 @@ async fn join_all<F: Future>(futs: impl IntoIterator<Item = F>) -> Vec<F::Output
     })
     .await;
     out.into_iter().flatten().collect()
+}
+
+/// One event's call to each plugin in turn.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct InTurn<'a> {
+    event: Event,
+    method: &'static str,
+    answer: Answer,
+    pod: &'a PodSandbox,
+}
+
+impl<'a> InTurn<'a> {
+    pub(super) fn new(
+        event: Event,
+        method: &'static str,
+        answer: Answer,
+        pod: &'a PodSandbox,
+    ) -> Self {
+        InTurn {
+            event,
+            method,
+            answer,
+            pod,
+        }
+    }
+}
+
+impl Adaptation {
+    /// One plugin's turn: calls `p` with `req` within the event's budget;
+    /// on failure the failure policy decides. The answer, or `None` when
+    /// the plugin failed and the event goes on without it (the failure is
+    /// in `errors`), or the error that fails the event.
+    pub(super) async fn call_in_turn<R: prost::Message + prost::Name + Default>(
+        &self,
+        p: &Plugin,
+        turn: &InTurn<'_>,
+        req: bytes::Bytes,
+        errors: &mut Vec<PluginError>,
+    ) -> Result<Option<R>, Error> {
+        let metrics = &*self.shared.metrics;
+        let op = turn.event.pretty_name();
+        let answer = match self.budget.time_for(p, metrics, op) {
+            Ok(t) => {
+                p.call_encoded(metrics, op, turn.method, req, t, turn.answer)
+                    .await
+            }
+            Err(f) => Err(f),
+        };
+        match answer {
+            Ok(resp) => Ok(Some(resp)),
+            Err(f) => {
+                (self.shared).on_failure(p, turn.event, f, turn.pod, errors)?;
+                Ok(None)
+            }
+        }
+    }
 }
