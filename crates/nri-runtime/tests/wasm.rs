@@ -9,16 +9,18 @@
 mod common;
 mod wasm_util;
 
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use common::*;
 use nri_api::EventMask;
 use nri_api::api::{ContainerAdjustment, CreateContainerResponse, Event, KeyValue};
 use nri_runtime::wasm::{WasmError, WasmLimits, check_module};
 use nri_runtime::{
-    Adaptation, Builder, Error, FailurePolicy, PluginFailure, PluginOrigin, PluginPolicy,
+    Adaptation, Builder, Error, ErrorClass, FailurePolicy, Metrics, PluginFailure, PluginOrigin,
+    PluginPolicy,
 };
-use wasm_util::Wat;
+use wasm_util::{Wat, Work};
 
 const CREATE: &str = "plugin_create_container";
 
@@ -129,11 +131,25 @@ async fn error_string_fails_the_event_and_keeps_the_plugin() {
     a.stop().await;
 }
 
+/// The policy of `bad` in [`hostile`]: ignore its failures, time its
+/// requests out after `timeout`.
+fn bad_timeout(b: Builder, timeout: Duration) -> Builder {
+    b.plugin_policy(
+        "bad",
+        PluginPolicy::new(FailurePolicy::Ignore).with_request_timeout(timeout),
+    )
+}
+
 /// Starts `10-bad` (policy ignore, with `bad_policy` applied) beside
 /// `20-good`, calls CreateContainer once, and returns the failure of
 /// `10-bad`; checks that 20-good's change was applied, that 10-bad is
 /// closed, and that the next creation only involves 20-good.
 async fn hostile(bad: Wat, b: impl FnOnce(Builder) -> Builder) -> PluginFailure {
+    hostile_timed(bad, b).await.0
+}
+
+/// [`hostile`], also returning how long the first CreateContainer took.
+async fn hostile_timed(bad: Wat, b: impl FnOnce(Builder) -> Builder) -> (PluginFailure, Duration) {
     let env = TestEnv::new();
     let policy = PluginPolicy::new(FailurePolicy::Ignore);
     let builder = b(builder(&env).plugin_policy("bad", policy));
@@ -144,10 +160,12 @@ async fn hostile(bad: Wat, b: impl FnOnce(Builder) -> Builder) -> PluginFailure 
     )
     .await;
     assert_eq!(a.plugins().len(), 2, "both loaded");
+    let started = Instant::now();
     let out = a
         .create_container(&pod("p"), &ctr("p", "first"))
         .await
         .unwrap();
+    let took = started.elapsed();
     assert_eq!(env_of(&out.adjustment), [("GOOD".into(), "yes".into())]);
     assert_eq!(out.errors.len(), 1, "{:?}", out.errors);
     assert_eq!(out.errors[0].plugin, "10-bad");
@@ -176,7 +194,7 @@ async fn hostile(bad: Wat, b: impl FnOnce(Builder) -> Builder) -> PluginFailure 
     }
     assert!(clean, "the closed plugin was never dropped");
     a.stop().await;
-    failure
+    (failure, took)
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -207,16 +225,9 @@ async fn proc_exit_closes_the_plugin() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn runaway_loop_hits_the_timeout() {
-    let guest = Wat::new(create_events()).with_body(CREATE, "(loop (br 0)) i64.const 0");
-    let started = std::time::Instant::now();
-    let f = hostile(guest, |b| {
-        b.plugin_policy(
-            "bad",
-            PluginPolicy::new(FailurePolicy::Ignore)
-                .with_request_timeout(Duration::from_millis(300)),
-        )
-    })
-    .await;
+    let guest = Wat::new(create_events()).work(CREATE, Work::Forever);
+    let started = Instant::now();
+    let f = hostile(guest, |b| bad_timeout(b, Duration::from_millis(300))).await;
     assert_eq!(
         f,
         PluginFailure::Timeout {
@@ -224,6 +235,90 @@ async fn runaway_loop_hits_the_timeout() {
         }
     );
     assert!(started.elapsed() < Duration::from_secs(20));
+}
+
+/// One counted invocation: plugin, operation, result.
+type Invocation = (String, String, Result<(), ErrorClass>);
+
+/// The results of the plugin calls counted in the metrics, per plugin and
+/// operation.
+#[derive(Default)]
+struct Invocations(Mutex<Vec<Invocation>>);
+
+impl Invocations {
+    fn of(&self, plugin: &str, operation: &str) -> Vec<Result<(), ErrorClass>> {
+        let calls = self.0.lock().unwrap();
+        calls
+            .iter()
+            .filter(|(p, o, _)| p == plugin && o == operation)
+            .map(|(_, _, r)| *r)
+            .collect()
+    }
+}
+
+impl Metrics for Invocations {
+    fn plugin_invocation(&self, plugin: &str, operation: &str, result: Result<(), ErrorClass>) {
+        let call = (plugin.to_owned(), operation.to_owned(), result);
+        self.0.lock().unwrap().push(call);
+    }
+}
+
+/// A guest that sleeps in `poll_oneoff` past its request's deadline, then
+/// would answer, has timed out: the sleep is cut at the deadline and the
+/// call fails as a timeout (in the metrics too), within about the
+/// timeout; the plugin is closed and, under policy ignore, the next
+/// creations go on without it.
+#[tokio::test(flavor = "multi_thread")]
+async fn sleeping_past_the_deadline_is_a_timeout() {
+    let timeout = Duration::from_millis(300);
+    let guest = Wat::new(create_events()).work(CREATE, Work::Sleep(Duration::from_secs(60)));
+    let m = Arc::new(Invocations::default());
+    let (f, took) = hostile_timed(guest, |b| bad_timeout(b, timeout).metrics(m.clone())).await;
+    assert_eq!(f, PluginFailure::Timeout { timeout });
+    assert!(took >= timeout, "answered before the deadline: {took:?}");
+    assert!(took < Duration::from_secs(3), "answered late: {took:?}");
+    assert_eq!(
+        m.of("10-bad", "CreateContainer"),
+        [Err(ErrorClass::Timeout)]
+    );
+}
+
+/// Under policy required, a guest whose sleep reaches the deadline fails
+/// the creation with a timeout; closed, it is then missing, which fails
+/// the next creations.
+#[tokio::test(flavor = "multi_thread")]
+async fn sleeping_past_the_deadline_fails_a_required_plugin() {
+    let timeout = Duration::from_millis(300);
+    let env = TestEnv::new();
+    let policy = PluginPolicy::new(FailurePolicy::Required).with_request_timeout(timeout);
+    let guest = Wat::new(create_events()).work(CREATE, Work::Sleep(Duration::from_secs(60)));
+    let a = start(
+        &env,
+        &[("10-bad", guest)],
+        builder(&env).plugin_policy("bad", policy),
+    )
+    .await;
+    let err = a
+        .create_container(&pod("p"), &ctr("p", "first"))
+        .await
+        .unwrap_err();
+    match err {
+        Error::PluginFailed { plugin, cause, .. } => {
+            assert_eq!(plugin, "10-bad");
+            assert_eq!(cause, PluginFailure::Timeout { timeout });
+        }
+        other => panic!("{other:?}"),
+    }
+    wait_active_exact(&a, 0).await;
+    let err = a
+        .create_container(&pod("p"), &ctr("p", "second"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::RequiredPluginMissing { plugin, .. } if plugin.contains("bad")),
+        "{err:?}"
+    );
+    a.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -14,14 +14,12 @@ use std::time::Duration;
 use common::*;
 use nri_api::EventMask;
 use nri_api::api::{ContainerAdjustment, CreateContainerResponse, Event, KeyValue};
-use prost::Message;
-use wasm_util::Wat;
+use wasm_util::{LONG_WORK, Wat, Work};
 
 const CREATE: &str = "plugin_create_container";
 
-/// A guest whose CreateContainer runs `work` (WAT instructions leaving
-/// nothing on the stack), then sets env `K=v`.
-fn guest(work: &str) -> Wat {
+/// A guest whose CreateContainer does `work`, then sets env `K=v`.
+fn guest(work: Option<Work>) -> Wat {
     let mut events = EventMask::EMPTY;
     events.set(Event::CreateContainer);
     let resp = CreateContainerResponse {
@@ -34,25 +32,12 @@ fn guest(work: &str) -> Wat {
         }),
         ..Default::default()
     };
-    let mut w = Wat::new(events);
-    let bytes = resp.encode_to_vec();
-    let at = w.place(&bytes);
-    let answer = wasm_util::packed(at, u32::try_from(bytes.len()).unwrap(), false);
-    w.with_body(CREATE, &format!("{work} i64.const {answer}"))
-        .field("(global $i (mut i32) (i32.const 0))")
+    let w = Wat::new(events).answer(CREATE, &resp);
+    match work {
+        Some(work) => w.work(CREATE, work),
+        None => w,
+    }
 }
-
-/// About 600 000 instructions: far over the inline fuel.
-const LONG_WORK: &str = "(global.set $i (i32.const 0))
-    (loop $l (global.set $i (i32.add (global.get $i) (i32.const 1)))
-      (br_if $l (i32.lt_u (global.get $i) (i32.const 100000))))";
-
-/// A one-minute WASI `poll_oneoff` sleep (one relative clock subscription
-/// at 60000, its timeout at 60024; its event at 60100).
-const SLEEP_WORK: &str = "(i64.store (i32.const 60024) (i64.const 60000000000))
-     (drop (call $poll (i32.const 60000) (i32.const 60100) (i32.const 1) (i32.const 60200)))";
-
-const POLL_IMPORT: &str = r#"(import "wasi_snapshot_preview1" "poll_oneoff" (func $poll (param i32 i32 i32 i32) (result i32)))"#;
 
 const MINUTE: Duration = Duration::from_secs(60);
 
@@ -91,7 +76,7 @@ async fn start(env: &TestEnv, guest: Wat, timeout: Duration) -> nri_runtime::Ada
 fn a_short_call_needs_no_blocking_thread() {
     one_blocking_thread().block_on(async {
         let env = TestEnv::new();
-        let a = start(&env, guest(""), MINUTE).await;
+        let a = start(&env, guest(None), MINUTE).await;
         let (release, held) = std::sync::mpsc::channel::<()>();
         let (taken, on_taken) = tokio::sync::oneshot::channel();
         let hold = tokio::task::spawn_blocking(move || {
@@ -121,7 +106,7 @@ fn a_long_call_completes_off_the_executor() {
     for rt in [one_blocking_thread(), multi] {
         rt.block_on(async {
             let env = TestEnv::new();
-            let a = start(&env, guest(LONG_WORK), MINUTE).await;
+            let a = start(&env, guest(Some(LONG_WORK)), MINUTE).await;
             for _ in 0..3 {
                 let out = a.create_container(&pod("p"), &ctr("p", "c")).await.unwrap();
                 assert_eq!(env_of(&out.adjustment), [("K".into(), "v".into())]);
@@ -129,25 +114,6 @@ fn a_long_call_completes_off_the_executor() {
             a.stop().await;
         });
     }
-}
-
-/// The `nanosleep` and `clock_nanosleep` syscall numbers (what
-/// `std::thread::sleep` ends in).
-#[cfg(target_arch = "x86_64")]
-const SLEEPS: [&str; 2] = ["35", "230"];
-#[cfg(target_arch = "aarch64")]
-const SLEEPS: [&str; 2] = ["101", "115"];
-
-/// Whether a thread of this process is in a sleep syscall.
-#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-fn a_thread_sleeps() -> bool {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .flatten()
-        .any(|t| {
-            let sc = std::fs::read_to_string(t.path().join("syscall")).unwrap_or_default();
-            SLEEPS.contains(&sc.split_whitespace().next().unwrap_or_default())
-        })
 }
 
 /// A guest sleeping in `poll_oneoff` sleeps on a blocking thread: the
@@ -161,14 +127,14 @@ fn a_thread_sleeps() -> bool {
 fn a_guest_sleep_leaves_the_executor_free() {
     one_blocking_thread().block_on(async {
         let env = TestEnv::new();
-        let guest = guest(SLEEP_WORK).import(POLL_IMPORT);
+        let guest = guest(Some(Work::Sleep(MINUTE)));
         let a = std::sync::Arc::new(start(&env, guest, Duration::from_secs(3)).await);
         let call = tokio::spawn({
             let a = a.clone();
             async move { a.create_container(&pod("p"), &ctr("p", "c")).await }
         });
         let end = std::time::Instant::now() + Duration::from_secs(20);
-        while !a_thread_sleeps() {
+        while !wasm_util::a_thread_sleeps() {
             assert!(std::time::Instant::now() < end, "the guest never slept");
             tokio::time::sleep(Duration::from_millis(2)).await;
         }

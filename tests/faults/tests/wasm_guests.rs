@@ -24,7 +24,7 @@ use nri_api::EventMask;
 use nri_api::api::Event;
 use nri_fault_tests::peak_rss_kib;
 use victim_proc::VictimProc;
-use wasm_util::{Wat, packed};
+use wasm_util::{Wat, Work, packed};
 
 const CREATE: &str = "plugin_create_container";
 /// Creations the socket plugin must complete beside the hostile guest.
@@ -145,7 +145,7 @@ async fn attack(id: &str, guest: Wat, loaded: bool, why: &str) -> String {
 async fn a_guest_that_loops_forever_is_stopped_at_its_deadline() {
     let failed = attack(
         "20-spin",
-        hostile("(loop $l (br $l)) i64.const 0"),
+        hostile("i64.const 0").work(CREATE, Work::Forever),
         true,
         "deadline passed",
     )

@@ -20,7 +20,7 @@ use wasmi::{
 };
 
 use super::abi::{self, Answer, Packed};
-use super::wasi::{self, HostState};
+use super::wasi::{self, HostState, SleepEnd};
 use super::{WasmError, WasmLimits};
 use crate::failure::PluginFailure;
 
@@ -296,14 +296,12 @@ impl Guest {
         used: &mut u64,
     ) -> Result<Option<Next>, CallError> {
         let cancel = budget.cancel;
-        // A trap after the plugin was closed (a cut `poll_oneoff` sleep)
-        // is the closing, not the guest's fault.
-        let fail = |e: &wasmi::Error| {
-            if cancel.is_some_and(CancellationToken::is_cancelled) {
-                CallError::Closed
-            } else {
-                engine_error(e)
-            }
+        // A `poll_oneoff` sleep cut short ends the call with its reason:
+        // the deadline (a timeout) or the closing, not the guest's fault.
+        let fail = |e: &wasmi::Error| match e.downcast_ref::<SleepEnd>() {
+            Some(SleepEnd::Deadline) => CallError::Timeout,
+            Some(SleepEnd::Closed) => CallError::Closed,
+            Some(SleepEnd::Slept) | None => engine_error(e),
         };
         let fuel = match budget.inline_left {
             Some(0) => return Ok(Some(next)),
@@ -551,7 +549,9 @@ impl WasmConn {
     }
 
     /// Calls `method` with `payload` within `timeout` (waiting for an
-    /// earlier call of this plugin counts toward it).
+    /// earlier call of this plugin counts toward it). `Shutdown` does not
+    /// wait: while another call runs, the plugin is closed instead, which
+    /// ends that call within a fuel slice or a sleep's closing check.
     ///
     /// The call starts on this task and, if the guest answers within its
     /// inline fuel, ends there; otherwise the rest runs on a blocking
@@ -564,9 +564,21 @@ impl WasmConn {
         timeout: Duration,
     ) -> Result<Bytes, PluginFailure> {
         let deadline = Instant::now() + timeout;
-        let Ok(mut guard) = tokio::time::timeout(timeout, self.guest.clone().lock_owned()).await
-        else {
-            return Err(PluginFailure::Timeout { timeout });
+        let mut guard = if method == nri_api::method::SHUTDOWN {
+            // The runtime is stopping: a guest busy in a call is closed
+            // (ending that call) rather than waited for.
+            let Ok(guard) = self.guest.clone().try_lock_owned() else {
+                tracing::debug!(plugin = %self.name, "WebAssembly plugin busy at Shutdown; closing it");
+                self.close();
+                return Err(closed_failure());
+            };
+            guard
+        } else {
+            let lock = tokio::time::timeout(timeout, self.guest.clone().lock_owned()).await;
+            let Ok(guard) = lock else {
+                return Err(PluginFailure::Timeout { timeout });
+            };
+            guard
         };
         if self.closed.is_cancelled() {
             guard.take();
@@ -662,6 +674,15 @@ fn failure(e: CallError, method: &str, timeout: Duration) -> PluginFailure {
     }
 }
 
+/// The WAT guests of the integration tests.
+#[cfg(all(
+    test,
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+#[path = "../../tests/wasm_util/mod.rs"]
+mod test_guests;
+
 #[cfg(all(
     test,
     target_os = "linux",
@@ -673,58 +694,17 @@ mod tests {
 
     use super::*;
     use crate::wasm::WasmLimits;
-
-    /// The `nanosleep` and `clock_nanosleep` syscall numbers (what
-    /// `std::thread::sleep` ends in).
-    #[cfg(target_arch = "x86_64")]
-    const SLEEPS: [&str; 2] = ["35", "230"];
-    #[cfg(target_arch = "aarch64")]
-    const SLEEPS: [&str; 2] = ["101", "115"];
+    use test_guests::{Wat, Work, a_thread_sleeps};
 
     /// A guest whose CreateContainer sleeps one minute in WASI
-    /// `poll_oneoff` (one relative clock subscription at 1024: tag 0,
-    /// timeout in ns at offset 24).
+    /// `poll_oneoff`.
     fn sleeper() -> Vec<u8> {
-        let mut methods = String::new();
-        for (_, export) in crate::wasm::abi::METHOD_EXPORTS {
-            let body = if export == "plugin_create_container" {
-                "(drop (call $poll (i32.const 1024) (i32.const 2048) (i32.const 1) (i32.const 2096))) i64.const 0"
-            } else {
-                "i64.const 0"
-            };
-            methods.push_str(&format!(
-                "(func (export \"{export}\") (param i32 i32) (result i64) {body})\n"
-            ));
-        }
-        let timeout: String = 60_000_000_000u64
-            .to_le_bytes()
-            .iter()
-            .map(|b| format!("\\{b:02x}"))
-            .collect();
-        wat::parse_str(format!(
-            r#"(module
-              (import "wasi_snapshot_preview1" "poll_oneoff" (func $poll (param i32 i32 i32 i32) (result i32)))
-              (memory (export "memory") 1)
-              (data (i32.const 1048) "{timeout}")
-              (func (export "malloc") (param i32) (result i32) (i32.const 4096))
-              (func (export "free") (param i32))
-              (func (export "plugin_api_version") (result i64) (i64.const 1))
-              {methods})"#
-        ))
-        .unwrap()
-    }
-
-    /// Whether a thread of this process is in a sleep syscall (the
-    /// runtime's and the test's threads park in futex or epoll waits; a
-    /// guest's `poll_oneoff` sleeps).
-    fn a_thread_sleeps() -> bool {
-        std::fs::read_dir("/proc/self/task")
-            .unwrap()
-            .flatten()
-            .any(|t| {
-                let sc = std::fs::read_to_string(t.path().join("syscall")).unwrap_or_default();
-                SLEEPS.contains(&sc.split_whitespace().next().unwrap_or_default())
-            })
+        Wat::new(nri_api::EventMask::EMPTY)
+            .work(
+                "plugin_create_container",
+                Work::Sleep(Duration::from_secs(60)),
+            )
+            .wasm()
     }
 
     /// Closing a plugin whose guest sleeps in `poll_oneoff` (its call has

@@ -2,7 +2,8 @@
 //! preview 1 layer, sandboxed. No files, no arguments, no environment, no
 //! sockets: standard output and error go to the debug log, standard input
 //! is empty, clocks and randomness work, `poll_oneoff` sleeps on clock
-//! subscriptions only (within the request's deadline), and every other
+//! subscriptions only (a sleep that reaches the request's deadline times
+//! the request out), and every other
 //! WASI function the guest imports answers `ENOSYS`. An import from any
 //! other module refuses the guest.
 
@@ -51,7 +52,8 @@ const MAX_SUBSCRIPTIONS: u32 = 1024;
 pub(crate) struct HostState {
     pub(crate) plugin: String,
     pub(crate) limits: wasmi::StoreLimits,
-    /// Deadline of the running call (a `poll_oneoff` sleep ends there).
+    /// Deadline of the running call (a `poll_oneoff` sleep that reaches it
+    /// ends the call as timed out).
     pub(crate) deadline: Option<Instant>,
     /// Origin of the monotonic clock.
     pub(crate) epoch: Instant,
@@ -322,8 +324,9 @@ impl std::fmt::Display for PollArgs {
 
 impl wasmi::errors::HostError for PollArgs {}
 
-/// `poll_oneoff`: clock subscriptions sleep (never past the running call's
-/// deadline); a descriptor subscription is answered at once with `EBADF`.
+/// `poll_oneoff`: clock subscriptions sleep (a sleep that reaches the
+/// running call's deadline ends the call as timed out); a descriptor
+/// subscription is answered at once with `EBADF`.
 /// A guest running on the async executor is paused instead (see
 /// [`PollArgs`]).
 fn poll_oneoff(
@@ -350,8 +353,8 @@ fn poll_oneoff(
 }
 
 /// Runs one `poll_oneoff` on the guest's memory `mem`: the errno it
-/// answers, or the trap that ends a call whose plugin was closed during
-/// the sleep.
+/// answers, or the trap (a [`SleepEnd`]) that ends a call whose sleep was
+/// cut by its deadline or its plugin's closing.
 pub(crate) fn poll(mem: &mut [u8], state: &HostState, a: PollArgs) -> Result<i32, wasmi::Error> {
     let n = a.n as u32;
     if n == 0 || n > MAX_SUBSCRIPTIONS {
@@ -382,12 +385,10 @@ pub(crate) fn poll(mem: &mut [u8], state: &HostState, a: PollArgs) -> Result<i32
         let Some(shortest) = clocks.iter().map(|(w, _)| *w).min() else {
             return Ok(EINVAL);
         };
-        let until_deadline = state
-            .deadline
-            .map_or(shortest, |d| d.saturating_duration_since(Instant::now()));
-        if !sleep(shortest.min(until_deadline), &state.closed) {
-            // The plugin was closed: the call ends here.
-            return Err(wasmi::Error::new(CLOSED_IN_SLEEP));
+        match sleep(shortest, state.deadline, &state.closed) {
+            SleepEnd::Slept => {}
+            // The call ends here: it timed out, or its plugin was closed.
+            cut => return Err(wasmi::Error::host(cut)),
         }
         for (w, userdata) in &clocks {
             if *w <= shortest {
@@ -426,21 +427,54 @@ fn put(mem: &mut [u8], ptr: i32, bytes: &[u8]) -> bool {
 /// plugin was closed.
 const SLEEP_CHECK: Duration = Duration::from_millis(10);
 
-/// Message of the trap that ends a call whose `poll_oneoff` sleep was cut
-/// by the plugin's closing.
-const CLOSED_IN_SLEEP: &str = "plugin closed during poll_oneoff";
+/// How a `poll_oneoff` sleep ended. A sleep cut short ends the guest's
+/// call with a trap carrying the reason (this value, as a host error):
+/// the host classifies it as the call's timeout or its plugin's closing,
+/// never as the guest's fault, and the guest never sees the cut sleep
+/// return.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SleepEnd {
+    /// The guest slept as long as it asked.
+    Slept,
+    /// The running call's deadline came first: the call has timed out
+    /// (the answer could only be late).
+    Deadline,
+    /// The plugin was closed during the sleep.
+    Closed,
+}
 
-/// Sleeps for `d` and returns true, or returns false as soon as `closed`
-/// is cancelled (seen within [`SLEEP_CHECK`]).
-fn sleep(d: Duration, closed: &tokio_util::sync::CancellationToken) -> bool {
-    let until = Instant::now() + d;
+impl std::fmt::Display for SleepEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SleepEnd::Slept => "poll_oneoff slept",
+            SleepEnd::Deadline => "deadline passed during poll_oneoff",
+            SleepEnd::Closed => "plugin closed during poll_oneoff",
+        })
+    }
+}
+
+impl wasmi::errors::HostError for SleepEnd {}
+
+/// Sleeps for `wanted`, or until `deadline` if that comes first (or at the
+/// same time), or until `closed` is cancelled (seen within
+/// [`SLEEP_CHECK`]); says which ended it.
+fn sleep(
+    wanted: Duration,
+    deadline: Option<Instant>,
+    closed: &tokio_util::sync::CancellationToken,
+) -> SleepEnd {
+    let start = Instant::now();
+    let (length, end) = match deadline.map(|d| d.saturating_duration_since(start)) {
+        Some(left) if left <= wanted => (left, SleepEnd::Deadline),
+        _ => (wanted, SleepEnd::Slept),
+    };
     loop {
         if closed.is_cancelled() {
-            return false;
+            return SleepEnd::Closed;
         }
-        let left = until.saturating_duration_since(Instant::now());
+        let left = length.saturating_sub(start.elapsed());
         if left.is_zero() {
-            return true;
+            return end;
         }
         std::thread::sleep(left.min(SLEEP_CHECK));
     }

@@ -7,6 +7,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+use std::time::Duration;
 
 use nri_api::EventMask;
 use nri_api::api::log_request::Level;
@@ -37,6 +38,28 @@ pub const METHODS: [&str; 18] = [
 
 /// Where requests are placed (malloc always answers it, growing memory).
 const REQUEST_AT: u32 = 32768;
+
+/// The import of WASI `poll_oneoff` as `$poll`.
+pub const POLL_IMPORT: &str = r#"(import "wasi_snapshot_preview1" "poll_oneoff" (func $poll (param i32 i32 i32 i32) (result i32)))"#;
+
+/// The counter [`Work::Count`] loops on.
+const COUNTER: &str = "(global $i (mut i32) (i32.const 0))";
+
+/// What a test guest's method does before it answers (see [`Wat::work`]).
+#[derive(Clone, Copy, Debug)]
+pub enum Work {
+    /// Counts to this in a loop (about six instructions a turn).
+    Count(u32),
+    /// Loops forever: only the deadline or the plugin's closing ends it.
+    Forever,
+    /// Sleeps this long in WASI `poll_oneoff` (one relative clock
+    /// subscription).
+    Sleep(Duration),
+}
+
+/// About 600 000 instructions: far over a call's inline fuel, far under a
+/// second.
+pub const LONG_WORK: Work = Work::Count(100_000);
 
 /// A WAT guest under construction.
 #[derive(Clone, Default)]
@@ -125,13 +148,86 @@ impl Wat {
     /// `fd_write`, then logs `msg` at `level` through `env.log`, and
     /// answers an empty response.
     pub fn talk(mut self, export: &str, level: Level, msg: &str, fd: u32, line: &str) -> Self {
-        for import in [
-            r#"(import "env" "log" (func $log (param i32 i32) (result i64)))"#,
-            r#"(import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))"#,
-        ] {
-            if !self.imports.iter().any(|i| i == import) {
-                self.imports.push(import.to_owned());
+        let write = r#"(import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))"#;
+        if !self.imports.iter().any(|i| i == write) {
+            self.imports.push(write.to_owned());
+        }
+        let log = self.log_call(level, msg);
+        let text = format!("{line}\n");
+        let text_at = self.place(text.as_bytes());
+        let mut iovec = text_at.to_le_bytes().to_vec();
+        iovec.extend_from_slice(&u32::try_from(text.len()).unwrap().to_le_bytes());
+        let iov_at = self.place(&iovec);
+        let written_at = self.place(&[0; 4]);
+        self.with_body(
+            export,
+            &format!(
+                "(drop (call $write (i32.const {fd}) (i32.const {iov_at}) (i32.const 1) (i32.const {written_at})))
+                 {log}
+                 i64.const 0"
+            ),
+        )
+    }
+
+    /// `export` does `work`, then answers as set before (by
+    /// [`Wat::answer`], [`Wat::error`], [`Wat::with_body`]; by default an
+    /// empty response).
+    pub fn work(mut self, export: &str, work: Work) -> Self {
+        let before = match work {
+            Work::Count(n) => {
+                self.add_field(COUNTER);
+                format!(
+                    "(global.set $i (i32.const 0))
+                     (loop $l (global.set $i (i32.add (global.get $i) (i32.const 1)))
+                       (br_if $l (i32.lt_u (global.get $i) (i32.const {n}))))"
+                )
             }
+            Work::Forever => "(loop $l (br $l))".to_owned(),
+            Work::Sleep(d) => {
+                if !self.imports.iter().any(|i| i == POLL_IMPORT) {
+                    self.imports.push(POLL_IMPORT.to_owned());
+                }
+                // A subscription: userdata, tag 0 (clock), clock id 1
+                // (monotonic), timeout in ns at 24, no flags (relative).
+                let mut sub = [0u8; 48];
+                sub[16] = 1;
+                let nanos = u64::try_from(d.as_nanos()).unwrap();
+                sub[24..32].copy_from_slice(&nanos.to_le_bytes());
+                let sub_at = self.place(&sub);
+                let event_at = self.place(&[0; 32]);
+                let count_at = self.place(&[0; 4]);
+                format!(
+                    "(drop (call $poll (i32.const {sub_at}) (i32.const {event_at}) (i32.const 1) (i32.const {count_at})))"
+                )
+            }
+        };
+        self.before(export, &before)
+    }
+
+    /// `export` runs `instructions` (WAT leaving nothing on the stack),
+    /// then what it ran before.
+    pub fn before(mut self, export: &str, instructions: &str) -> Self {
+        let after = self
+            .bodies
+            .iter()
+            .find(|(e, _)| e == export)
+            .map_or("i64.const 0".to_owned(), |(_, b)| b.clone());
+        self.body(export, &format!("{instructions}\n{after}"));
+        self
+    }
+
+    /// `export` first logs `msg` at `level` through `env.log`.
+    pub fn logs_first(mut self, export: &str, level: Level, msg: &str) -> Self {
+        let call = self.log_call(level, msg);
+        self.before(export, &call)
+    }
+
+    /// The instructions of one `env.log` of `msg` at `level` (importing
+    /// `env.log` as `$log`).
+    fn log_call(&mut self, level: Level, msg: &str) -> String {
+        let import = r#"(import "env" "log" (func $log (param i32 i32) (result i64)))"#;
+        if !self.imports.iter().any(|i| i == import) {
+            self.imports.push(import.to_owned());
         }
         let req = LogRequest {
             msg: msg.into(),
@@ -139,21 +235,16 @@ impl Wat {
         }
         .encode_to_vec();
         let at = self.place(&req);
-        let text = format!("{line}\n");
-        let text_at = self.place(text.as_bytes());
-        let mut iovec = text_at.to_le_bytes().to_vec();
-        iovec.extend_from_slice(&u32::try_from(text.len()).unwrap().to_le_bytes());
-        let iov_at = self.place(&iovec);
-        let written_at = self.place(&[0; 4]);
-        let len = req.len();
-        self.with_body(
-            export,
-            &format!(
-                "(drop (call $write (i32.const {fd}) (i32.const {iov_at}) (i32.const 1) (i32.const {written_at})))
-                 (drop (call $log (i32.const {at}) (i32.const {len})))
-                 i64.const 0"
-            ),
+        format!(
+            "(drop (call $log (i32.const {at}) (i32.const {})))",
+            req.len()
         )
+    }
+
+    fn add_field(&mut self, field: &str) {
+        if !self.fields.iter().any(|f| f == field) {
+            self.fields.push(field.to_owned());
+        }
     }
 
     /// Adds an import (a WAT `(import ...)` field).
@@ -239,6 +330,30 @@ impl Wat {
         std::fs::write(&p, self.wasm()).unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
+}
+
+/// The `nanosleep` and `clock_nanosleep` syscall numbers (what
+/// `std::thread::sleep` ends in).
+#[cfg(target_arch = "x86_64")]
+const SLEEPS: [&str; 2] = ["35", "230"];
+#[cfg(target_arch = "aarch64")]
+const SLEEPS: [&str; 2] = ["101", "115"];
+
+/// Whether a thread of this process is in a sleep syscall (the runtime's
+/// and the test's threads park in futex or epoll waits; a guest's
+/// `poll_oneoff` sleeps).
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+pub fn a_thread_sleeps() -> bool {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .flatten()
+        .any(|t| {
+            let sc = std::fs::read_to_string(t.path().join("syscall")).unwrap_or_default();
+            SLEEPS.contains(&sc.split_whitespace().next().unwrap_or_default())
+        })
 }
 
 /// What [`talker`]'s CreateContainer writes to standard output.

@@ -1,0 +1,151 @@
+//! Stopping the runtime while a WebAssembly plugin is inside a long call
+//! (asleep in `poll_oneoff`, or looping) closes that plugin: the call ends
+//! at once with an error, and `stop` returns without waiting for the
+//! call's deadline.
+//!
+//! The guests log a line through `env.log` when their call starts; a
+//! global subscriber (this binary's own) tells the test when it is in.
+#![cfg(feature = "wasm")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+mod wasm_util;
+
+use std::io::Write;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use common::*;
+use nri_api::EventMask;
+use nri_api::api::Event;
+use nri_api::api::log_request::Level;
+use nri_runtime::{Error, FailurePolicy, PluginFailure, PluginPolicy};
+use tokio::sync::Notify;
+use wasm_util::{Wat, Work};
+
+const CREATE: &str = "plugin_create_container";
+
+/// The request timeout of the busy guest: far longer than the test.
+const LONG: Duration = Duration::from_secs(60);
+
+/// Generous bound on `stop` (the call ends within a fuel slice or a 10 ms
+/// sleep check; a stop that waits for the deadline takes a minute).
+const PROMPT: Duration = Duration::from_secs(5);
+
+/// The log so far, and a wake-up on each write.
+#[derive(Default)]
+struct Log {
+    text: Mutex<Vec<u8>>,
+    written: Notify,
+}
+
+#[derive(Clone)]
+struct Writer(Arc<Log>);
+
+impl Write for Writer {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.text.lock().unwrap().extend_from_slice(b);
+        self.0.written.notify_waiters();
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// This binary's log (installed once as the global subscriber).
+fn log() -> Arc<Log> {
+    static LOG: OnceLock<Arc<Log>> = OnceLock::new();
+    LOG.get_or_init(|| {
+        let log = Arc::new(Log::default());
+        let writer = Writer(log.clone());
+        tracing::subscriber::set_global_default(
+            tracing_subscriber::fmt()
+                .with_max_level(tracing::Level::INFO)
+                .with_ansi(false)
+                .with_writer(move || writer.clone())
+                .finish(),
+        )
+        .unwrap();
+        log
+    })
+    .clone()
+}
+
+/// Waits until the log has `needle`.
+async fn logged(needle: &str) {
+    let log = log();
+    loop {
+        let written = log.written.notified();
+        tokio::pin!(written);
+        written.as_mut().enable();
+        if String::from_utf8_lossy(&log.text.lock().unwrap()).contains(needle) {
+            return;
+        }
+        written.await;
+    }
+}
+
+/// Starts a runtime whose only plugin, `10-<name>` (required, 60 s
+/// requests), logs "`<name>` is in" and then does `work` in
+/// CreateContainer; calls CreateContainer on a task, stops the runtime
+/// once the guest is in, and checks that `stop` returns promptly and the
+/// creation fails with the plugin closed.
+async fn stop_during(name: &str, work: Work) {
+    let log = log();
+    let entered = format!("{name} is in");
+    let mut events = EventMask::EMPTY;
+    events.set(Event::CreateContainer);
+    let guest = Wat::new(events)
+        .work(CREATE, work)
+        .logs_first(CREATE, Level::Info, &entered);
+    let env = TestEnv::new();
+    guest.install(&env.dir.path().join("plugins"), &format!("10-{name}"));
+    let policy = PluginPolicy::new(FailurePolicy::Required).with_request_timeout(LONG);
+    let b = env
+        .builder()
+        .disable_connections(true)
+        .plugin_policy(name, policy);
+    let a = Arc::new(env.start(b).await);
+    assert_eq!(a.plugins().len(), 1);
+    let call = tokio::spawn({
+        let a = a.clone();
+        async move { a.create_container(&pod("p"), &ctr("p", "c")).await }
+    });
+    tokio::time::timeout(PROMPT, logged(&entered))
+        .await
+        .unwrap_or_else(|_| {
+            let text = String::from_utf8_lossy(&log.text.lock().unwrap()).into_owned();
+            panic!("the guest never started its call:\n{text}")
+        });
+    assert!(!call.is_finished());
+    let stopping = Instant::now();
+    tokio::time::timeout(PROMPT, a.stop())
+        .await
+        .expect("stop returned while the guest was busy");
+    assert!(stopping.elapsed() < PROMPT);
+    let res = tokio::time::timeout(PROMPT, call)
+        .await
+        .expect("the busy call ended")
+        .unwrap();
+    match res {
+        Err(Error::PluginFailed { plugin, cause, .. }) => {
+            assert_eq!(plugin, format!("10-{name}"));
+            assert!(
+                matches!(&cause, PluginFailure::Disconnected { reason } if reason.contains("closed")),
+                "{cause:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stop_closes_a_guest_asleep_in_a_call() {
+    stop_during("sleeper", Work::Sleep(LONG)).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stop_closes_a_guest_looping_in_a_call() {
+    stop_during("spinner", Work::Forever).await;
+}
