@@ -293,8 +293,10 @@ impl Adaptation {
     }
 
     /// Sends `Shutdown` to every plugin (each with its request timeout, all
-    /// at once), closes the connections, stops launched plugins (SIGTERM,
-    /// grace, SIGKILL), stops background tasks and removes the socket.
+    /// at once; a WebAssembly plugin inside a call is closed instead, which
+    /// ends that call), closes the connections, stops launched plugins
+    /// (SIGTERM, grace, SIGKILL), stops background tasks and removes the
+    /// socket.
     pub async fn stop(&self) {
         *lock(&self.shared.life) = Life::Stopped;
         self.shared.stopping.cancel();

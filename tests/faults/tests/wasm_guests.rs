@@ -1,6 +1,7 @@
 //! Hostile WebAssembly guests against a runtime in its own process (the
 //! victim, `src/bin/victim.rs`, loading a plugin directory): a guest that
-//! loops forever, one that allocates without bound, one that answers with a
+//! loops forever, one that sleeps in `poll_oneoff` past its deadline, one
+//! that allocates without bound, one that answers with a
 //! pointer outside its memory, one that answers with a huge size, and one
 //! that imports a function the host does not provide. Each is stopped (its
 //! call fails and it is closed) or refused at load, with an error naming
@@ -8,8 +9,8 @@
 //! stays bounded, and a well-behaved socket plugin gets every one of its
 //! creations through meanwhile.
 //!
-//! Each test takes about a second (the runaway guest: its 300 ms request
-//! timeout).
+//! Each test takes about a second (the runaway and the sleeping guest:
+//! their 300 ms request timeout).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod common;
@@ -18,6 +19,7 @@ mod victim_proc;
 mod wasm_util;
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use common::*;
 use nri_api::EventMask;
@@ -152,6 +154,21 @@ async fn a_guest_that_loops_forever_is_stopped_at_its_deadline() {
     .await;
     // Closed after its first failure: one failed call, then no more.
     assert_eq!(failed, "failed 20-spin=1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_that_sleeps_past_its_deadline_times_out_there() {
+    let nap = Work::Sleep(Duration::from_secs(60));
+    let failed = attack(
+        "25-nap",
+        hostile("i64.const 0").work(CREATE, nap),
+        true,
+        "deadline passed",
+    )
+    .await;
+    // Its sleep cut at the deadline is a timeout, not a late answer: one
+    // failed call, then it is closed.
+    assert_eq!(failed, "failed 25-nap=1");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
