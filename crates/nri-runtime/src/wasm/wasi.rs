@@ -487,3 +487,32 @@ fn event(userdata: &[u8], error: u16, tag: u8) -> Vec<u8> {
     e[10] = tag;
     e
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use tokio_util::sync::CancellationToken;
+
+    use super::{SleepEnd, sleep};
+
+    const HOUR: Duration = Duration::from_secs(3600);
+
+    /// None of these sleeps (a thread of this process in a sleep would
+    /// confuse the host's test that watches for the guest's sleep); the
+    /// sleeps themselves are tested through guests in `tests/`.
+    #[test]
+    fn a_sleep_says_how_it_ended() {
+        let open = CancellationToken::new();
+        let far = Some(Instant::now() + HOUR);
+        assert_eq!(sleep(Duration::ZERO, far, &open), SleepEnd::Slept);
+        assert_eq!(sleep(Duration::ZERO, None, &open), SleepEnd::Slept);
+        // A deadline already passed, or reached with the sleep, cuts it.
+        let now = Instant::now();
+        assert_eq!(sleep(Duration::ZERO, Some(now), &open), SleepEnd::Deadline);
+        assert_eq!(sleep(HOUR, Some(now), &open), SleepEnd::Deadline);
+        let closed = CancellationToken::new();
+        closed.cancel();
+        assert_eq!(sleep(HOUR, far, &closed), SleepEnd::Closed);
+    }
+}
