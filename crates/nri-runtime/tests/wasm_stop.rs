@@ -1,7 +1,7 @@
 //! Stopping the runtime while a WebAssembly plugin is inside a long call
 //! (asleep in `poll_oneoff`, or looping) closes that plugin: the call ends
 //! at once with an error, and `stop` returns without waiting for the
-//! call's deadline.
+//! call's deadline. A plugin that is idle still gets `Shutdown`.
 //!
 //! The guests log a line through `env.log` when their call starts; a
 //! global subscriber (this binary's own) tells the test when it is in.
@@ -148,4 +148,27 @@ async fn stop_closes_a_guest_asleep_in_a_call() {
 #[tokio::test(flavor = "multi_thread")]
 async fn stop_closes_a_guest_looping_in_a_call() {
     stop_during("spinner", Work::Forever).await;
+}
+
+/// A guest that is not inside a call still gets `Shutdown` on `stop`.
+#[tokio::test(flavor = "multi_thread")]
+async fn stop_sends_shutdown_to_an_idle_guest() {
+    let log = log();
+    let said = "idle got Shutdown";
+    let mut events = EventMask::EMPTY;
+    events.set(Event::CreateContainer);
+    let guest = Wat::new(events).logs_first("plugin_shutdown", Level::Info, said);
+    let env = TestEnv::new();
+    guest.install(&env.dir.path().join("plugins"), "10-idle");
+    let a = env.start(env.builder().disable_connections(true)).await;
+    assert_eq!(a.plugins().len(), 1);
+    a.create_container(&pod("p"), &ctr("p", "c")).await.unwrap();
+    tokio::time::timeout(PROMPT, a.stop())
+        .await
+        .expect("stop returned");
+    let text = String::from_utf8_lossy(&log.text.lock().unwrap()).into_owned();
+    assert!(
+        text.contains(said),
+        "no Shutdown reached the guest:\n{text}"
+    );
 }
