@@ -8,7 +8,6 @@
 //! drives the reader reads its answer itself, in one poll.
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, TryLockError};
 use std::task::{Context, Poll, Waker};
 
@@ -22,11 +21,20 @@ pub(crate) type ReaderFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
 struct Wakers {
     /// The reader task's waker.
     task: Mutex<Option<Waker>>,
-    /// The waker of the writer driving the reader, if one is.
-    driver: Mutex<Option<Waker>>,
-    /// Set when a wake-up went to the driving writer, cleared when the
-    /// reader is polled.
-    woke_driver: AtomicBool,
+    /// The writer driving the reader, if one is. One lock for its waker
+    /// and its flag: a wake-up and a writer that stops driving at the same
+    /// moment then agree on who got the wake-up.
+    driver: Mutex<Driver>,
+}
+
+/// The writer driving the reader.
+#[derive(Default)]
+struct Driver {
+    waker: Option<Waker>,
+    /// Set when a wake-up went to this writer, cleared when the reader is
+    /// polled: a writer that stops driving with it set passes the wake-up
+    /// on to the task.
+    woken: bool,
 }
 
 impl Wakers {
@@ -47,12 +55,13 @@ impl std::task::Wake for ReaderWake {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        let driver = lock(&self.0.driver).clone();
+        let driver = {
+            let mut driver = lock(&self.0.driver);
+            driver.woken = driver.waker.is_some();
+            driver.waker.clone()
+        };
         match driver {
-            Some(w) => {
-                self.0.woke_driver.store(true, Ordering::SeqCst);
-                w.wake();
-            }
+            Some(w) => w.wake(),
             None => self.0.wake_task(),
         }
     }
@@ -99,16 +108,10 @@ impl ReaderSlot {
     /// writer that stops driving ([`Self::stop_driving`]) passes on to the
     /// task a wake-up it took without polling the reader for it.
     pub(crate) fn poll(&self, cx: &mut Context<'_>, task: bool) -> Poll<()> {
-        {
-            let slot = if task {
-                &self.wakers.task
-            } else {
-                &self.wakers.driver
-            };
-            let mut w = lock(slot);
-            if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                *w = Some(cx.waker().clone());
-            }
+        if task {
+            set_waker(&mut lock(&self.wakers.task), cx);
+        } else {
+            set_waker(&mut lock(&self.wakers.driver).waker, cx);
         }
         let mut slot = match self.future.try_lock() {
             Ok(slot) => slot,
@@ -118,7 +121,7 @@ impl ReaderSlot {
         let Some(reader) = slot.as_mut() else {
             return Poll::Ready(());
         };
-        self.wakers.woke_driver.store(false, Ordering::SeqCst);
+        lock(&self.wakers.driver).woken = false;
         match reader.as_mut().poll(&mut Context::from_waker(&self.wake)) {
             Poll::Ready(()) => {
                 *slot = None;
@@ -132,10 +135,21 @@ impl ReaderSlot {
     /// again, and one that reached the writer since it last polled the
     /// reader is passed on.
     pub(crate) fn stop_driving(&self) {
-        lock(&self.wakers.driver).take();
-        if self.wakers.woke_driver.swap(false, Ordering::SeqCst) {
+        let woke = {
+            let mut driver = lock(&self.wakers.driver);
+            driver.waker = None;
+            std::mem::take(&mut driver.woken)
+        };
+        if woke {
             self.wakers.wake_task();
         }
+    }
+}
+
+/// Keeps `cx`'s waker in `slot` (unless the one there wakes the same task).
+fn set_waker(slot: &mut Option<Waker>, cx: &Context<'_>) {
+    if !slot.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+        *slot = Some(cx.waker().clone());
     }
 }
 
@@ -181,5 +195,91 @@ impl ReaderDriver {
     /// [`poll`](Self::poll), once per wait).
     pub fn done(&self) {
         self.slot.stop_driving();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::{Context, Poll, Wake, Waker};
+
+    use super::{ReaderSlot, lock};
+
+    /// Counts its wake-ups.
+    #[derive(Default)]
+    struct Count(AtomicUsize);
+
+    impl Count {
+        fn get(&self) -> usize {
+            self.0.load(Ordering::SeqCst)
+        }
+    }
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A slot whose reader never finishes, with a counted task and writer.
+    fn slot() -> (ReaderSlot, Arc<Count>, Arc<Count>) {
+        let slot = ReaderSlot::new();
+        slot.set(Box::pin(std::future::pending()));
+        let (task, writer) = (Arc::new(Count::default()), Arc::new(Count::default()));
+        *lock(&slot.wakers.task) = Some(Waker::from(Arc::clone(&task)));
+        (slot, task, writer)
+    }
+
+    fn drive(slot: &ReaderSlot, writer: &Arc<Count>) {
+        let waker = Waker::from(Arc::clone(writer));
+        assert_eq!(
+            slot.poll(&mut Context::from_waker(&waker), false),
+            Poll::Pending
+        );
+    }
+
+    #[test]
+    fn wake_ups_go_to_the_driving_writer_then_back_to_the_task() {
+        let (slot, task, writer) = slot();
+        slot.wake.wake_by_ref();
+        assert_eq!(
+            (task.get(), writer.get()),
+            (1, 0),
+            "nobody drives: the task"
+        );
+        drive(&slot, &writer);
+        slot.wake.wake_by_ref();
+        assert_eq!((task.get(), writer.get()), (1, 1), "the driving writer");
+        // The writer polled the reader again for its wake-up, then stopped:
+        // nothing to pass on.
+        drive(&slot, &writer);
+        slot.stop_driving();
+        assert_eq!((task.get(), writer.get()), (1, 1));
+        slot.wake.wake_by_ref();
+        assert_eq!(
+            (task.get(), writer.get()),
+            (2, 1),
+            "stopped: the task again"
+        );
+    }
+
+    /// A writer that stops driving after a wake-up it did not poll the
+    /// reader for passes it on to the task: otherwise input that arrived
+    /// would stay unread, and a call still waiting for it would end only at
+    /// its timeout.
+    #[test]
+    fn a_wake_up_the_writer_did_not_use_is_passed_on_when_it_stops() {
+        let (slot, task, writer) = slot();
+        drive(&slot, &writer);
+        slot.wake.wake_by_ref();
+        assert_eq!((task.get(), writer.get()), (0, 1));
+        slot.stop_driving();
+        assert_eq!(task.get(), 1, "passed on");
+        slot.stop_driving();
+        assert_eq!(task.get(), 1, "passed on once");
     }
 }
