@@ -125,6 +125,15 @@ fn main() -> anyhow::Result<()> {
             r
         }
         None => {
+            // The runtime's warnings (timeouts, refused answers) go to
+            // stderr, which the soak tests print when a run fails.
+            tracing_subscriber::fmt()
+                .with_writer(std::io::stderr)
+                .with_env_filter(
+                    tracing_subscriber::EnvFilter::try_from_default_env()
+                        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                )
+                .init();
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(args.threads)
                 .enable_all()
@@ -284,6 +293,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[derive(Default)]
 struct Counts {
     per_conn: Mutex<BTreeMap<String, (u64, u64)>>,
+    /// Per plugin connection: failed calls by event and error class, so a
+    /// failure of a plugin that should never fail says what it was.
+    failures: Mutex<BTreeMap<String, BTreeMap<String, u64>>>,
     active: watch::Sender<usize>,
 }
 
@@ -296,7 +308,15 @@ impl Metrics for Counts {
         let e = m.entry(plugin.to_owned()).or_default();
         match result {
             Ok(()) => e.0 += 1,
-            Err(_) => e.1 += 1,
+            Err(class) => {
+                e.1 += 1;
+                drop(m);
+                *lock(&self.failures)
+                    .entry(plugin.to_owned())
+                    .or_default()
+                    .entry(format!("{operation}: {}", class.as_str()))
+                    .or_default() += 1;
+            }
         }
     }
     fn active_plugins(&self, count: usize) {
@@ -579,6 +599,7 @@ async fn runtime_main(args: Args, handle: tokio::runtime::Handle) -> anyhow::Res
 
     // ---- checks
     let delivered = lock(&counts.per_conn).clone();
+    let failures = lock(&counts.failures).clone();
     let received = lock(&received).clone();
     let mut problems = Vec::new();
     let mut conns = 0;
@@ -597,7 +618,8 @@ async fn runtime_main(args: Args, handle: tokio::runtime::Handle) -> anyhow::Res
         let (ok, failed) = delivered.get(&name).copied().unwrap_or((0, 0));
         if got != total || ok != total || failed != 0 {
             problems.push(format!(
-                "stable plugin {name}: received {got}, delivered {ok}, failed {failed}, events sent {total}"
+                "stable plugin {name}: received {got}, delivered {ok}, failed {failed} {:?}, events sent {total}",
+                failures.get(&name)
             ));
         }
     }
