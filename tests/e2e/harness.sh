@@ -249,13 +249,17 @@ _e2e_launch() {
     }
     local pid
     pid=$(cat "$work/containerd.pid")
-    # setsid must have exec'd in place: $! is containerd itself.
-    if [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" != "$(readlink -f "$bindir/containerd")" ]; then
-        sleep 0.05
-        if [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" != "$(readlink -f "$bindir/containerd")" ]; then
+    # setsid execs in place, so $! becomes containerd itself; on a busy
+    # machine the exec can take a while after the fork: wait up to 10 s.
+    local want tries=0
+    want=$(readlink -f "$bindir/containerd")
+    while [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" != "$want" ]; do
+        if [ $tries -ge 200 ] || ! kill -0 "$pid" 2>/dev/null; then
             _e2e_fail "$work" "pid $pid is not containerd ($(readlink "/proc/$pid/exe" 2>/dev/null))"; return 1
         fi
-    fi
+        tries=$((tries + 1))
+        sleep 0.05
+    done
 
     local deadline=$(( $(date +%s) + ${NRI_E2E_START_TIMEOUT:-30} ))
     while :; do

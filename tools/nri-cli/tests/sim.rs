@@ -314,12 +314,17 @@ fn plugins_that_cannot_run_fail_the_run() {
         "{t}"
     );
     assert!(t.contains("1 plugin problems (1 UNEXPECTED)"), "{t}");
-    // A plugin directory that does not exist.
-    let o = run(&["sim", "--plugin-dir", "/nonexistent"]);
+    // A plugin directory that does not exist (inside a fresh temporary
+    // directory: a fixed path such as /nonexistent may exist on a host).
+    let missing = dir.path().join("missing");
+    let missing = missing.to_str().expect("utf8");
+    let o = run(&["sim", "--plugin-dir", missing]);
     let t = text(&o);
     assert_eq!(o.status.code(), Some(2), "{t}");
     assert!(
-        t.contains("nri sim: error: reading the plugin directory /nonexistent"),
+        t.contains(&format!(
+            "nri sim: error: reading the plugin directory {missing}"
+        )),
         "{t}"
     );
 }
