@@ -23,14 +23,28 @@ type message[T any] interface {
 // decode turns a protojson document into a new P. The documents are ours
 // and fixed, so a failure is a bug in this file: it panics.
 func decode[T any, P message[T]](doc map[string]any) P {
+	return decodeAs[P](doc)
+}
+
+// decodeAs is decode for a message type named by its pointer type alone.
+func decodeAs[M proto.Message](doc map[string]any) M {
 	b, err := json.Marshal(doc)
 	if err != nil {
 		panic(fmt.Sprintf("peer: shape document: %v", err))
 	}
-	m := P(new(T))
+	m := newOf[M]()
 	if err := protojson.Unmarshal(b, m); err != nil {
 		panic(fmt.Sprintf("peer: shape document does not fit %T: %v", m, err))
 	}
+	return m
+}
+
+// newOf returns a new, empty M (a pointer to a generated message type). The
+// generated ProtoReflect works on a nil pointer, and its type makes new
+// messages.
+func newOf[M proto.Message]() M {
+	var zero M
+	m, _ := zero.ProtoReflect().Type().New().Interface().(M)
 	return m
 }
 
@@ -221,13 +235,18 @@ func containerDoc(pod podFacts, j int, n uint64, state string) map[string]any {
 // and api.Container (TC), containers RUNNING, in a deterministic order: all
 // pods, then containers pod by pod.
 func State[TP, TC any, PP message[TP], PC message[TC]](pods, perPod int) ([]PP, []PC) {
-	ps := make([]PP, 0, pods)
-	cs := make([]PC, 0, pods*perPod)
+	return generate[PP, PC](pods, perPod)
+}
+
+// generate is State for message types named by their pointer types.
+func generate[P, C proto.Message](pods, perPod int) ([]P, []C) {
+	ps := make([]P, 0, pods)
+	cs := make([]C, 0, pods*perPod)
 	var n uint64
 	for i := 0; i < pods; i++ {
-		ps = append(ps, Pod[TP, PP](i))
+		ps = append(ps, decodeAs[P](podDoc(i)))
 		for j := 0; j < perPod; j++ {
-			cs = append(cs, decode[TC, PC](containerDoc(podOf(i), j, n, "CONTAINER_RUNNING")))
+			cs = append(cs, decodeAs[C](containerDoc(podOf(i), j, n, "CONTAINER_RUNNING")))
 			n++
 		}
 	}

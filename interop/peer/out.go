@@ -1,11 +1,12 @@
 // Package peer holds the helpers shared by the Go interop peers of both
 // modules (interop, on the current containerd/nri, and interop/legacy, on
 // v0.8.0): JSON-line output, protojson conversion, logging setup, event
-// names, the plugins' adjustment flavours, the generated request shape and
-// /proc readers. It imports no NRI package, so one copy serves both NRI
-// versions; each module pulls it in with a replace directive. Where an NRI
-// type is needed, the caller names its own (see Pod, Container, State) or
-// implements a small interface (see Adjuster).
+// names, the plugins' adjustment flavours, the generated request shape,
+// /proc readers, and the runtime peers' command loop and state (Runtime).
+// It imports no NRI package, so one copy serves both NRI versions; each
+// module pulls it in with a replace directive. Where an NRI type is needed,
+// the caller names its own (see Pod, Container, State, Runtime) or
+// implements a small interface (see Adjuster, Driver).
 package peer
 
 import (

@@ -1,77 +1,51 @@
 package main
 
 // The lifecycle event commands: one request type and adaptation call per
-// event, with the pod and container filled in from the tracked state.
+// event, with the tracked state updated after the call.
 
 import (
 	"context"
-	"encoding/json"
-	"time"
+	"reflect"
 
 	"github.com/containerd/nri/pkg/api"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/nri-rs/interop/peer"
 )
 
-// fill sets the request's "pod"/"container" fields from tracked state when the
-// command gave pod_id/container_id instead of inline objects (or gave a
-// container whose pod_sandbox_id is known).
-func (rt *runtime) fill(req proto.Message, podID, ctrID string) error {
-	m := req.ProtoReflect()
-	fields := m.Descriptor().Fields()
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if fd := fields.ByName("container"); fd != nil && !m.Has(fd) && ctrID != "" {
-		c, ok := rt.ctrs[ctrID]
-		if !ok {
-			return errf("unknown container_id %q", ctrID)
-		}
-		m.Set(fd, protoreflect.ValueOfMessage(proto.Clone(c).ProtoReflect()))
-	}
-	if fd := fields.ByName("pod"); fd != nil && !m.Has(fd) {
-		if podID == "" {
-			if cfd := fields.ByName("container"); cfd != nil && m.Has(cfd) {
-				if c, ok := m.Get(cfd).Message().Interface().(*api.Container); ok {
-					podID = c.PodSandboxId
-				}
-			}
-		}
-		if podID != "" {
-			p, ok := rt.pods[podID]
-			if !ok {
-				return errf("unknown pod_id %q", podID)
-			}
-			m.Set(fd, protoreflect.ValueOfMessage(proto.Clone(p).ProtoReflect()))
-		}
-	}
-	return nil
-}
-
 // eventSpec describes one lifecycle event command.
 type eventSpec struct {
 	newReq func() proto.Message
-	call   func(ctx context.Context, rt *runtime, req proto.Message) (proto.Message, error)
+	call   func(ctx context.Context, d *driver, req proto.Message) (proto.Message, error)
+}
+
+// Event implements peer.Driver.
+func (d *driver) Event(ev string) (peer.Event, error) {
+	spec, ok := events[ev]
+	if !ok {
+		return peer.Event{}, peer.NotSentByRuntime(ev)
+	}
+	call := func(ctx context.Context, req proto.Message) (proto.Message, error) { return spec.call(ctx, d, req) }
+	return peer.Event{New: spec.newReq, Call: call}, nil
 }
 
 var events = map[string]eventSpec{
 	"RunPodSandbox": {
 		func() proto.Message { return &api.RunPodSandboxRequest{} },
-		func(ctx context.Context, rt *runtime, m proto.Message) (proto.Message, error) {
+		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
 			req := m.(*api.RunPodSandboxRequest)
-			err := rt.a.RunPodSandbox(ctx, req)
+			err := d.a.RunPodSandbox(ctx, req)
 			if err == nil {
-				rt.putPod(req.Pod)
+				d.rt.PutPod(req.Pod)
 			}
 			return nil, err
 		},
 	},
 	"UpdatePodSandbox": {
 		func() proto.Message { return &api.UpdatePodSandboxRequest{} },
-		func(ctx context.Context, rt *runtime, m proto.Message) (proto.Message, error) {
+		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
 			req := m.(*api.UpdatePodSandboxRequest)
-			rsp, err := rt.a.UpdatePodSandbox(ctx, req)
+			rsp, err := d.a.UpdatePodSandbox(ctx, req)
 			if err != nil {
 				return nil, err
 			}
@@ -80,69 +54,69 @@ var events = map[string]eventSpec{
 	},
 	"PostUpdatePodSandbox": {
 		func() proto.Message { return &api.PostUpdatePodSandboxRequest{} },
-		func(ctx context.Context, rt *runtime, m proto.Message) (proto.Message, error) {
+		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
 			req := m.(*api.PostUpdatePodSandboxRequest)
-			err := rt.a.PostUpdatePodSandbox(ctx, req)
+			err := d.a.PostUpdatePodSandbox(ctx, req)
 			if err == nil {
-				rt.putPod(req.Pod)
+				d.rt.PutPod(req.Pod)
 			}
 			return nil, err
 		},
 	},
 	"StopPodSandbox": {
 		func() proto.Message { return &api.StopPodSandboxRequest{} },
-		func(ctx context.Context, rt *runtime, m proto.Message) (proto.Message, error) {
-			return nil, rt.a.StopPodSandbox(ctx, m.(*api.StopPodSandboxRequest))
+		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
+			return nil, d.a.StopPodSandbox(ctx, m.(*api.StopPodSandboxRequest))
 		},
 	},
 	"RemovePodSandbox": {
 		func() proto.Message { return &api.RemovePodSandboxRequest{} },
-		func(ctx context.Context, rt *runtime, m proto.Message) (proto.Message, error) {
+		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
 			req := m.(*api.RemovePodSandboxRequest)
-			err := rt.a.RemovePodSandbox(ctx, req)
-			rt.delPod(req.GetPod().GetId())
+			err := d.a.RemovePodSandbox(ctx, req)
+			d.rt.DelPod(req.GetPod().GetId())
 			return nil, err
 		},
 	},
 	"CreateContainer": {
 		func() proto.Message { return &api.CreateContainerRequest{} },
-		func(ctx context.Context, rt *runtime, m proto.Message) (proto.Message, error) {
+		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
 			req := m.(*api.CreateContainerRequest)
-			rsp, err := rt.a.CreateContainer(ctx, req)
+			rsp, err := d.a.CreateContainer(ctx, req)
 			if err != nil {
 				return nil, err
 			}
-			rt.putCtr(req.Container, api.ContainerState_CONTAINER_CREATED)
+			d.rt.PutCtr(req.Container, api.ContainerState_CONTAINER_CREATED)
 			return rsp, nil
 		},
 	},
 	"PostCreateContainer": {
 		func() proto.Message { return &api.PostCreateContainerRequest{} },
-		func(ctx context.Context, rt *runtime, m proto.Message) (proto.Message, error) {
-			return nil, rt.a.PostCreateContainer(ctx, m.(*api.PostCreateContainerRequest))
+		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
+			return nil, d.a.PostCreateContainer(ctx, m.(*api.PostCreateContainerRequest))
 		},
 	},
 	"StartContainer": {
 		func() proto.Message { return &api.StartContainerRequest{} },
-		func(ctx context.Context, rt *runtime, m proto.Message) (proto.Message, error) {
+		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
 			req := m.(*api.StartContainerRequest)
-			err := rt.a.StartContainer(ctx, req)
+			err := d.a.StartContainer(ctx, req)
 			if err == nil {
-				rt.setCtrState(req.Container, api.ContainerState_CONTAINER_RUNNING)
+				d.rt.SetCtrState(req.Container, api.ContainerState_CONTAINER_RUNNING)
 			}
 			return nil, err
 		},
 	},
 	"PostStartContainer": {
 		func() proto.Message { return &api.PostStartContainerRequest{} },
-		func(ctx context.Context, rt *runtime, m proto.Message) (proto.Message, error) {
-			return nil, rt.a.PostStartContainer(ctx, m.(*api.PostStartContainerRequest))
+		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
+			return nil, d.a.PostStartContainer(ctx, m.(*api.PostStartContainerRequest))
 		},
 	},
 	"UpdateContainer": {
 		func() proto.Message { return &api.UpdateContainerRequest{} },
-		func(ctx context.Context, rt *runtime, m proto.Message) (proto.Message, error) {
-			rsp, err := rt.a.UpdateContainer(ctx, m.(*api.UpdateContainerRequest))
+		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
+			rsp, err := d.a.UpdateContainer(ctx, m.(*api.UpdateContainerRequest))
 			if err != nil {
 				return nil, err
 			}
@@ -151,16 +125,16 @@ var events = map[string]eventSpec{
 	},
 	"PostUpdateContainer": {
 		func() proto.Message { return &api.PostUpdateContainerRequest{} },
-		func(ctx context.Context, rt *runtime, m proto.Message) (proto.Message, error) {
-			return nil, rt.a.PostUpdateContainer(ctx, m.(*api.PostUpdateContainerRequest))
+		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
+			return nil, d.a.PostUpdateContainer(ctx, m.(*api.PostUpdateContainerRequest))
 		},
 	},
 	"StopContainer": {
 		func() proto.Message { return &api.StopContainerRequest{} },
-		func(ctx context.Context, rt *runtime, m proto.Message) (proto.Message, error) {
+		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
 			req := m.(*api.StopContainerRequest)
-			rsp, err := rt.a.StopContainer(ctx, req)
-			rt.setCtrState(req.Container, api.ContainerState_CONTAINER_STOPPED)
+			rsp, err := d.a.StopContainer(ctx, req)
+			d.rt.SetCtrState(req.Container, api.ContainerState_CONTAINER_STOPPED)
 			if err != nil {
 				return nil, err
 			}
@@ -169,51 +143,56 @@ var events = map[string]eventSpec{
 	},
 	"RemoveContainer": {
 		func() proto.Message { return &api.RemoveContainerRequest{} },
-		func(ctx context.Context, rt *runtime, m proto.Message) (proto.Message, error) {
+		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
 			req := m.(*api.RemoveContainerRequest)
-			err := rt.a.RemoveContainer(ctx, req)
-			rt.delCtr(req.GetContainer().GetId())
+			err := d.a.RemoveContainer(ctx, req)
+			d.rt.DelCtr(req.GetContainer().GetId())
 			return nil, err
 		},
 	},
 }
 
-func (rt *runtime) event(ev string, raw map[string]json.RawMessage) (map[string]any, error) {
-	spec, ok := events[ev]
-	if !ok {
-		return nil, &cmdError{msg: ev + " cannot be sent by a runtime", unsupported: true}
+// ListPlugins reads the adaptation's (unexported) plugin list by reflection,
+// under the adaptation's own lock. This relies on the field layout of
+// pkg/adaptation v0.12.5 (plugins []*plugin; plugin{idx, base, pid, cmd,
+// events, closed, policy}); the adaptation offers no public accessor.
+func (d *driver) ListPlugins() []map[string]any {
+	d.a.Lock()
+	defer d.a.Unlock()
+	list := []map[string]any{}
+	ps := reflect.ValueOf(d.a).Elem().FieldByName("plugins")
+	if !ps.IsValid() {
+		return list
 	}
-	podID, err := str(raw, "pod_id")
-	if err != nil {
-		return nil, err
+	for i := 0; i < ps.Len(); i++ {
+		p := ps.Index(i).Elem()
+		idx := p.FieldByName("idx").String()
+		base := p.FieldByName("base").String()
+		mask := api.EventMask(p.FieldByName("events").Int())
+		list = append(list, map[string]any{
+			"name":           idx + "-" + base,
+			"index":          idx,
+			"base":           base,
+			"pid":            p.FieldByName("pid").Int(),
+			"external":       p.FieldByName("cmd").IsNil(),
+			"events":         int32(mask),
+			"events_pretty":  mask.PrettyString(),
+			"closed":         p.FieldByName("closed").Bool(),
+			"failure_policy": policyOf(p.FieldByName("policy")),
+		})
 	}
-	ctrID, err := str(raw, "container_id")
-	if err != nil {
-		return nil, err
-	}
-	body, _ := json.Marshal(raw)
-	req := spec.newReq()
-	if err := peer.UnmarshalPJ(body, req); err != nil {
-		return nil, errf("invalid %s request: %v", ev, err)
-	}
-	if err := rt.fill(req, podID, ctrID); err != nil {
-		return nil, err
-	}
+	return list
+}
 
-	// Like containerd: no plugin may finish synchronizing while an event
-	// is in flight, so a new plugin sees either the before or after state.
-	block := rt.a.BlockPluginSync()
-	start := time.Now()
-	rsp, err := spec.call(context.Background(), rt, req)
-	el := time.Since(start)
-	block.Unblock()
-
-	out := map[string]any{"elapsed_us": el.Microseconds()}
-	if err != nil {
-		return out, err
+// policyOf describes a plugin's declared failure policy (an unexported
+// *api.FailurePolicy field): nil when the plugin declared none.
+func policyOf(v reflect.Value) any {
+	if !v.IsValid() || v.IsNil() {
+		return nil
 	}
-	if rsp != nil {
-		out["response"] = peer.PJ(rsp)
+	e := v.Elem()
+	return map[string]any{
+		"fail_request":   e.FieldByName("FailRequest").Bool(),
+		"keep_connected": e.FieldByName("KeepConnected").Bool(),
 	}
-	return out, nil
 }

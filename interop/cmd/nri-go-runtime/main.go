@@ -5,17 +5,16 @@
 // line per command to stdout. Asynchronous happenings (plugin synchronization,
 // unsolicited UpdateContainers from plugins, plugin count changes, deprecation
 // warnings) are written as lines carrying an "async" key. Logs go to stderr.
-// See interop/README.md for the schema.
+// See interop/README.md for the schema. The command loop and the tracked
+// state are the shared peer.Runtime; this command is its Driver over the
+// v0.12.5 adaptation.
 package main
 
 import (
-	"bufio"
-	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/containerd/nri/pkg/adaptation"
@@ -28,129 +27,81 @@ import (
 
 const nriVersion = "v0.12.5"
 
-type options struct {
-	socket       string
-	pluginDir    string
-	configDir    string
-	regTimeout   time.Duration
-	reqTimeout   time.Duration
-	name         string
-	version      string
-	updatePolicy string
-	logLevel     string
-	noListen     bool
-	// validator is the built-in default validator's configuration
-	// (--default-validator), nil when not asked for.
-	validator *validator.DefaultValidatorConfig
+// runtime is the shared runtime peer for this NRI version's types.
+type runtime = peer.Runtime[*api.PodSandbox, *api.Container, *api.ContainerUpdate]
+
+// driver is the peer.Driver over the v0.12.5 adaptation.
+type driver struct {
+	rt *runtime
+	a  *adaptation.Adaptation
 }
 
-func parseFlags() options {
-	var o options
-	flag.StringVar(&o.socket, "socket", "", "socket path for external plugins (required unless --no-listen)")
-	flag.StringVar(&o.pluginDir, "plugin-dir", "/nonexistent/nri-go-runtime/plugins", "directory of pre-installed plugins to launch (may not exist)")
-	flag.StringVar(&o.configDir, "config-dir", "/nonexistent/nri-go-runtime/conf.d", "drop-in config directory for launched plugins (may not exist)")
-	flag.DurationVar(&o.regTimeout, "registration-timeout", adaptation.DefaultPluginRegistrationTimeout, "plugin registration timeout")
-	flag.DurationVar(&o.reqTimeout, "request-timeout", adaptation.DefaultPluginRequestTimeout, "plugin request timeout")
-	flag.StringVar(&o.name, "name", "nri-go-runtime", "runtime name sent in Configure")
-	flag.StringVar(&o.version, "version", nriVersion, "runtime version sent in Configure")
-	flag.StringVar(&o.updatePolicy, "update-policy", "succeed", "answer to unsolicited UpdateContainers: succeed | fail | error")
-	flag.StringVar(&o.logLevel, "log-level", "warn", "stderr log level: debug | info | warn | error")
-	flag.BoolVar(&o.noListen, "no-listen", false, "do not accept external plugin connections")
+// parseFlags parses the common runtime flags and --default-validator: the
+// built-in default validator's configuration, nil when not asked for.
+func parseFlags() (peer.RuntimeFlags, *validator.DefaultValidatorConfig) {
+	var cfg *validator.DefaultValidatorConfig
 	defaultValidator := flag.String("default-validator", "", "register the adaptation's built-in default validator with this configuration: JSON with the Go field names of DefaultValidatorConfig (e.g. {\"Enable\":true,\"RejectOCIHookAdjustment\":true})")
-	flag.Parse()
-	if *defaultValidator != "" {
-		o.validator = &validator.DefaultValidatorConfig{}
-		if err := json.Unmarshal([]byte(*defaultValidator), o.validator); err != nil {
-			peer.Usage("invalid --default-validator: %v", err)
-		}
-	}
-	if flag.NArg() != 0 {
-		peer.Usage("unexpected arguments: %v", flag.Args())
-	}
-	if o.socket == "" && !o.noListen {
-		peer.Usage("--socket is required (or --no-listen)")
-	}
-	if !validPolicy(o.updatePolicy) {
-		peer.Usage("invalid --update-policy %q", o.updatePolicy)
-	}
-	if err := peer.SetupLogging(o.logLevel); err != nil {
-		peer.Usage("%v", err)
-	}
-	return o
+	o := peer.ParseRuntimeFlags("nri-go-runtime", nriVersion,
+		adaptation.DefaultPluginRegistrationTimeout, adaptation.DefaultPluginRequestTimeout, func() {
+			if *defaultValidator != "" {
+				cfg = &validator.DefaultValidatorConfig{}
+				if err := json.Unmarshal([]byte(*defaultValidator), cfg); err != nil {
+					peer.Usage("invalid --default-validator: %v", err)
+				}
+			}
+		})
+	return o, cfg
 }
-
-func validPolicy(p string) bool { return p == "succeed" || p == "fail" || p == "error" }
 
 func main() {
-	o := parseFlags()
+	o, validatorCfg := parseFlags()
 	out := peer.NewOut(os.Stdout)
-	rt := &runtime{
-		out:     out,
-		pods:    map[string]*api.PodSandbox{},
-		ctrs:    map[string]*api.Container{},
-		policy:  o.updatePolicy,
-		cntChng: make(chan struct{}),
-	}
+	rt := peer.NewRuntime[*api.PodSandbox, *api.Container, *api.ContainerUpdate](out, o.UpdatePolicy)
 
-	adaptation.SetPluginRegistrationTimeout(o.regTimeout)
-	adaptation.SetPluginRequestTimeout(o.reqTimeout)
+	adaptation.SetPluginRegistrationTimeout(o.RegTimeout)
+	adaptation.SetPluginRequestTimeout(o.ReqTimeout)
 
 	opts := []adaptation.Option{
-		adaptation.WithPluginPath(o.pluginDir),
-		adaptation.WithPluginConfigPath(o.configDir),
+		adaptation.WithPluginPath(o.PluginDir),
+		adaptation.WithPluginConfigPath(o.ConfigDir),
 		adaptation.WithMetrics(&metrics{rt: rt}),
 		adaptation.WithDeprecationRecorder(&deprecations{rt: rt}),
 	}
-	if o.noListen {
+	if o.NoListen {
 		opts = append(opts, adaptation.WithDisabledExternalConnections())
 	} else {
-		opts = append(opts, adaptation.WithSocketPath(o.socket))
+		opts = append(opts, adaptation.WithSocketPath(o.Socket))
 	}
-	if o.validator != nil {
-		opts = append(opts, adaptation.WithDefaultValidator(o.validator))
+	if validatorCfg != nil {
+		opts = append(opts, adaptation.WithDefaultValidator(validatorCfg))
 	}
-	a, err := adaptation.New(o.name, o.version, rt.syncFn, rt.updateFn, opts...)
+	syncFn := func(ctx context.Context, cb adaptation.SyncCB) error { return rt.Sync(ctx, cb) }
+	a, err := adaptation.New(o.Name, o.Version, syncFn, rt.Update, opts...)
 	if err != nil {
-		out.Emit(map[string]any{"async": "error", "error": "adaptation.New: " + err.Error()})
-		os.Exit(peer.ExitFailure)
+		peer.Fatal(out, "adaptation.New: "+err.Error())
 	}
-	rt.a = a
 	if err := a.Start(); err != nil {
-		out.Emit(map[string]any{"async": "error", "error": "adaptation.Start: " + err.Error()})
-		os.Exit(peer.ExitFailure)
+		peer.Fatal(out, "adaptation.Start: "+err.Error())
 	}
-	out.Emit(map[string]any{"async": "started", "socket": o.socket, "nri_version": nriVersion, "runtime_name": o.name, "runtime_version": o.version})
-
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		s := <-sigs
-		a.Stop()
-		out.Emit(map[string]any{"async": "stopped", "reason": s.String()})
-		os.Exit(peer.ExitOK)
-	}()
-
-	sc := bufio.NewScanner(os.Stdin)
-	sc.Buffer(make([]byte, 1<<20), 1<<30)
-	for sc.Scan() {
-		line := sc.Bytes()
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
-		res, stop := rt.handle(line)
-		out.Emit(res)
-		if stop {
-			out.Emit(map[string]any{"async": "stopped", "reason": "stop command"})
-			os.Exit(peer.ExitOK)
-		}
-	}
-	a.Stop()
-	reason := "stdin closed"
-	if err := sc.Err(); err != nil {
-		reason = "stdin error: " + err.Error()
-	}
-	out.Emit(map[string]any{"async": "stopped", "reason": reason})
-	if sc.Err() != nil {
-		os.Exit(peer.ExitFailure)
-	}
+	rt.Serve(&driver{rt: rt, a: a}, o, nriVersion)
 }
+
+// metrics implements adaptation.Metrics; only the plugin count is used.
+type metrics struct{ rt *runtime }
+
+func (m *metrics) RecordPluginInvocation(string, string, error)      {}
+func (m *metrics) RecordPluginLatency(string, string, time.Duration) {}
+func (m *metrics) RecordPluginAdjustments(string, string, *api.ContainerAdjustment, int, int) {
+}
+func (m *metrics) UpdatePluginCount(n int) { m.rt.SetCount(n) }
+
+// deprecations reports StateChange fallbacks.
+type deprecations struct{ rt *runtime }
+
+func (d *deprecations) PluginWarning(_ context.Context, dep adaptation.Deprecation, plugin, details string) {
+	d.rt.Out.Emit(map[string]any{"async": "deprecation", "deprecation": dep.String(), "plugin": plugin, "details": details})
+}
+
+func (d *driver) BlockPluginSync() func() { return d.a.BlockPluginSync().Unblock }
+
+func (d *driver) Stop() { d.a.Stop() }

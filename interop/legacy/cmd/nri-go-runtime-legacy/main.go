@@ -8,324 +8,115 @@
 // It reads JSON commands from stdin, one per line, and writes one JSON result
 // line per command to stdout. Asynchronous happenings (plugin synchronization,
 // unsolicited UpdateContainers from plugins, plugin count changes) are written as lines carrying an "async" key. Logs go to stderr.
-// See interop/README.md for the schema.
+// See interop/README.md for the schema. The command loop and the tracked
+// state are the shared peer.Runtime; this command is its Driver over the
+// v0.8.0 adaptation.
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
-	"flag"
-	"fmt"
 	"os"
-	"os/signal"
 	"reflect"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/containerd/nri/pkg/adaptation"
 	"github.com/containerd/nri/pkg/api"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/nri-rs/interop/peer"
 )
 
 const nriVersion = "v0.8.0"
 
-type options struct {
-	socket       string
-	pluginDir    string
-	configDir    string
-	regTimeout   time.Duration
-	reqTimeout   time.Duration
-	name         string
-	version      string
-	updatePolicy string
-	logLevel     string
-	noListen     bool
+// runtime is the shared runtime peer for this NRI version's types.
+type runtime = peer.Runtime[*api.PodSandbox, *api.Container, *api.ContainerUpdate]
+
+// driver is the peer.Driver over the v0.8.0 adaptation.
+type driver struct {
+	rt *runtime
+	a  *adaptation.Adaptation
 }
 
-func parseFlags() options {
-	var o options
-	flag.StringVar(&o.socket, "socket", "", "socket path for external plugins (required unless --no-listen)")
-	flag.StringVar(&o.pluginDir, "plugin-dir", "/nonexistent/nri-go-runtime-legacy/plugins", "directory of pre-installed plugins to launch (may not exist)")
-	flag.StringVar(&o.configDir, "config-dir", "/nonexistent/nri-go-runtime-legacy/conf.d", "drop-in config directory for launched plugins (may not exist)")
-	flag.DurationVar(&o.regTimeout, "registration-timeout", adaptation.DefaultPluginRegistrationTimeout, "plugin registration timeout")
-	flag.DurationVar(&o.reqTimeout, "request-timeout", adaptation.DefaultPluginRequestTimeout, "plugin request timeout")
-	flag.StringVar(&o.name, "name", "nri-go-runtime-legacy", "runtime name sent in Configure")
-	flag.StringVar(&o.version, "version", nriVersion, "runtime version sent in Configure")
-	flag.StringVar(&o.updatePolicy, "update-policy", "succeed", "answer to unsolicited UpdateContainers: succeed | fail | error")
-	flag.StringVar(&o.logLevel, "log-level", "warn", "stderr log level: debug | info | warn | error")
-	flag.BoolVar(&o.noListen, "no-listen", false, "do not accept external plugin connections")
-	flag.Parse()
-	if flag.NArg() != 0 {
-		peer.Usage("unexpected arguments: %v", flag.Args())
-	}
-	if o.socket == "" && !o.noListen {
-		peer.Usage("--socket is required (or --no-listen)")
-	}
-	if !validPolicy(o.updatePolicy) {
-		peer.Usage("invalid --update-policy %q", o.updatePolicy)
-	}
-	if err := peer.SetupLogging(o.logLevel); err != nil {
-		peer.Usage("%v", err)
-	}
-	return o
-}
+func main() {
+	o := peer.ParseRuntimeFlags("nri-go-runtime-legacy", nriVersion,
+		adaptation.DefaultPluginRegistrationTimeout, adaptation.DefaultPluginRequestTimeout, nil)
+	out := peer.NewOut(os.Stdout)
+	rt := peer.NewRuntime[*api.PodSandbox, *api.Container, *api.ContainerUpdate](out, o.UpdatePolicy)
 
-func validPolicy(p string) bool { return p == "succeed" || p == "fail" || p == "error" }
+	adaptation.SetPluginRegistrationTimeout(o.RegTimeout)
+	adaptation.SetPluginRequestTimeout(o.ReqTimeout)
 
-// runtime is the fake container runtime around the adaptation.
-type runtime struct {
-	a   *adaptation.Adaptation
-	out *peer.Out
-
-	mu       sync.Mutex
-	pods     map[string]*api.PodSandbox
-	podOrder []string
-	ctrs     map[string]*api.Container
-	ctrOrder []string
-	explicit bool
-	syncPods []*api.PodSandbox
-	syncCtrs []*api.Container
-	policy   string
-
-	cntMu   sync.Mutex
-	count   int
-	cntChng chan struct{} // closed and replaced on every count change
+	opts := []adaptation.Option{
+		adaptation.WithPluginPath(o.PluginDir),
+		adaptation.WithPluginConfigPath(o.ConfigDir),
+	}
+	if o.NoListen {
+		opts = append(opts, adaptation.WithDisabledExternalConnections())
+	} else {
+		opts = append(opts, adaptation.WithSocketPath(o.Socket))
+	}
+	syncFn := func(ctx context.Context, cb adaptation.SyncCB) error { return rt.Sync(ctx, cb) }
+	a, err := adaptation.New(o.Name, o.Version, syncFn, rt.Update, opts...)
+	if err != nil {
+		peer.Fatal(out, "adaptation.New: "+err.Error())
+	}
+	if err := a.Start(); err != nil {
+		peer.Fatal(out, "adaptation.Start: "+err.Error())
+	}
+	d := &driver{rt: rt, a: a}
+	go d.pollCount()
+	rt.Serve(d, o, nriVersion)
 }
 
 // pollCount reports the number of registered, not closed plugins. v0.8.0 has
 // no Metrics hook; a plugin is appended to the list only after its
 // Synchronize succeeded, so a listed plugin is registered and synchronized.
-func (rt *runtime) pollCount() {
+func (d *driver) pollCount() {
 	for {
 		n := 0
-		for _, p := range rt.listPlugins() {
+		for _, p := range d.ListPlugins() {
 			if !p["closed"].(bool) {
 				n++
 			}
 		}
-		rt.setCount(n)
+		d.rt.SetCount(n)
 		time.Sleep(5 * time.Millisecond)
 	}
 }
 
-func (rt *runtime) setCount(n int) {
-	rt.cntMu.Lock()
-	changed := n != rt.count
-	rt.count = n
-	if changed {
-		close(rt.cntChng)
-		rt.cntChng = make(chan struct{})
-	}
-	rt.cntMu.Unlock()
-	if changed {
-		rt.out.Emit(map[string]any{"async": "plugin_count", "count": n})
-	}
-}
+func (d *driver) BlockPluginSync() func() { return d.a.BlockPluginSync().Unblock }
 
-func (rt *runtime) getCount() (int, chan struct{}) {
-	rt.cntMu.Lock()
-	defer rt.cntMu.Unlock()
-	return rt.count, rt.cntChng
-}
-
-// snapshot returns the state handed to a synchronizing plugin.
-func (rt *runtime) snapshot() ([]*api.PodSandbox, []*api.Container, bool) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if rt.explicit {
-		return rt.syncPods, rt.syncCtrs, true
-	}
-	pods := make([]*api.PodSandbox, 0, len(rt.podOrder))
-	for _, id := range rt.podOrder {
-		pods = append(pods, rt.pods[id])
-	}
-	ctrs := make([]*api.Container, 0, len(rt.ctrOrder))
-	for _, id := range rt.ctrOrder {
-		ctrs = append(ctrs, rt.ctrs[id])
-	}
-	return pods, ctrs, false
-}
-
-func (rt *runtime) syncFn(ctx context.Context, cb adaptation.SyncCB) error {
-	pods, ctrs, explicit := rt.snapshot()
-	start := time.Now()
-	updates, err := cb(ctx, pods, ctrs)
-	el := time.Since(start)
-	line := map[string]any{
-		"async": "synchronize", "pods": len(pods), "containers": len(ctrs),
-		"explicit_state": explicit, "elapsed_us": el.Microseconds(),
-		"updates": peer.PJList(updates),
-	}
-	if err != nil {
-		line["error"] = err.Error()
-	}
-	rt.out.Emit(line)
-	return err
-}
-
-func (rt *runtime) updateFn(_ context.Context, updates []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) {
-	rt.mu.Lock()
-	policy := rt.policy
-	rt.mu.Unlock()
-	var (
-		failed []*api.ContainerUpdate
-		err    error
-	)
-	switch policy {
-	case "fail":
-		failed = updates
-	case "error":
-		err = fmt.Errorf("unsolicited container update rejected by policy")
-	}
-	line := map[string]any{
-		"async": "update_containers", "policy": policy,
-		"updates": peer.PJList(updates), "failed": peer.PJList(failed),
-	}
-	if err != nil {
-		line["error"] = err.Error()
-	}
-	rt.out.Emit(line)
-	return failed, err
-}
-
-// --- state tracking -------------------------------------------------------
-
-func (rt *runtime) putPod(p *api.PodSandbox) {
-	if p == nil || p.Id == "" {
-		return
-	}
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if _, ok := rt.pods[p.Id]; !ok {
-		rt.podOrder = append(rt.podOrder, p.Id)
-	}
-	rt.pods[p.Id] = proto.Clone(p).(*api.PodSandbox)
-}
-
-func (rt *runtime) delPod(id string) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if _, ok := rt.pods[id]; !ok {
-		return
-	}
-	delete(rt.pods, id)
-	rt.podOrder = remove(rt.podOrder, id)
-}
-
-func (rt *runtime) putCtr(c *api.Container, state api.ContainerState) {
-	if c == nil || c.Id == "" {
-		return
-	}
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if _, ok := rt.ctrs[c.Id]; !ok {
-		rt.ctrOrder = append(rt.ctrOrder, c.Id)
-	}
-	cc := proto.Clone(c).(*api.Container)
-	if state != api.ContainerState_CONTAINER_UNKNOWN {
-		cc.State = state
-	}
-	rt.ctrs[c.Id] = cc
-}
-
-func (rt *runtime) setCtrState(c *api.Container, state api.ContainerState) {
-	if c == nil {
-		return
-	}
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if cur, ok := rt.ctrs[c.Id]; ok {
-		cur.State = state
-	}
-}
-
-func (rt *runtime) delCtr(id string) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if _, ok := rt.ctrs[id]; !ok {
-		return
-	}
-	delete(rt.ctrs, id)
-	rt.ctrOrder = remove(rt.ctrOrder, id)
-}
-
-func remove(s []string, id string) []string {
-	out := s[:0]
-	for _, x := range s {
-		if x != id {
-			out = append(out, x)
-		}
-	}
-	return out
-}
-
-// --- commands ----------------------------------------------------------------
-
-type cmdError struct {
-	msg         string
-	unsupported bool
-}
-
-func (e *cmdError) Error() string { return e.msg }
-
-func errf(format string, args ...any) error { return &cmdError{msg: fmt.Sprintf(format, args...)} }
-
-// fill sets the request's "pod"/"container" fields from tracked state when the
-// command gave pod_id/container_id instead of inline objects (or gave a
-// container whose pod_sandbox_id is known).
-func (rt *runtime) fill(req proto.Message, podID, ctrID string) error {
-	m := req.ProtoReflect()
-	fields := m.Descriptor().Fields()
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if fd := fields.ByName("container"); fd != nil && !m.Has(fd) && ctrID != "" {
-		c, ok := rt.ctrs[ctrID]
-		if !ok {
-			return errf("unknown container_id %q", ctrID)
-		}
-		m.Set(fd, protoreflect.ValueOfMessage(proto.Clone(c).ProtoReflect()))
-	}
-	if fd := fields.ByName("pod"); fd != nil && !m.Has(fd) {
-		if podID == "" {
-			if cfd := fields.ByName("container"); cfd != nil && m.Has(cfd) {
-				if c, ok := m.Get(cfd).Message().Interface().(*api.Container); ok {
-					podID = c.PodSandboxId
-				}
-			}
-		}
-		if podID != "" {
-			p, ok := rt.pods[podID]
-			if !ok {
-				return errf("unknown pod_id %q", podID)
-			}
-			m.Set(fd, protoreflect.ValueOfMessage(proto.Clone(p).ProtoReflect()))
-		}
-	}
-	return nil
-}
+func (d *driver) Stop() { d.a.Stop() }
 
 // eventSpec describes one lifecycle event command.
 type eventSpec struct {
 	newReq func() proto.Message
-	call   func(ctx context.Context, rt *runtime, req proto.Message) (proto.Message, error)
+	call   func(ctx context.Context, d *driver, req proto.Message) (proto.Message, error)
+}
+
+// Event implements peer.Driver.
+func (d *driver) Event(ev string) (peer.Event, error) {
+	spec, ok := events[ev]
+	if !ok {
+		if ev == "UpdatePodSandbox" || ev == "PostUpdatePodSandbox" {
+			return peer.Event{}, peer.Unsupported("%s is not supported by NRI %s", ev, nriVersion)
+		}
+		return peer.Event{}, peer.NotSentByRuntime(ev)
+	}
+	call := func(ctx context.Context, req proto.Message) (proto.Message, error) { return spec.call(ctx, d, req) }
+	return peer.Event{New: spec.newReq, Call: call}, nil
 }
 
 // stateChange builds the spec of an event relayed through StateChange.
 func stateChange(call func(a *adaptation.Adaptation, ctx context.Context, evt *api.StateChangeEvent) error,
-	after func(rt *runtime, evt *api.StateChangeEvent, err error)) eventSpec {
+	after func(d *driver, evt *api.StateChangeEvent, err error)) eventSpec {
 	return eventSpec{
 		func() proto.Message { return &api.StateChangeEvent{} },
-		func(ctx context.Context, rt *runtime, m proto.Message) (proto.Message, error) {
+		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
 			evt := m.(*api.StateChangeEvent)
-			err := call(rt.a, ctx, evt)
+			err := call(d.a, ctx, evt)
 			if after != nil {
-				after(rt, evt, err)
+				after(d, evt, err)
 			}
 			return nil, err
 		},
@@ -333,38 +124,38 @@ func stateChange(call func(a *adaptation.Adaptation, ctx context.Context, evt *a
 }
 
 var events = map[string]eventSpec{
-	"RunPodSandbox": stateChange((*adaptation.Adaptation).RunPodSandbox, func(rt *runtime, evt *api.StateChangeEvent, err error) {
+	"RunPodSandbox": stateChange((*adaptation.Adaptation).RunPodSandbox, func(d *driver, evt *api.StateChangeEvent, err error) {
 		if err == nil {
-			rt.putPod(evt.Pod)
+			d.rt.PutPod(evt.Pod)
 		}
 	}),
 	"StopPodSandbox": stateChange((*adaptation.Adaptation).StopPodSandbox, nil),
-	"RemovePodSandbox": stateChange((*adaptation.Adaptation).RemovePodSandbox, func(rt *runtime, evt *api.StateChangeEvent, _ error) {
-		rt.delPod(evt.GetPod().GetId())
+	"RemovePodSandbox": stateChange((*adaptation.Adaptation).RemovePodSandbox, func(d *driver, evt *api.StateChangeEvent, _ error) {
+		d.rt.DelPod(evt.GetPod().GetId())
 	}),
 	"CreateContainer": {
 		func() proto.Message { return &api.CreateContainerRequest{} },
-		func(ctx context.Context, rt *runtime, m proto.Message) (proto.Message, error) {
+		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
 			req := m.(*api.CreateContainerRequest)
-			rsp, err := rt.a.CreateContainer(ctx, req)
+			rsp, err := d.a.CreateContainer(ctx, req)
 			if err != nil {
 				return nil, err
 			}
-			rt.putCtr(req.Container, api.ContainerState_CONTAINER_CREATED)
+			d.rt.PutCtr(req.Container, api.ContainerState_CONTAINER_CREATED)
 			return rsp, nil
 		},
 	},
 	"PostCreateContainer": stateChange((*adaptation.Adaptation).PostCreateContainer, nil),
-	"StartContainer": stateChange((*adaptation.Adaptation).StartContainer, func(rt *runtime, evt *api.StateChangeEvent, err error) {
+	"StartContainer": stateChange((*adaptation.Adaptation).StartContainer, func(d *driver, evt *api.StateChangeEvent, err error) {
 		if err == nil {
-			rt.setCtrState(evt.Container, api.ContainerState_CONTAINER_RUNNING)
+			d.rt.SetCtrState(evt.Container, api.ContainerState_CONTAINER_RUNNING)
 		}
 	}),
 	"PostStartContainer": stateChange((*adaptation.Adaptation).PostStartContainer, nil),
 	"UpdateContainer": {
 		func() proto.Message { return &api.UpdateContainerRequest{} },
-		func(ctx context.Context, rt *runtime, m proto.Message) (proto.Message, error) {
-			rsp, err := rt.a.UpdateContainer(ctx, m.(*api.UpdateContainerRequest))
+		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
+			rsp, err := d.a.UpdateContainer(ctx, m.(*api.UpdateContainerRequest))
 			if err != nil {
 				return nil, err
 			}
@@ -374,306 +165,30 @@ var events = map[string]eventSpec{
 	"PostUpdateContainer": stateChange((*adaptation.Adaptation).PostUpdateContainer, nil),
 	"StopContainer": {
 		func() proto.Message { return &api.StopContainerRequest{} },
-		func(ctx context.Context, rt *runtime, m proto.Message) (proto.Message, error) {
+		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
 			req := m.(*api.StopContainerRequest)
-			rsp, err := rt.a.StopContainer(ctx, req)
-			rt.setCtrState(req.Container, api.ContainerState_CONTAINER_STOPPED)
+			rsp, err := d.a.StopContainer(ctx, req)
+			d.rt.SetCtrState(req.Container, api.ContainerState_CONTAINER_STOPPED)
 			if err != nil {
 				return nil, err
 			}
 			return rsp, nil
 		},
 	},
-	"RemoveContainer": stateChange((*adaptation.Adaptation).RemoveContainer, func(rt *runtime, evt *api.StateChangeEvent, _ error) {
-		rt.delCtr(evt.GetContainer().GetId())
+	"RemoveContainer": stateChange((*adaptation.Adaptation).RemoveContainer, func(d *driver, evt *api.StateChangeEvent, _ error) {
+		d.rt.DelCtr(evt.GetContainer().GetId())
 	}),
 }
 
-// controlCommands lists the non-event commands by normalized name.
-var controlCommands = map[string]string{
-	"waitplugins":     "wait_plugins",
-	"listplugins":     "list_plugins",
-	"setsyncstate":    "set_sync_state",
-	"clearsyncstate":  "clear_sync_state",
-	"state":           "state",
-	"setupdatepolicy": "set_update_policy",
-	"stop":            "stop",
-}
-
-// handle executes one command line and returns its result object.
-func (rt *runtime) handle(line []byte) (res map[string]any, stop bool) {
-	res = map[string]any{}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(line, &raw); err != nil {
-		res["ok"] = false
-		res["error"] = "invalid JSON command: " + err.Error()
-		return res, false
-	}
-	if id, ok := raw["id"]; ok {
-		res["id"] = id
-	}
-	var name string
-	if err := json.Unmarshal(raw["cmd"], &name); err != nil || name == "" {
-		res["ok"] = false
-		res["error"] = `missing or invalid "cmd"`
-		return res, false
-	}
-	delete(raw, "id")
-	delete(raw, "cmd")
-
-	var (
-		out map[string]any
-		err error
-	)
-	if c, ok := controlCommands[peer.Norm(name)]; ok {
-		res["cmd"] = c
-		out, stop, err = rt.control(c, raw)
-	} else if ev := peer.Canon(name); ev != "" {
-		res["cmd"] = ev
-		out, err = rt.event(ev, raw)
-	} else {
-		res["cmd"] = name
-		err = errf("unknown command %q", name)
-	}
-	for k, v := range out {
-		res[k] = v
-	}
-	res["ok"] = err == nil
-	if err != nil {
-		res["error"] = err.Error()
-		if ce, ok := err.(*cmdError); ok && ce.unsupported {
-			res["unsupported"] = true
-		}
-	}
-	return res, stop
-}
-
-func str(raw map[string]json.RawMessage, key string) (string, error) {
-	v, ok := raw[key]
-	if !ok {
-		return "", nil
-	}
-	delete(raw, key)
-	var s string
-	if err := json.Unmarshal(v, &s); err != nil {
-		return "", errf("%q must be a string", key)
-	}
-	return s, nil
-}
-
-func num(raw map[string]json.RawMessage, key string, def int64) (int64, error) {
-	v, ok := raw[key]
-	if !ok {
-		return def, nil
-	}
-	delete(raw, key)
-	var n int64
-	if err := json.Unmarshal(v, &n); err != nil {
-		return 0, errf("%q must be an integer", key)
-	}
-	return n, nil
-}
-
-func noExtra(raw map[string]json.RawMessage) error {
-	for k := range raw {
-		return errf("unknown field %q", k)
-	}
-	return nil
-}
-
-func (rt *runtime) event(ev string, raw map[string]json.RawMessage) (map[string]any, error) {
-	spec, ok := events[ev]
-	if !ok {
-		if ev == "UpdatePodSandbox" || ev == "PostUpdatePodSandbox" {
-			return nil, &cmdError{msg: ev + " is not supported by NRI " + nriVersion, unsupported: true}
-		}
-		return nil, &cmdError{msg: ev + " cannot be sent by a runtime", unsupported: true}
-	}
-	podID, err := str(raw, "pod_id")
-	if err != nil {
-		return nil, err
-	}
-	ctrID, err := str(raw, "container_id")
-	if err != nil {
-		return nil, err
-	}
-	body, _ := json.Marshal(raw)
-	req := spec.newReq()
-	if err := peer.UnmarshalPJ(body, req); err != nil {
-		return nil, errf("invalid %s request: %v", ev, err)
-	}
-	if err := rt.fill(req, podID, ctrID); err != nil {
-		return nil, err
-	}
-
-	// Like containerd: no plugin may finish synchronizing while an event
-	// is in flight, so a new plugin sees either the before or after state.
-	block := rt.a.BlockPluginSync()
-	start := time.Now()
-	rsp, err := spec.call(context.Background(), rt, req)
-	el := time.Since(start)
-	block.Unblock()
-
-	out := map[string]any{"elapsed_us": el.Microseconds()}
-	if err != nil {
-		return out, err
-	}
-	if rsp != nil {
-		out["response"] = peer.PJ(rsp)
-	}
-	return out, nil
-}
-
-func (rt *runtime) control(c string, raw map[string]json.RawMessage) (map[string]any, bool, error) {
-	switch c {
-	case "wait_plugins":
-		n, err := num(raw, "count", 1)
-		if err != nil {
-			return nil, false, err
-		}
-		ms, err := num(raw, "timeout_ms", 5000)
-		if err != nil {
-			return nil, false, err
-		}
-		if err := noExtra(raw); err != nil {
-			return nil, false, err
-		}
-		start := time.Now()
-		deadline := time.After(time.Duration(ms) * time.Millisecond)
-		for {
-			cur, ch := rt.getCount()
-			if int64(cur) >= n {
-				return map[string]any{"count": cur, "elapsed_us": time.Since(start).Microseconds()}, false, nil
-			}
-			select {
-			case <-ch:
-			case <-deadline:
-				return map[string]any{"count": cur}, false, errf("timeout waiting for %d plugins (have %d)", n, cur)
-			}
-		}
-
-	case "list_plugins":
-		if err := noExtra(raw); err != nil {
-			return nil, false, err
-		}
-		return map[string]any{"plugins": rt.listPlugins()}, false, nil
-
-	case "set_sync_state":
-		var pods []*api.PodSandbox
-		var ctrs []*api.Container
-		if g, ok := raw["generate"]; ok {
-			delete(raw, "generate")
-			var gen struct {
-				Pods             int `json:"pods"`
-				ContainersPerPod int `json:"containers_per_pod"`
-			}
-			dec := json.NewDecoder(bytes.NewReader(g))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&gen); err != nil {
-				return nil, false, errf("invalid generate: %v", err)
-			}
-			pods, ctrs = peer.State[api.PodSandbox, api.Container](gen.Pods, gen.ContainersPerPod)
-		}
-		if v, ok := raw["pods"]; ok {
-			delete(raw, "pods")
-			var items []json.RawMessage
-			if err := json.Unmarshal(v, &items); err != nil {
-				return nil, false, errf(`"pods" must be an array`)
-			}
-			for i, it := range items {
-				p := &api.PodSandbox{}
-				if err := peer.UnmarshalPJ(it, p); err != nil {
-					return nil, false, errf("pods[%d]: %v", i, err)
-				}
-				pods = append(pods, p)
-			}
-		}
-		if v, ok := raw["containers"]; ok {
-			delete(raw, "containers")
-			var items []json.RawMessage
-			if err := json.Unmarshal(v, &items); err != nil {
-				return nil, false, errf(`"containers" must be an array`)
-			}
-			for i, it := range items {
-				c := &api.Container{}
-				if err := peer.UnmarshalPJ(it, c); err != nil {
-					return nil, false, errf("containers[%d]: %v", i, err)
-				}
-				ctrs = append(ctrs, c)
-			}
-		}
-		if err := noExtra(raw); err != nil {
-			return nil, false, err
-		}
-		size := 0
-		for _, p := range pods {
-			size += proto.Size(p)
-		}
-		for _, c := range ctrs {
-			size += proto.Size(c)
-		}
-		rt.mu.Lock()
-		rt.explicit, rt.syncPods, rt.syncCtrs = true, pods, ctrs
-		rt.mu.Unlock()
-		return map[string]any{"pods": len(pods), "containers": len(ctrs), "proto_bytes": size}, false, nil
-
-	case "clear_sync_state":
-		if err := noExtra(raw); err != nil {
-			return nil, false, err
-		}
-		rt.mu.Lock()
-		rt.explicit, rt.syncPods, rt.syncCtrs = false, nil, nil
-		rt.mu.Unlock()
-		return nil, false, nil
-
-	case "state":
-		if err := noExtra(raw); err != nil {
-			return nil, false, err
-		}
-		rt.mu.Lock()
-		defer rt.mu.Unlock()
-		ctrs := make([]map[string]any, 0, len(rt.ctrOrder))
-		for _, id := range rt.ctrOrder {
-			c := rt.ctrs[id]
-			ctrs = append(ctrs, map[string]any{"id": id, "pod_sandbox_id": c.PodSandboxId, "name": c.Name, "state": c.State.String()})
-		}
-		return map[string]any{"pods": append([]string{}, rt.podOrder...), "containers": ctrs, "explicit_sync_state": rt.explicit}, false, nil
-
-	case "set_update_policy":
-		p, err := str(raw, "policy")
-		if err != nil {
-			return nil, false, err
-		}
-		if err := noExtra(raw); err != nil {
-			return nil, false, err
-		}
-		if !validPolicy(p) {
-			return nil, false, errf("invalid policy %q (succeed | fail | error)", p)
-		}
-		rt.mu.Lock()
-		rt.policy = p
-		rt.mu.Unlock()
-		return map[string]any{"policy": p}, false, nil
-
-	case "stop":
-		if err := noExtra(raw); err != nil {
-			return nil, false, err
-		}
-		rt.a.Stop()
-		return nil, true, nil
-	}
-	return nil, false, errf("unknown command %q", c)
-}
-
-// listPlugins reads the adaptation's (unexported) plugin list by reflection,
+// ListPlugins reads the adaptation's (unexported) plugin list by reflection,
 // under the adaptation's own lock. This relies on the field layout of
 // pkg/adaptation v0.8.0 (plugins []*plugin; plugin{idx, base, pid, cmd,
 // events, closed}); the adaptation offers no public accessor.
-func (rt *runtime) listPlugins() []map[string]any {
-	rt.a.Lock()
-	defer rt.a.Unlock()
+func (d *driver) ListPlugins() []map[string]any {
+	d.a.Lock()
+	defer d.a.Unlock()
 	list := []map[string]any{}
-	ps := reflect.ValueOf(rt.a).Elem().FieldByName("plugins")
+	ps := reflect.ValueOf(d.a).Elem().FieldByName("plugins")
 	if !ps.IsValid() {
 		return list
 	}
@@ -694,74 +209,4 @@ func (rt *runtime) listPlugins() []map[string]any {
 		})
 	}
 	return list
-}
-
-func main() {
-	o := parseFlags()
-	out := peer.NewOut(os.Stdout)
-	rt := &runtime{
-		out:     out,
-		pods:    map[string]*api.PodSandbox{},
-		ctrs:    map[string]*api.Container{},
-		policy:  o.updatePolicy,
-		cntChng: make(chan struct{}),
-	}
-
-	adaptation.SetPluginRegistrationTimeout(o.regTimeout)
-	adaptation.SetPluginRequestTimeout(o.reqTimeout)
-
-	opts := []adaptation.Option{
-		adaptation.WithPluginPath(o.pluginDir),
-		adaptation.WithPluginConfigPath(o.configDir),
-	}
-	if o.noListen {
-		opts = append(opts, adaptation.WithDisabledExternalConnections())
-	} else {
-		opts = append(opts, adaptation.WithSocketPath(o.socket))
-	}
-	a, err := adaptation.New(o.name, o.version, rt.syncFn, rt.updateFn, opts...)
-	if err != nil {
-		out.Emit(map[string]any{"async": "error", "error": "adaptation.New: " + err.Error()})
-		os.Exit(peer.ExitFailure)
-	}
-	rt.a = a
-	if err := a.Start(); err != nil {
-		out.Emit(map[string]any{"async": "error", "error": "adaptation.Start: " + err.Error()})
-		os.Exit(peer.ExitFailure)
-	}
-	go rt.pollCount()
-	out.Emit(map[string]any{"async": "started", "socket": o.socket, "nri_version": nriVersion, "runtime_name": o.name, "runtime_version": o.version})
-
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		s := <-sigs
-		a.Stop()
-		out.Emit(map[string]any{"async": "stopped", "reason": s.String()})
-		os.Exit(peer.ExitOK)
-	}()
-
-	sc := bufio.NewScanner(os.Stdin)
-	sc.Buffer(make([]byte, 1<<20), 1<<30)
-	for sc.Scan() {
-		line := sc.Bytes()
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
-		res, stop := rt.handle(line)
-		out.Emit(res)
-		if stop {
-			out.Emit(map[string]any{"async": "stopped", "reason": "stop command"})
-			os.Exit(peer.ExitOK)
-		}
-	}
-	a.Stop()
-	reason := "stdin closed"
-	if err := sc.Err(); err != nil {
-		reason = "stdin error: " + err.Error()
-	}
-	out.Emit(map[string]any{"async": "stopped", "reason": reason})
-	if sc.Err() != nil {
-		os.Exit(peer.ExitFailure)
-	}
 }
