@@ -64,7 +64,7 @@ struct Outcome {
 }
 
 async fn run(policy: Option<FailurePolicy>) -> Option<Outcome> {
-    let bin = peer("nri-go-runtime")?;
+    let bin = go_peer("nri-go-runtime")?;
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("nri.sock");
     let mut rt = GoRuntime::start(&bin, &socket, &["--request-timeout", "300ms"]).await;

@@ -108,7 +108,7 @@ fn check_update(updated: &Value) {
 
 #[tokio::test]
 async fn v012_registration_every_event_and_adjustments() {
-    let Some(bin) = peer("nri-go-runtime") else {
+    let Some(bin) = go_peer("nri-go-runtime") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -169,7 +169,7 @@ async fn v012_registration_every_event_and_adjustments() {
 
 #[tokio::test]
 async fn v012_sync_1000_pods_5000_containers() {
-    let Some(bin) = peer("nri-go-runtime") else {
+    let Some(bin) = go_peer("nri-go-runtime") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -211,7 +211,7 @@ async fn v012_sync_1000_pods_5000_containers() {
 
 #[tokio::test]
 async fn v012_unsolicited_updates() {
-    let Some(bin) = peer("nri-go-runtime") else {
+    let Some(bin) = go_peer("nri-go-runtime") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -257,7 +257,7 @@ async fn v012_unsolicited_updates() {
 
 #[tokio::test]
 async fn v012_reconnect_after_runtime_restart() {
-    let Some(bin) = peer("nri-go-runtime") else {
+    let Some(bin) = go_peer("nri-go-runtime") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -300,7 +300,7 @@ async fn v012_reconnect_after_runtime_restart() {
 
 #[tokio::test]
 async fn v012_pre_launched_plugin_with_config_file() {
-    let Some(bin) = peer("nri-go-runtime") else {
+    let Some(bin) = go_peer("nri-go-runtime") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -372,7 +372,7 @@ impl Plugin for RunOnly {
 
 #[tokio::test]
 async fn v012_subscribed_events_without_a_method_succeed_without_fallback() {
-    let Some(bin) = peer("nri-go-runtime") else {
+    let Some(bin) = go_peer("nri-go-runtime") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -419,7 +419,7 @@ async fn v012_subscribed_events_without_a_method_succeed_without_fallback() {
 
 #[tokio::test]
 async fn legacy_v080_state_change_dialect_and_0x7ff_mask() {
-    let Some(bin) = peer("nri-go-runtime-legacy") else {
+    let Some(bin) = go_peer("nri-go-runtime-legacy") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

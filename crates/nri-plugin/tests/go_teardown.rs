@@ -33,8 +33,8 @@ impl Plugin for FailsStop {
 /// result, the pod events the Go plugin saw, in order, and the Rust
 /// plugin's count of teardown errors answered with success.
 async fn run(send_teardown_errors: bool) -> Option<(serde_json::Value, Vec<String>, u64)> {
-    let runtime = peer("nri-go-runtime")?;
-    let go_plugin = peer("nri-go-plugin")?;
+    let runtime = go_peer("nri-go-runtime")?;
+    let go_plugin = go_peer("nri-go-plugin")?;
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("nri.sock");
     let mut rt = GoRuntime::start(&runtime, &socket, &[]).await;

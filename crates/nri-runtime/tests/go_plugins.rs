@@ -16,27 +16,6 @@ use common::*;
 use nri_runtime::Adaptation;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-fn peer(name: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("NRI_INTEROP_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../interop/bin"));
-    let p = dir.join(name);
-    if p.is_file() {
-        return Some(p);
-    }
-    if std::env::var("NRI_REQUIRE_INTEROP").as_deref() == Ok("1") {
-        panic!(
-            "interop peer {} missing (NRI_REQUIRE_INTEROP=1); run scripts/build-go-peers.sh",
-            p.display()
-        );
-    }
-    eprintln!(
-        "skipping: interop peer {} missing; run scripts/build-go-peers.sh",
-        p.display()
-    );
-    None
-}
-
 struct GoPlugin {
     child: tokio::process::Child,
     lines: tokio::task::JoinHandle<Vec<serde_json::Value>>,
@@ -143,7 +122,8 @@ fn sees_adjustment(lines: &[serde_json::Value], plugin: &str, earlier: &str) {
 /// v0.12 plugin after it sees the adjusted container.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_go_plugin_sees_the_container_adjusted_before_it() {
-    let (Some(modern), Some(legacy)) = (peer("nri-go-plugin"), peer("nri-go-plugin-legacy")) else {
+    let (Some(modern), Some(legacy)) = (go_peer("nri-go-plugin"), go_peer("nri-go-plugin-legacy"))
+    else {
         return;
     };
     let env = TestEnv::new();
@@ -184,7 +164,8 @@ const LEGACY_EVENTS: &str = "runpodsandbox,stoppodsandbox,removepodsandbox,creat
 #[tokio::test(flavor = "multi_thread")]
 #[allow(clippy::too_many_lines)]
 async fn go_plugins_both_dialects_register_get_every_event_and_adjust() {
-    let (Some(modern), Some(legacy)) = (peer("nri-go-plugin"), peer("nri-go-plugin-legacy")) else {
+    let (Some(modern), Some(legacy)) = (go_peer("nri-go-plugin"), go_peer("nri-go-plugin-legacy"))
+    else {
         return;
     };
     let env = TestEnv::new();
@@ -318,7 +299,7 @@ async fn go_plugins_both_dialects_register_get_every_event_and_adjust() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn launched_go_plugin_gets_its_config_and_is_stopped() {
-    let Some(modern) = peer("nri-go-plugin") else {
+    let Some(modern) = go_peer("nri-go-plugin") else {
         return;
     };
     let env = TestEnv::new();
@@ -370,7 +351,7 @@ async fn launched_go_plugin_gets_its_config_and_is_stopped() {
 /// plugin every pod and container in one Synchronize call.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_go_plugin_reassembles_a_split_sync() {
-    let Some(modern) = peer("nri-go-plugin") else {
+    let Some(modern) = go_peer("nri-go-plugin") else {
         return;
     };
     let env = TestEnv::new();

@@ -152,16 +152,9 @@ fn configure(ttrpc: &[u8], go: Option<&str>) -> Option<BytesMut> {
 
 /// Whether the plugin's connection spins, once it has chosen.
 async fn chosen(handle: &PluginHandle) -> bool {
-    tokio::time::timeout(TIMEOUT, async {
-        loop {
-            if let Some(spins) = handle.spins() {
-                return spins;
-            }
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .expect("the plugin chooses how it reads once configured")
+    eventually_some(TIMEOUT, || handle.spins())
+        .await
+        .expect("the plugin chooses how it reads once configured")
 }
 
 /// Two of our plugins under our runtime, through the relay (rewriting

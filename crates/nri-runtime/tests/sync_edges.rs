@@ -20,14 +20,11 @@ fn methods(p: &FakePlugin) -> Vec<String> {
     p.received().into_iter().map(|r| r.method).collect()
 }
 
-async fn until(what: &str, mut f: impl FnMut() -> bool) {
-    for _ in 0..4000 {
-        if f() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("timed out waiting until {what}");
+async fn until(what: &str, f: impl FnMut() -> bool) {
+    assert!(
+        eventually(Duration::from_secs(20), f).await,
+        "timed out waiting until {what}"
+    );
 }
 
 fn mem(limit: i64) -> LinuxResources {

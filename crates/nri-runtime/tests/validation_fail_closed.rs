@@ -88,12 +88,10 @@ async fn a_validator_crashing_mid_request_fails_the_creation() {
         async move { a.create_container(&pod("p"), &ctr("p", "c")).await }
     });
     // Crash once the validation request has arrived.
-    for _ in 0..2000 {
-        if !events_of(&v.received()).is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let _arrived = eventually(Duration::from_secs(10), || {
+        !events_of(&v.received()).is_empty()
+    })
+    .await;
     assert_eq!(
         events_of(&v.received()),
         [VALIDATE],

@@ -13,7 +13,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 
 use common::*;
@@ -25,27 +25,6 @@ use tokio::process::{ChildStdin, ChildStdout};
 
 const RUNTIME_NAME: &str = "compare-runtime";
 const PLUGIN: &str = "10-wasm-guest";
-
-fn peer(name: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("NRI_INTEROP_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../interop/bin"));
-    let p = dir.join(name);
-    if p.is_file() {
-        return Some(p);
-    }
-    if std::env::var("NRI_REQUIRE_INTEROP").as_deref() == Ok("1") {
-        panic!(
-            "interop peer {} missing (NRI_REQUIRE_INTEROP=1); run scripts/build-go-peers.sh",
-            p.display()
-        );
-    }
-    eprintln!(
-        "skipping: interop peer {} missing; run scripts/build-go-peers.sh",
-        p.display()
-    );
-    None
-}
 
 /// One step of the run: an event on pod `pod` (and container `ctr`).
 #[derive(Clone, Copy)]
@@ -322,7 +301,7 @@ async fn run_go(bin: &Path, guest: &Path) -> (i32, Vec<Seen>) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn go_guest_behaves_the_same_in_the_go_host_and_in_nri_runtime() {
-    let (Some(go_rt), Some(guest)) = (peer("nri-go-runtime"), peer("wasm-guest.wasm")) else {
+    let (Some(go_rt), Some(guest)) = (go_peer("nri-go-runtime"), go_peer("wasm-guest.wasm")) else {
         return;
     };
     let (rust_mask, rust) = run_rust(&guest).await;

@@ -11,6 +11,9 @@
 //!   the descriptor set, for property tests of hand-written protobuf code.
 //! - `callbacks` (feature `runtime`): runtime callbacks that keep pods and
 //!   containers and record what plugins asked for.
+//! - [`wait`]: poll a condition until it holds or a deadline passes
+//!   ([`eventually`]).
+//! - [`interop`]: find the Go interop peers ([`go_peer`]).
 //!
 //! Helpers panic on set-up failures (a socket that cannot be bound, a
 //! channel that closed): in a test that is the clearest failure there is.
@@ -20,8 +23,13 @@
 pub mod callbacks;
 pub mod fake_runtime;
 pub mod fixtures;
+pub mod interop;
 pub mod plugin_end;
 pub mod schema;
+pub mod wait;
+
+pub use interop::go_peer;
+pub use wait::{eventually, eventually_some};
 
 use std::time::Duration;
 

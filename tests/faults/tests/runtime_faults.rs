@@ -31,7 +31,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 #[tokio::test(flavor = "current_thread")]
 async fn go_plugin_killed_mid_request_is_reported_and_others_keep_serving() {
     let guard = no_panics();
-    let Some(bin) = go_bin("nri-go-plugin") else {
+    let Some(bin) = nri_test_support::go_peer("nri-go-plugin") else {
         return;
     };
     let env = Env::new();

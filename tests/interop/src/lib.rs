@@ -5,7 +5,6 @@
 //!
 //! Not published; only `tests/` and `src/bin/wire-bench/` use it.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -122,30 +121,7 @@ pub fn pattern(len: usize, k: usize) -> Bytes {
     Bytes::from(out)
 }
 
-/// Directory of the Go interop binaries: `$NRI_INTEROP_BIN`, else
-/// `<repo>/interop/bin`.
-pub fn interop_bin_dir() -> PathBuf {
-    match std::env::var_os("NRI_INTEROP_BIN") {
-        Some(d) if !d.is_empty() => PathBuf::from(d),
-        _ => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../interop/bin"),
-    }
-}
-
-/// Finds the Go peer `name`, following the NRI_REQUIRE_INTEROP rule: when
-/// the binary is missing, panics if `NRI_REQUIRE_INTEROP=1`, otherwise
-/// prints why and returns `None` (the test then returns early).
-pub fn go_peer(name: &str) -> Option<PathBuf> {
-    let path = interop_bin_dir().join(name);
-    if path.is_file() {
-        return Some(path);
-    }
-    let why = format!(
-        "Go peer {} not found (build it with `bash scripts/build-go-peers.sh`, or set NRI_INTEROP_BIN)",
-        path.display()
-    );
-    if std::env::var("NRI_REQUIRE_INTEROP").is_ok_and(|v| v == "1") {
-        panic!("{why}; NRI_REQUIRE_INTEROP=1");
-    }
-    eprintln!("skipping: {why}");
-    None
-}
+// The directory of the Go interop binaries, and finding one of them under
+// the `NRI_REQUIRE_INTEROP` rule: the workspace's shared test helpers.
+pub use nri_test_support::go_peer;
+pub use nri_test_support::interop::bin_dir as interop_bin_dir;

@@ -125,13 +125,12 @@ impl GoPlugin {
     }
 }
 
-/// Polls `cond` every 10 ms for up to [`WAIT`].
-async fn until(what: &str, mut cond: impl FnMut() -> bool) {
-    let t0 = tokio::time::Instant::now();
-    while !cond() {
-        assert!(t0.elapsed() < WAIT, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+/// Polls `cond` until it holds, for up to [`WAIT`].
+async fn until(what: &str, cond: impl FnMut() -> bool) {
+    assert!(
+        nri_test_support::eventually(WAIT, cond).await,
+        "timed out waiting for {what}"
+    );
 }
 
 /// What our runtime did with the Go plugin that timed out.

@@ -8,37 +8,17 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
 use common::*;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-fn go_plugin() -> Option<PathBuf> {
-    let dir = std::env::var_os("NRI_INTEROP_BIN").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../interop/bin"),
-        PathBuf::from,
-    );
-    let bin = dir.join("nri-go-plugin");
-    if bin.exists() {
-        return Some(bin);
-    }
-    let why = format!(
-        "Go peer {} not found (build it with `bash scripts/build-go-peers.sh`, or set NRI_INTEROP_BIN)",
-        bin.display()
-    );
-    assert!(
-        std::env::var("NRI_REQUIRE_INTEROP").as_deref() != Ok("1"),
-        "{why}; NRI_REQUIRE_INTEROP=1"
-    );
-    eprintln!("skipped: {why}");
-    None
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_go_plugin_behind_the_proxy_adjusts_and_updates_through_it() {
-    let Some(bin) = go_plugin() else { return };
+    let Some(bin) = nri_test_support::go_peer("nri-go-plugin") else {
+        return;
+    };
     let env = Env::new();
     env.runtime.pods.lock().unwrap().push(pod("p0"));
     env.runtime

@@ -9,35 +9,15 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 
 use common::*;
 use nri_plugin::EventMask;
+use nri_test_support::go_peer;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout};
-
-fn go_peer(name: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("NRI_INTEROP_BIN").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../interop/bin"),
-        PathBuf::from,
-    );
-    let bin = dir.join(name);
-    if bin.exists() {
-        return Some(bin);
-    }
-    let why = format!(
-        "Go peer {} not found (build it with `bash scripts/build-go-peers.sh`, or set NRI_INTEROP_BIN)",
-        bin.display()
-    );
-    assert!(
-        std::env::var("NRI_REQUIRE_INTEROP").as_deref() != Ok("1"),
-        "{why}; NRI_REQUIRE_INTEROP=1"
-    );
-    eprintln!("skipped: {why}");
-    None
-}
 
 /// A Go runtime peer driven by JSON lines.
 struct GoRuntime {

@@ -281,14 +281,7 @@ pub fn exists(p: &Path) -> bool {
 /// Waits until the plugin's connection is configured; returns whether its
 /// reader spins for the runtime's requests.
 pub async fn read_strategy_chosen(handle: &nri_plugin::PluginHandle) -> bool {
-    tokio::time::timeout(TIMEOUT, async {
-        loop {
-            if let Some(spins) = handle.spins() {
-                return spins;
-            }
-            tokio::task::yield_now().await;
-        }
-    })
-    .await
-    .expect("the read strategy is chosen once configured")
+    nri_test_support::eventually_some(TIMEOUT, || handle.spins())
+        .await
+        .expect("the read strategy is chosen once configured")
 }

@@ -4,7 +4,7 @@
 //! plugin whose JSON lines are collected, and running a Rust plugin.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -17,24 +17,7 @@ use tokio::task::JoinHandle;
 
 pub const GO_TIMEOUT: Duration = Duration::from_secs(30);
 
-pub fn peer(name: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("NRI_INTEROP_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../interop/bin"));
-    let bin = dir.join(name);
-    if bin.exists() {
-        return Some(bin);
-    }
-    let why = format!(
-        "Go peer {} missing (build with scripts/build-go-peers.sh)",
-        bin.display()
-    );
-    if std::env::var("NRI_REQUIRE_INTEROP").is_ok_and(|v| v == "1") {
-        panic!("{why}");
-    }
-    eprintln!("skipping: {why}");
-    None
-}
+pub use nri_test_support::go_peer;
 
 /// A running Go runtime peer, driven by JSON lines.
 pub struct GoRuntime {

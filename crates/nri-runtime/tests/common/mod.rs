@@ -12,6 +12,7 @@ use nri_api::api::*;
 use nri_api::{EventMask, PLUGIN_SERVICE, RUNTIME_SERVICE, method};
 use nri_runtime::{Adaptation, BoxFuture, Builder, CallbackError, RuntimeCallbacks, Snapshot};
 use nri_test_support::plugin_end;
+pub use nri_test_support::{eventually, eventually_some, go_peer};
 use nri_ttrpc::{CallOptions, Client, Code, HandlerResult, Server, Status, service_fn};
 use prost::Message;
 use tokio_util::sync::CancellationToken;
@@ -53,26 +54,23 @@ impl TestEnv {
     }
 }
 
+/// How long [`wait_active`] and [`wait_active_exact`] wait.
+const WAIT_ACTIVE: Duration = Duration::from_secs(10);
+
 /// Waits until `n` plugins are active.
 pub async fn wait_active(a: &Adaptation, n: usize) {
-    for _ in 0..2000 {
-        if a.plugins().len() >= n {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("only {} plugins active, wanted {n}", a.plugins().len());
+    let active = eventually(WAIT_ACTIVE, || a.plugins().len() >= n).await;
+    assert!(
+        active,
+        "only {} plugins active, wanted {n}",
+        a.plugins().len()
+    );
 }
 
 /// Waits until exactly `n` plugins are active.
 pub async fn wait_active_exact(a: &Adaptation, n: usize) {
-    for _ in 0..2000 {
-        if a.plugins().len() == n {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("{} plugins active, wanted {n}", a.plugins().len());
+    let active = eventually(WAIT_ACTIVE, || a.plugins().len() == n).await;
+    assert!(active, "{} plugins active, wanted {n}", a.plugins().len());
 }
 
 // ---------------------------------------------------------------- plugin

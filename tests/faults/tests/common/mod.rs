@@ -695,28 +695,3 @@ fn perform<'a>(
 pub fn flush() {
     let _ = std::io::stderr().flush();
 }
-
-// ---------------------------------------------------------------- go peers
-
-/// The directory of the Go interop peers, or `None` (with a message) when
-/// they are missing and not required.
-pub fn go_bin(name: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("NRI_INTEROP_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../interop/bin"));
-    let p = dir.join(name);
-    if p.is_file() {
-        return Some(p);
-    }
-    if std::env::var("NRI_REQUIRE_INTEROP").as_deref() == Ok("1") {
-        panic!(
-            "{} missing (NRI_REQUIRE_INTEROP=1); run scripts/build-go-peers.sh",
-            p.display()
-        );
-    }
-    eprintln!(
-        "skipping: {} missing; run scripts/build-go-peers.sh",
-        p.display()
-    );
-    None
-}

@@ -22,15 +22,12 @@ use tokio_util::sync::CancellationToken;
 pub use nri_test_support::callbacks::FakeCallbacks;
 pub use nri_test_support::fixtures::{ctr, pod};
 
-/// Polls `cond` (yielding to the runtime between tries) until it holds.
-pub async fn until(what: &str, mut cond: impl FnMut() -> bool) {
-    for _ in 0..4000 {
-        if cond() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("timed out waiting for {what}");
+/// Polls `cond` until it holds (failing after 20 s).
+pub async fn until(what: &str, cond: impl FnMut() -> bool) {
+    assert!(
+        nri_test_support::eventually(Duration::from_secs(20), cond).await,
+        "timed out waiting for {what}"
+    );
 }
 
 pub struct Env {
