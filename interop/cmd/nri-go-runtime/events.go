@@ -152,36 +152,19 @@ var events = map[string]eventSpec{
 	},
 }
 
-// ListPlugins reads the adaptation's (unexported) plugin list by reflection,
-// under the adaptation's own lock. This relies on the field layout of
-// pkg/adaptation v0.12.5 (plugins []*plugin; plugin{idx, base, pid, cmd,
-// events, closed, policy}); the adaptation offers no public accessor.
+// ListPlugins implements peer.Driver: the plugin list of pkg/adaptation
+// v0.12.5, where a plugin also keeps its declared failure policy (policy).
 func (d *driver) ListPlugins() []map[string]any {
 	d.a.Lock()
 	defer d.a.Unlock()
-	list := []map[string]any{}
-	ps := reflect.ValueOf(d.a).Elem().FieldByName("plugins")
-	if !ps.IsValid() {
-		return list
-	}
-	for i := 0; i < ps.Len(); i++ {
-		p := ps.Index(i).Elem()
-		idx := p.FieldByName("idx").String()
-		base := p.FieldByName("base").String()
-		mask := api.EventMask(p.FieldByName("events").Int())
-		list = append(list, map[string]any{
-			"name":           idx + "-" + base,
-			"index":          idx,
-			"base":           base,
-			"pid":            p.FieldByName("pid").Int(),
-			"external":       p.FieldByName("cmd").IsNil(),
-			"events":         int32(mask),
-			"events_pretty":  mask.PrettyString(),
-			"closed":         p.FieldByName("closed").Bool(),
-			"failure_policy": policyOf(p.FieldByName("policy")),
-		})
-	}
-	return list
+	return peer.PluginList(d.a, prettyMask, func(p reflect.Value, item map[string]any) {
+		item["failure_policy"] = policyOf(p.FieldByName("policy"))
+	})
+}
+
+func prettyMask(m int32) string {
+	mask := api.EventMask(m)
+	return mask.PrettyString()
 }
 
 // policyOf describes a plugin's declared failure policy (an unexported

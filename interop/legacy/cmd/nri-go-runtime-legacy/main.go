@@ -16,7 +16,6 @@ package main
 import (
 	"context"
 	"os"
-	"reflect"
 	"time"
 
 	"github.com/containerd/nri/pkg/adaptation"
@@ -180,33 +179,15 @@ var events = map[string]eventSpec{
 	}),
 }
 
-// ListPlugins reads the adaptation's (unexported) plugin list by reflection,
-// under the adaptation's own lock. This relies on the field layout of
-// pkg/adaptation v0.8.0 (plugins []*plugin; plugin{idx, base, pid, cmd,
-// events, closed}); the adaptation offers no public accessor.
+// ListPlugins implements peer.Driver: the plugin list of pkg/adaptation
+// v0.8.0.
 func (d *driver) ListPlugins() []map[string]any {
 	d.a.Lock()
 	defer d.a.Unlock()
-	list := []map[string]any{}
-	ps := reflect.ValueOf(d.a).Elem().FieldByName("plugins")
-	if !ps.IsValid() {
-		return list
-	}
-	for i := 0; i < ps.Len(); i++ {
-		p := ps.Index(i).Elem()
-		idx := p.FieldByName("idx").String()
-		base := p.FieldByName("base").String()
-		mask := api.EventMask(p.FieldByName("events").Int())
-		list = append(list, map[string]any{
-			"name":          idx + "-" + base,
-			"index":         idx,
-			"base":          base,
-			"pid":           p.FieldByName("pid").Int(),
-			"external":      p.FieldByName("cmd").IsNil(),
-			"events":        int32(mask),
-			"events_pretty": mask.PrettyString(),
-			"closed":        p.FieldByName("closed").Bool(),
-		})
-	}
-	return list
+	return peer.PluginList(d.a, prettyMask, nil)
+}
+
+func prettyMask(m int32) string {
+	mask := api.EventMask(m)
+	return mask.PrettyString()
 }
