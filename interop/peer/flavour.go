@@ -108,11 +108,11 @@ func (f *Flavour) Apply(a Adjuster) {
 	}
 }
 
-// UnsolicitedUpdate returns the update a plugin sends with
-// --unsolicited-update, as the caller's api.ContainerUpdate (T): CPU shares
-// 512 and memory limit 1 GiB for container id.
-func UnsolicitedUpdate[T any, P message[T]](id string) P {
-	return decode[T, P](map[string]any{
+// unsolicitedDoc is the update a plugin sends with --unsolicited-update
+// (see SendUnsolicited), as a protojson api.ContainerUpdate: CPU shares 512
+// and memory limit 1 GiB for container id.
+func unsolicitedDoc(id string) map[string]any {
+	return map[string]any{
 		"container_id": id,
 		"linux": map[string]any{
 			"resources": map[string]any{
@@ -120,5 +120,5 @@ func UnsolicitedUpdate[T any, P message[T]](id string) P {
 				"memory": map[string]any{"limit": map[string]any{"value": 1 << 30}},
 			},
 		},
-	})
+	}
 }

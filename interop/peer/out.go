@@ -2,7 +2,8 @@
 // modules (interop, on the current containerd/nri, and interop/legacy, on
 // v0.8.0): JSON-line output, protojson conversion, logging setup, event
 // names, the plugins' adjustment flavours, the generated request shape,
-// /proc readers, and the runtime peers' command loop and state (Runtime).
+// /proc readers, the runtime peers' command loop and state (Runtime), and
+// the plugin peers' flags and event lines (Hooks).
 // It imports no NRI package, so one copy serves both NRI versions; each
 // module pulls it in with a replace directive. Where an NRI type is needed,
 // the caller names its own (see Pod, Container, State, Runtime) or

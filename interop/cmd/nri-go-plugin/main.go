@@ -12,12 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"syscall"
-	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
@@ -27,57 +22,12 @@ import (
 
 const nriVersion = "v0.12.5"
 
-type options struct {
-	socket      string
-	name        string
-	idx         string
-	events      string
-	adjust      peer.ListFlag
-	unsolicited string
-	failEvents  peer.ListFlag
-	delayEvents peer.ListFlag
-	exitOnClose bool
-	dump        bool
-	bench       bool
-	policy      string
-	logLevel    string
-}
-
 type plugin struct {
-	o       options
-	out     *peer.Out
+	*peer.Hooks
+	o       peer.PluginFlags
 	stub    stub.Stub
 	mask    api.EventMask
 	flavour *peer.Flavour
-	fail    map[string]bool
-	delay   map[string]time.Duration
-	seq     atomic.Int64
-	name    string
-}
-
-func parseFlags() options {
-	var o options
-	flag.StringVar(&o.socket, "socket", api.DefaultSocketPath, "runtime socket to dial (ignored when NRI_PLUGIN_SOCKET is set by a launching runtime)")
-	flag.StringVar(&o.name, "name", "go-plugin", "plugin name (NRI_PLUGIN_NAME from a launching runtime takes precedence unless given explicitly)")
-	flag.StringVar(&o.idx, "idx", "50", "plugin index, two digits (NRI_PLUGIN_IDX from a launching runtime takes precedence)")
-	flag.StringVar(&o.events, "events", "", "events to subscribe, comma-separated, upstream syntax (e.g. runpodsandbox,createcontainer | pod | container | all); empty = every event except validatecontaineradjustment")
-	flag.Var(&o.adjust, "adjust", "CreateContainer adjustment flavour(s), comma-separated: none | adjusting (= env,annotation) | env | annotation | mount | device | rlimit | resources | remove-env=KEY")
-	flag.StringVar(&o.unsolicited, "unsolicited-update", "", "after Synchronize, send UpdateContainers for the container with this name or ID")
-	flag.Var(&o.failEvents, "fail-event", "return an error for this event (repeatable, comma-separated; e.g. CreateContainer, Configure, Synchronize)")
-	flag.Var(&o.delayEvents, "delay-event", "sleep before answering: NAME=DURATION (repeatable, comma-separated)")
-	flag.BoolVar(&o.exitOnClose, "exit-on-close", true, "exit when the runtime connection closes (false: stay alive until SIGINT/SIGTERM)")
-	flag.BoolVar(&o.dump, "dump", false, "include full pod/container/resources protojson in event lines")
-	flag.BoolVar(&o.bench, "bench", false, "benchmark mode: implement only Synchronize/CreateContainer/StartContainer, print nothing per event")
-	flag.StringVar(&o.policy, "failure-policy", "", "declare a failure policy (stub.WithFailurePolicy): fail_request,keep_connected | fail_request | keep_connected | empty (declared, both fields false); unset: no policy declared")
-	flag.StringVar(&o.logLevel, "log-level", "warn", "stderr log level: debug | info | warn | error")
-	flag.Parse()
-	if flag.NArg() != 0 {
-		peer.Usage("unexpected arguments: %v", flag.Args())
-	}
-	if err := peer.SetupLogging(o.logLevel); err != nil {
-		peer.Usage("%v", err)
-	}
-	return o
 }
 
 // parsePolicy parses the --failure-policy value: field names separated by
@@ -101,35 +51,22 @@ func parsePolicy(v string) (*api.FailurePolicy, error) {
 }
 
 func main() {
-	o := parseFlags()
+	policyFlag := flag.String("failure-policy", "", "declare a failure policy (stub.WithFailurePolicy): fail_request,keep_connected | fail_request | keep_connected | empty (declared, both fields false); unset: no policy declared")
+	o := peer.ParsePluginFlags(api.DefaultSocketPath,
+		"plugin name (NRI_PLUGIN_NAME from a launching runtime takes precedence unless given explicitly)",
+		"events to subscribe, comma-separated, upstream syntax (e.g. runpodsandbox,createcontainer | pod | container | all); empty = every event except validatecontaineradjustment")
 	out := peer.NewOut(os.Stdout)
 
-	flavour, err := peer.ParseFlavour(o.adjust)
+	flavour, err := peer.ParseFlavour(o.Adjust)
 	if err != nil {
 		peer.Usage("%v", err)
 	}
-	p := &plugin{o: o, out: out, flavour: flavour, fail: map[string]bool{}, delay: map[string]time.Duration{}}
-	for _, e := range o.failEvents {
-		c := peer.Canon(e)
-		if c == "" {
-			peer.Usage("unknown event %q in --fail-event", e)
-		}
-		p.fail[c] = true
-	}
-	for _, e := range o.delayEvents {
-		k, v, ok := strings.Cut(e, "=")
-		c := peer.Canon(k)
-		d, err := time.ParseDuration(v)
-		if !ok || c == "" || err != nil {
-			peer.Usage("invalid --delay-event %q (want NAME=DURATION)", e)
-		}
-		p.delay[c] = d
-	}
+	p := &plugin{o: o, Hooks: peer.NewHooks(out, o), flavour: flavour}
 	// Default: every event except ValidateContainerAdjustment (0x1FFF).
 	p.mask = api.ValidEvents
 	p.mask.Clear(api.Event_VALIDATE_CONTAINER_ADJUSTMENT)
-	if o.events != "" {
-		m, err := api.ParseEventMask(o.events)
+	if o.Events != "" {
+		m, err := api.ParseEventMask(o.Events)
 		if err != nil {
 			peer.Usage("invalid --events: %v", err)
 		}
@@ -141,36 +78,25 @@ func main() {
 	nameSet := false
 	flag.Visit(func(f *flag.Flag) { nameSet = nameSet || f.Name == "name" })
 	if nameSet || os.Getenv(api.PluginNameEnvVar) == "" {
-		opts = append(opts, stub.WithPluginName(o.name))
+		opts = append(opts, stub.WithPluginName(o.Name))
 	}
 	if os.Getenv(api.PluginIdxEnvVar) == "" {
-		opts = append(opts, stub.WithPluginIdx(o.idx))
+		opts = append(opts, stub.WithPluginIdx(o.Idx))
 	}
-	opts = append(opts, stub.WithSocketPath(o.socket))
-	if o.policy != "" {
-		policy, err := parsePolicy(o.policy)
+	opts = append(opts, stub.WithSocketPath(o.Socket))
+	if *policyFlag != "" {
+		policy, err := parsePolicy(*policyFlag)
 		if err != nil {
 			peer.Usage("invalid --failure-policy: %v", err)
 		}
 		opts = append(opts, stub.WithFailurePolicy(policy))
 	}
-	closed := make(chan struct{})
-	var closeOnce sync.Once
-	opts = append(opts, stub.WithOnClose(func() {
-		closeOnce.Do(func() {
-			if !o.bench {
-				out.Emit(map[string]any{"event": "closed", "plugin": p.name})
-			}
-			if o.exitOnClose {
-				os.Exit(peer.ExitOK)
-			}
-			close(closed)
-		})
-	}))
+	onClose, closed := p.OnClose(o.Bench, o.ExitOnClose)
+	opts = append(opts, stub.WithOnClose(onClose))
 
 	var impl any
 	switch {
-	case o.bench:
+	case o.Bench:
 		impl = &benchPlugin{flavour: flavour}
 	case p.mask.IsSet(api.Event_VALIDATE_CONTAINER_ADJUSTMENT):
 		impl = &validatorPlugin{p}
@@ -183,42 +109,33 @@ func main() {
 		os.Exit(peer.ExitFailure)
 	}
 	p.stub = s
-	p.name = pluginName(o)
+	p.Name = pluginName(o)
 	if bp, ok := impl.(*benchPlugin); ok {
 		bp.idx = identityIdx(o)
 		bp.flavour.Idx = bp.idx
 	}
 	p.flavour.Idx = identityIdx(o)
-	p.flavour.Name = p.name
+	p.flavour.Name = p.Name
 
 	if err := s.Start(context.Background()); err != nil {
-		out.Emit(map[string]any{"event": "error", "plugin": p.name, "error": err.Error()})
+		out.Emit(map[string]any{"event": "error", "plugin": p.Name, "error": err.Error()})
 		os.Exit(peer.ExitFailure)
 	}
-	if !o.bench {
-		out.Emit(map[string]any{"event": "started", "plugin": p.name, "runtime_nri_version": s.RuntimeNRIVersion(), "plugin_nri_version": nriVersion})
+	if !o.Bench {
+		out.Emit(map[string]any{"event": "started", "plugin": p.Name, "runtime_nri_version": s.RuntimeNRIVersion(), "plugin_nri_version": nriVersion})
 	}
-
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	select {
-	case <-sigs:
-		s.Stop()
-	case <-closed:
-		<-sigs
-	}
-	os.Exit(peer.ExitOK)
+	peer.AwaitEnd(closed, s.Stop)
 }
 
-func identityIdx(o options) string {
+func identityIdx(o peer.PluginFlags) string {
 	if v := os.Getenv(api.PluginIdxEnvVar); v != "" {
 		return v
 	}
-	return o.idx
+	return o.Idx
 }
 
-func pluginName(o options) string {
-	name := o.name
+func pluginName(o peer.PluginFlags) string {
+	name := o.Name
 	nameSet := false
 	flag.Visit(func(f *flag.Flag) { nameSet = nameSet || f.Name == "name" })
 	if v := os.Getenv(api.PluginNameEnvVar); v != "" && !nameSet {
@@ -227,44 +144,8 @@ func pluginName(o options) string {
 	return identityIdx(o) + "-" + name
 }
 
-// hook prints the event line, then applies the configured delay and failure.
-func (p *plugin) hook(ev string, line map[string]any) error {
-	line["event"] = ev
-	line["plugin"] = p.name
-	line["seq"] = p.seq.Add(1)
-	p.out.Emit(line)
-	if d, ok := p.delay[ev]; ok {
-		time.Sleep(d)
-	}
-	if p.fail[ev] {
-		return fmt.Errorf("%s: injected failure for %s", p.name, ev)
-	}
-	return nil
-}
-
-func (p *plugin) podLine(pod *api.PodSandbox) map[string]any {
-	l := map[string]any{
-		"pod_id": pod.GetId(), "pod_name": pod.GetName(),
-		"pod_uid": pod.GetUid(), "pod_namespace": pod.GetNamespace(),
-	}
-	if p.o.dump {
-		l["pod"] = peer.PJ(pod)
-	}
-	return l
-}
-
-func (p *plugin) ctrLine(pod *api.PodSandbox, c *api.Container) map[string]any {
-	l := p.podLine(pod)
-	l["container_id"] = c.GetId()
-	l["container_name"] = c.GetName()
-	if p.o.dump {
-		l["container"] = peer.PJ(c)
-	}
-	return l
-}
-
 func (p *plugin) Configure(_ context.Context, config, runtime, version string) (api.EventMask, error) {
-	err := p.hook("Configure", map[string]any{
+	err := p.Hook("Configure", map[string]any{
 		"config": config, "runtime_name": runtime, "runtime_version": version,
 		"runtime_nri_version":     p.stub.RuntimeNRIVersion(),
 		"registration_timeout_ms": p.stub.RegistrationTimeout().Milliseconds(),
@@ -278,123 +159,86 @@ func (p *plugin) Configure(_ context.Context, config, runtime, version string) (
 }
 
 func (p *plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
-	line := map[string]any{"pods": len(pods), "containers": len(ctrs)}
-	if p.o.dump {
-		pids, cids := []string{}, []string{}
-		for _, x := range pods {
-			pids = append(pids, x.Id)
-		}
-		for _, x := range ctrs {
-			cids = append(cids, x.Id)
-		}
-		line["pod_ids"], line["container_ids"] = pids, cids
-	}
-	if err := p.hook("Synchronize", line); err != nil {
+	if err := p.Hook("Synchronize", peer.SyncLine(p.Hooks, pods, ctrs)); err != nil {
 		return nil, err
 	}
-	if p.o.unsolicited != "" {
-		var target *api.Container
-		for _, c := range ctrs {
-			if c.Name == p.o.unsolicited || c.Id == p.o.unsolicited {
-				target = c
-				break
-			}
-		}
-		go p.sendUnsolicited(target)
+	if p.o.Unsolicited != "" {
+		peer.SendUnsolicited(p.Hooks, ctrs, p.o.Unsolicited, p.stub.UpdateContainers)
 	}
 	return nil, nil
 }
 
-// sendUnsolicited asks the runtime to update target's CPU shares and memory
-// limit (fixed values, see README).
-func (p *plugin) sendUnsolicited(target *api.Container) {
-	line := map[string]any{"event": "update_containers", "plugin": p.name, "seq": p.seq.Add(1)}
-	if target == nil {
-		line["error"] = fmt.Sprintf("container %q not found in Synchronize", p.o.unsolicited)
-		p.out.Emit(line)
-		return
-	}
-	u := peer.UnsolicitedUpdate[api.ContainerUpdate](target.Id)
-	failed, err := p.stub.UpdateContainers([]*api.ContainerUpdate{u})
-	line["request"] = peer.PJList([]*api.ContainerUpdate{u})
-	line["failed"] = peer.PJList(failed)
-	if err != nil {
-		line["error"] = err.Error()
-	}
-	p.out.Emit(line)
-}
-
 func (p *plugin) Shutdown(_ context.Context) {
-	_ = p.hook("Shutdown", map[string]any{})
+	_ = p.Hook("Shutdown", map[string]any{})
 }
 
 func (p *plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
-	return p.hook("RunPodSandbox", p.podLine(pod))
+	return p.Hook("RunPodSandbox", p.PodLine(pod))
 }
 
 func (p *plugin) UpdatePodSandbox(_ context.Context, pod *api.PodSandbox, overhead, res *api.LinuxResources) error {
-	l := p.podLine(pod)
-	if p.o.dump {
+	l := p.PodLine(pod)
+	if p.Dump() {
 		l["overhead_linux_resources"] = peer.PJ(overhead)
 		l["linux_resources"] = peer.PJ(res)
 	}
-	return p.hook("UpdatePodSandbox", l)
+	return p.Hook("UpdatePodSandbox", l)
 }
 
 func (p *plugin) PostUpdatePodSandbox(_ context.Context, pod *api.PodSandbox) error {
-	return p.hook("PostUpdatePodSandbox", p.podLine(pod))
+	return p.Hook("PostUpdatePodSandbox", p.PodLine(pod))
 }
 
 func (p *plugin) StopPodSandbox(_ context.Context, pod *api.PodSandbox) error {
-	return p.hook("StopPodSandbox", p.podLine(pod))
+	return p.Hook("StopPodSandbox", p.PodLine(pod))
 }
 
 func (p *plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error {
-	return p.hook("RemovePodSandbox", p.podLine(pod))
+	return p.Hook("RemovePodSandbox", p.PodLine(pod))
 }
 
 func (p *plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, c *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
 	adj := adjustment(p.flavour)
-	l := p.ctrLine(pod, c)
-	if p.o.dump {
+	l := p.CtrLine(pod, c)
+	if p.Dump() {
 		l["adjust"] = peer.PJ(adj)
 	}
-	if err := p.hook("CreateContainer", l); err != nil {
+	if err := p.Hook("CreateContainer", l); err != nil {
 		return nil, nil, err
 	}
 	return adj, nil, nil
 }
 
 func (p *plugin) PostCreateContainer(_ context.Context, pod *api.PodSandbox, c *api.Container) error {
-	return p.hook("PostCreateContainer", p.ctrLine(pod, c))
+	return p.Hook("PostCreateContainer", p.CtrLine(pod, c))
 }
 
 func (p *plugin) StartContainer(_ context.Context, pod *api.PodSandbox, c *api.Container) error {
-	return p.hook("StartContainer", p.ctrLine(pod, c))
+	return p.Hook("StartContainer", p.CtrLine(pod, c))
 }
 
 func (p *plugin) PostStartContainer(_ context.Context, pod *api.PodSandbox, c *api.Container) error {
-	return p.hook("PostStartContainer", p.ctrLine(pod, c))
+	return p.Hook("PostStartContainer", p.CtrLine(pod, c))
 }
 
 func (p *plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, c *api.Container, res *api.LinuxResources) ([]*api.ContainerUpdate, error) {
-	l := p.ctrLine(pod, c)
-	if p.o.dump {
+	l := p.CtrLine(pod, c)
+	if p.Dump() {
 		l["linux_resources"] = peer.PJ(res)
 	}
-	return nil, p.hook("UpdateContainer", l)
+	return nil, p.Hook("UpdateContainer", l)
 }
 
 func (p *plugin) PostUpdateContainer(_ context.Context, pod *api.PodSandbox, c *api.Container) error {
-	return p.hook("PostUpdateContainer", p.ctrLine(pod, c))
+	return p.Hook("PostUpdateContainer", p.CtrLine(pod, c))
 }
 
 func (p *plugin) StopContainer(_ context.Context, pod *api.PodSandbox, c *api.Container) ([]*api.ContainerUpdate, error) {
-	return nil, p.hook("StopContainer", p.ctrLine(pod, c))
+	return nil, p.Hook("StopContainer", p.CtrLine(pod, c))
 }
 
 func (p *plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, c *api.Container) error {
-	return p.hook("RemoveContainer", p.ctrLine(pod, c))
+	return p.Hook("RemoveContainer", p.CtrLine(pod, c))
 }
 
 // validatorPlugin additionally implements ValidateContainerAdjustment; it is
@@ -402,16 +246,16 @@ func (p *plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, c *api.
 type validatorPlugin struct{ *plugin }
 
 func (v *validatorPlugin) ValidateContainerAdjustment(_ context.Context, req *api.ValidateContainerAdjustmentRequest) error {
-	l := v.ctrLine(req.GetPod(), req.GetContainer())
+	l := v.CtrLine(req.GetPod(), req.GetContainer())
 	var names []string
 	for _, pi := range req.GetPlugins() {
 		names = append(names, pi.GetIndex()+"-"+pi.GetName())
 	}
 	l["plugins"] = names
-	if v.o.dump {
+	if v.Dump() {
 		l["adjust"] = peer.PJ(req.GetAdjust())
 	}
-	return v.hook("ValidateContainerAdjustment", l)
+	return v.Hook("ValidateContainerAdjustment", l)
 }
 
 // benchPlugin is the benchmark plugin: it implements only
