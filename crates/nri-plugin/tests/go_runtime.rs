@@ -16,14 +16,15 @@
 mod common;
 mod go;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::*;
 use go::*;
 use nri_api::api::{Event, PodSandbox};
 use nri_plugin::{
-    Builder, Error, EventMask, HandlerResult, NriVersion, Plugin, ReconnectPolicy, SyncKind,
+    Builder, Error, EventMask, HandlerResult, NriVersion, Plugin, PluginHandle, ReconnectPolicy,
+    SyncKind,
 };
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -37,6 +38,39 @@ fn recorder_at(socket: &Path) -> (Builder<Recorder>, mpsc::UnboundedReceiver<Cal
             .socket_path(socket),
         calls,
     )
+}
+
+/// A Go runtime peer, started in a fresh directory, with the recording
+/// plugin `10-rust` registered and synchronized.
+struct Registered {
+    rt: GoRuntime,
+    socket: PathBuf,
+    handle: PluginHandle,
+    task: Running<Recorder>,
+    calls: mpsc::UnboundedReceiver<Call>,
+    /// Holds the socket; bind it (`_dir`) for as long as the runtime runs.
+    _dir: tempfile::TempDir,
+}
+
+/// Starts Go runtime peer `name` and registers the recorder with it;
+/// `None` when the peer is missing (the test is skipped).
+async fn registered(name: &str) -> Option<Registered> {
+    let bin = go_peer(name)?;
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("nri.sock");
+    let mut rt = GoRuntime::start(&bin, &socket, &[]).await;
+    let (b, mut calls) = recorder_at(&socket);
+    let (handle, task) = spawn_plugin(b.build().unwrap());
+    rt.wait_plugins(1).await;
+    assert_eq!(next_call(&mut calls).await.what, "Synchronize Initial");
+    Some(Registered {
+        rt,
+        socket,
+        handle,
+        task,
+        calls,
+        _dir: dir,
+    })
 }
 
 async fn drain_whats(calls: &mut mpsc::UnboundedReceiver<Call>, n: usize) -> Vec<String> {
@@ -108,16 +142,17 @@ fn check_update(updated: &Value) {
 
 #[tokio::test]
 async fn v012_registration_every_event_and_adjustments() {
-    let Some(bin) = go_peer("nri-go-runtime") else {
+    let Some(Registered {
+        mut rt,
+        handle,
+        task,
+        mut calls,
+        _dir,
+        ..
+    }) = registered("nri-go-runtime").await
+    else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("nri.sock");
-    let mut rt = GoRuntime::start(&bin, &socket, &[]).await;
-    let (b, mut calls) = recorder_at(&socket);
-    let (handle, task) = spawn_plugin(b.build().unwrap());
-    rt.wait_plugins(1).await;
-    assert_eq!(next_call(&mut calls).await.what, "Synchronize Initial");
 
     let plugins = rt.ok(json!({"cmd": "list_plugins"})).await;
     let p = &plugins["plugins"][0];
@@ -211,16 +246,16 @@ async fn v012_sync_1000_pods_5000_containers() {
 
 #[tokio::test]
 async fn v012_unsolicited_updates() {
-    let Some(bin) = go_peer("nri-go-runtime") else {
+    let Some(Registered {
+        mut rt,
+        handle,
+        task,
+        _dir,
+        ..
+    }) = registered("nri-go-runtime").await
+    else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("nri.sock");
-    let mut rt = GoRuntime::start(&bin, &socket, &[]).await;
-    let (b, mut calls) = recorder_at(&socket);
-    let (handle, task) = spawn_plugin(b.build().unwrap());
-    rt.wait_plugins(1).await;
-    next_call(&mut calls).await;
 
     let failed = handle
         .update_containers(vec![recorder_update("c1")], vec![])
@@ -419,17 +454,18 @@ async fn v012_subscribed_events_without_a_method_succeed_without_fallback() {
 
 #[tokio::test]
 async fn legacy_v080_state_change_dialect_and_0x7ff_mask() {
-    let Some(bin) = go_peer("nri-go-runtime-legacy") else {
+    // Recorder declares all 14 events; the legacy runtime takes only 0x7FF.
+    let Some(Registered {
+        mut rt,
+        socket,
+        handle,
+        task,
+        mut calls,
+        _dir,
+    }) = registered("nri-go-runtime-legacy").await
+    else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("nri.sock");
-    let mut rt = GoRuntime::start(&bin, &socket, &[]).await;
-    // Recorder declares all 14 events; the legacy runtime takes only 0x7FF.
-    let (b, mut calls) = recorder_at(&socket);
-    let (handle, task) = spawn_plugin(b.build().unwrap());
-    rt.wait_plugins(1).await;
-    assert_eq!(next_call(&mut calls).await.what, "Synchronize Initial");
     let list = rt.ok(json!({"cmd": "list_plugins"})).await;
     assert_eq!(list["plugins"][0]["events"], 0x7FF, "{list}");
     assert_eq!(handle.dropped_events().as_i32(), 0x3800);
