@@ -9,20 +9,20 @@ mod common;
 use std::time::Duration;
 
 use common::*;
+use nri_runtime::Adaptation;
 use tokio::time::Instant;
 
-#[tokio::test(flavor = "current_thread", start_paused = true)]
-async fn a_hanging_plugin_costs_its_own_call_and_the_proxy_answers_in_time() {
-    let env = Env::new();
-    // The runtime gives every plugin 2 s; the proxy keeps 250 ms.
-    let up = env.upstream(Duration::from_secs(2)).await;
-    // Behind the proxy the plugins' own timeout (5 s) is longer than the
-    // budget: the budget cuts the hanging plugin's call.
-    let proxy = Running::start(env.config("request-timeout: 5s\n", "")).await;
-    proxy.wait_serving(&env.proxy_socket).await;
+/// Connects `10-hang` (adds HANG=1 after an hour) and `20-fast` (adds
+/// FAST=1) behind the proxy, and waits until the proxy has both and the
+/// upstream runtime has the proxy.
+async fn hang_and_fast(env: &Env, proxy: &Running, up: &Adaptation) -> Behind {
     let mut behind = Behind::default();
-    let hang = TestPlugin::adding("HANG", "1").slow(Duration::from_secs(3600));
-    behind.connect(&env.proxy_socket, "10", "hang", hang.clone());
+    behind.connect(
+        &env.proxy_socket,
+        "10",
+        "hang",
+        TestPlugin::adding("HANG", "1").slow(Duration::from_secs(3600)),
+    );
     behind.connect(
         &env.proxy_socket,
         "20",
@@ -34,6 +34,19 @@ async fn a_hanging_plugin_costs_its_own_call_and_the_proxy_answers_in_time() {
     })
     .await;
     until("the proxy upstream", || up.plugins().len() == 1).await;
+    behind
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_hanging_plugin_costs_its_own_call_and_the_proxy_answers_in_time() {
+    let env = Env::new();
+    // The runtime gives every plugin 2 s; the proxy keeps 250 ms.
+    let up = env.upstream(Duration::from_secs(2)).await;
+    // Behind the proxy the plugins' own timeout (5 s) is longer than the
+    // budget: the budget cuts the hanging plugin's call.
+    let proxy = Running::start(env.config("request-timeout: 5s\n", "")).await;
+    proxy.wait_serving(&env.proxy_socket).await;
+    let behind = hang_and_fast(&env, &proxy, &up).await;
 
     let t0 = Instant::now();
     let out = up
@@ -104,24 +117,7 @@ async fn a_plugin_timeout_under_the_budget_leaves_time_for_the_others() {
     ))
     .await;
     proxy.wait_serving(&env.proxy_socket).await;
-    let mut behind = Behind::default();
-    behind.connect(
-        &env.proxy_socket,
-        "10",
-        "hang",
-        TestPlugin::adding("HANG", "1").slow(Duration::from_secs(3600)),
-    );
-    behind.connect(
-        &env.proxy_socket,
-        "20",
-        "fast",
-        TestPlugin::adding("FAST", "1"),
-    );
-    until("two plugins", || {
-        proxy.proxy.adaptation().plugins().len() == 2
-    })
-    .await;
-    until("the proxy upstream", || up.plugins().len() == 1).await;
+    let behind = hang_and_fast(&env, &proxy, &up).await;
 
     let t0 = Instant::now();
     let out = up
