@@ -21,8 +21,11 @@ import (
 
 const nriVersion = "v0.8.0"
 
+// handlers are the stub handlers shared with the other NRI version's peer.
+type handlers = peer.Handlers[*api.PodSandbox, *api.Container, *api.LinuxResources, *api.ContainerAdjustment, *api.ContainerUpdate]
+
 type plugin struct {
-	*peer.Hooks
+	*handlers
 	o       peer.PluginFlags
 	stub    stub.Stub
 	mask    api.EventMask
@@ -39,7 +42,8 @@ func main() {
 	if err != nil {
 		peer.Usage("%v", err)
 	}
-	p := &plugin{o: o, Hooks: peer.NewHooks(out, o), flavour: flavour}
+	p := &plugin{o: o, flavour: flavour}
+	p.handlers = &handlers{Hooks: peer.NewHooks(out, o), Adjust: func() *api.ContainerAdjustment { return adjustment(p.flavour) }}
 	// Default: every event v0.8.0 knows (0x7FF).
 	p.mask = api.ValidEvents
 	if o.Events != "" {
@@ -129,66 +133,6 @@ func (p *plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 		peer.SendUnsolicited(p.Hooks, ctrs, p.o.Unsolicited, p.stub.UpdateContainers)
 	}
 	return nil, nil
-}
-
-func (p *plugin) Shutdown(_ context.Context) {
-	_ = p.Hook("Shutdown", map[string]any{})
-}
-
-func (p *plugin) RunPodSandbox(_ context.Context, pod *api.PodSandbox) error {
-	return p.Hook("RunPodSandbox", p.PodLine(pod))
-}
-
-func (p *plugin) StopPodSandbox(_ context.Context, pod *api.PodSandbox) error {
-	return p.Hook("StopPodSandbox", p.PodLine(pod))
-}
-
-func (p *plugin) RemovePodSandbox(_ context.Context, pod *api.PodSandbox) error {
-	return p.Hook("RemovePodSandbox", p.PodLine(pod))
-}
-
-func (p *plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, c *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
-	adj := adjustment(p.flavour)
-	l := p.CtrLine(pod, c)
-	if p.Dump() {
-		l["adjust"] = peer.PJ(adj)
-	}
-	if err := p.Hook("CreateContainer", l); err != nil {
-		return nil, nil, err
-	}
-	return adj, nil, nil
-}
-
-func (p *plugin) PostCreateContainer(_ context.Context, pod *api.PodSandbox, c *api.Container) error {
-	return p.Hook("PostCreateContainer", p.CtrLine(pod, c))
-}
-
-func (p *plugin) StartContainer(_ context.Context, pod *api.PodSandbox, c *api.Container) error {
-	return p.Hook("StartContainer", p.CtrLine(pod, c))
-}
-
-func (p *plugin) PostStartContainer(_ context.Context, pod *api.PodSandbox, c *api.Container) error {
-	return p.Hook("PostStartContainer", p.CtrLine(pod, c))
-}
-
-func (p *plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, c *api.Container, res *api.LinuxResources) ([]*api.ContainerUpdate, error) {
-	l := p.CtrLine(pod, c)
-	if p.Dump() {
-		l["linux_resources"] = peer.PJ(res)
-	}
-	return nil, p.Hook("UpdateContainer", l)
-}
-
-func (p *plugin) PostUpdateContainer(_ context.Context, pod *api.PodSandbox, c *api.Container) error {
-	return p.Hook("PostUpdateContainer", p.CtrLine(pod, c))
-}
-
-func (p *plugin) StopContainer(_ context.Context, pod *api.PodSandbox, c *api.Container) ([]*api.ContainerUpdate, error) {
-	return nil, p.Hook("StopContainer", p.CtrLine(pod, c))
-}
-
-func (p *plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, c *api.Container) error {
-	return p.Hook("RemoveContainer", p.CtrLine(pod, c))
 }
 
 // benchPlugin is the benchmark plugin: it implements only
