@@ -1,46 +1,40 @@
 //! Plugin connections: multiplexer and ttRPC setup, registration,
 //! configuration, chunked Synchronize, activation.
+//!
+//! A connection is set up in phases, one function each, each handing the
+//! next what it needs: [`open_connection`](Shared::open_connection) (the
+//! multiplexer and the `Runtime` service, `service.rs`),
+//! [`register`](Shared::register), [`configure`](Shared::configure),
+//! [`admit`](Shared::admit) (the plugin exists from here on) and
+//! synchronize (`sync.rs`). A phase before admission that fails says what
+//! to undo in an [`Abandon`], and [`Setup::abandon`] undoes it.
 
-use std::sync::{Arc, Mutex, Weak};
+mod service;
+mod sync;
 
-use bytes::Bytes;
-use nri_api::api::{
-    ConfigureRequest, ConfigureResponse, Empty, RegisterPluginRequest, SynchronizeResponse,
-    UpdateContainersRequest, UpdateContainersResponse,
-};
-use nri_api::{EventMask, RUNTIME_SERVICE, method};
+use std::sync::{Arc, Mutex};
+
+use nri_api::api::{ConfigureRequest, ConfigureResponse, RegisterPluginRequest};
+use nri_api::{EventMask, method};
 use nri_mux::{PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN};
-use nri_ttrpc::{Client, Code, Methods, RequestLenLimit, Server, ServerLimits, Status};
-use prost::Message as _;
+use nri_ttrpc::{Client, RequestLenLimit};
 use tokio::net::UnixStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::adaptation::Shared;
-use crate::encode::{SyncEncoder, SyncLimits, SyncObjects, SyncParts};
-use crate::error::{Error, RegistrationFailure};
+use crate::error::{Error, RefusalKind, RegistrationFailure};
 use crate::latency::PluginInput;
-use crate::peer::{Peer, Refused};
-use crate::plugin::{Answer, Conn, Plugin, PluginOrigin, PluginParts};
+use crate::plugin::{Conn, Plugin, PluginOrigin, PluginParts};
 use nri_merge::PluginId;
+use service::RuntimeServicePeer;
 
 /// How long a refused plugin gets to read the refusal before the runtime
 /// closes the connection.
 const REFUSAL_LINGER: std::time::Duration = std::time::Duration::from_secs(1);
-/// Largest Synchronize message we send: ttRPC's 4 MiB cap minus room for
-/// the ttRPC request envelope.
-const SYNC_MESSAGE_LIMIT: usize = 4 * 1024 * 1024 - 64 * 1024;
-/// Size of each message when a snapshot does not fit in one: small enough
-/// that the plugin starts decoding a few milliseconds into the sync and
-/// the next message is encoded while it decodes (measured in
-/// docs/benchmarks/nri.md).
-const SYNC_PART_SIZE: usize = 1024 * 1024;
-const SYNC_LIMITS: SyncLimits = SyncLimits {
-    message: SYNC_MESSAGE_LIMIT,
-    part: SYNC_PART_SIZE,
-};
 
-type RegisterReply = oneshot::Sender<Result<(), Status>>;
+/// A `RegisterPlugin` request, and where the set-up answers it.
+type Registration = (RegisterPluginRequest, oneshot::Sender<Result<(), Error>>);
 
 /// Opens the plugin service connection (the runtime's calls to the plugin)
 /// and its client. It takes its data straight from the trunk reader: the
@@ -53,47 +47,6 @@ fn plugin_service(mux: &nri_mux::Mux) -> Result<(Client, Arc<PluginInput>), nri_
     let (client, feed) = Client::with_feed_driven(requests, input.clone());
     answers.into_sink(feed);
     Ok((client, input))
-}
-
-/// Who is on the other end of a connection, before it registers.
-#[derive(Clone)]
-struct RuntimeServicePeer {
-    origin: PluginOrigin,
-    description: String,
-}
-
-impl RuntimeServicePeer {
-    /// The peer for refusal reports: the plugin once it has registered
-    /// (`identity` set), else the connection's description.
-    fn peer(&self, identity: &Mutex<Option<PluginId>>) -> Peer {
-        let id = crate::lock(identity).clone();
-        Peer {
-            registered: id.is_some(),
-            name: id.map_or_else(|| self.description.clone(), |id| id.to_string()),
-            origin: self.origin,
-        }
-    }
-}
-
-/// Reports every frame the multiplexer drops because its connection is
-/// not open (for instance answers written on the plugin service
-/// connection before registering), as a refusal of kind
-/// `unknown_connection`.
-fn report_dropped_frames(
-    mux: &nri_mux::Mux,
-    guard: Arc<crate::peer::PeerGuard>,
-    identity: Arc<Mutex<Option<PluginId>>>,
-    who: RuntimeServicePeer,
-) {
-    mux.on_dropped_frame(move |conn, len| {
-        let refused = Refused {
-            kind: "unknown_connection",
-            reason: format!(
-                "{len}-byte frame for multiplexer connection {conn}, which is not open"
-            ),
-        };
-        guard.report(&who.peer(&identity), "frame", &refused);
-    });
 }
 
 /// How the connection was made, and for launched plugins who it is.
@@ -109,6 +62,104 @@ pub(crate) struct Pending {
     /// For a connection accepted on the socket: its place among those
     /// waiting to register, freed once it has registered.
     pub(crate) pending_slot: Option<crate::peer::PendingSlot>,
+}
+
+/// A connection being set up, until its plugin is admitted.
+struct Setup {
+    /// Description of the peer for logs before the plugin named itself.
+    peer: String,
+    origin: PluginOrigin,
+    mux: nri_mux::Mux,
+    /// Ends the `Runtime` service of the connection.
+    closed: CancellationToken,
+    /// The plugin once it is admitted (for refusal reports).
+    identity: Arc<Mutex<Option<PluginId>>>,
+    /// The `Runtime` service's request size limit.
+    request_len: RequestLenLimit,
+    child: Option<tokio::process::Child>,
+}
+
+/// A plugin that registered: its identity (reserved in the registry) and
+/// the client of its plugin service.
+struct Registered {
+    id: PluginId,
+    client: Client,
+    input: Arc<PluginInput>,
+}
+
+/// What `Configure` told about a registered plugin.
+struct Configured {
+    mask: EventMask,
+    declared: Option<nri_api::api::FailurePolicy>,
+    timeout: std::time::Duration,
+}
+
+/// Why a set-up stopped before admission, and what to undo beyond closing
+/// the connection and killing a launched plugin's process.
+struct Abandon {
+    error: Error,
+    /// An answer was sent to the plugin: give it a bounded moment to read
+    /// it and hang up before closing (closing the trunk discards unsent
+    /// data).
+    linger: bool,
+    /// The name reserved in the registry, to release.
+    reserved: Option<String>,
+    /// The plugin service client, to close.
+    client: Option<Client>,
+}
+
+impl Abandon {
+    fn new(error: Error) -> Self {
+        Self {
+            error,
+            linger: false,
+            reserved: None,
+            client: None,
+        }
+    }
+
+    fn lingering(self) -> Self {
+        Self {
+            linger: true,
+            ..self
+        }
+    }
+
+    fn releasing(self, id: &PluginId) -> Self {
+        Self {
+            reserved: Some(id.to_string()),
+            ..self
+        }
+    }
+}
+
+impl Setup {
+    /// A registration error naming the connection.
+    fn failure(&self, reason: RegistrationFailure) -> Error {
+        Error::Registration {
+            plugin: self.peer.clone(),
+            reason,
+        }
+    }
+
+    /// Undoes what `how` says, closes the connection, kills a launched
+    /// plugin's process, and returns the error.
+    async fn abandon(mut self, shared: &Shared, how: Abandon) -> Error {
+        if let Some(name) = &how.reserved {
+            shared.registry.release(name);
+        }
+        if how.linger {
+            let linger = shared.config.registration_timeout.min(REFUSAL_LINGER);
+            let _ = tokio::time::timeout(linger, self.mux.closed()).await;
+        }
+        if let Some(client) = &how.client {
+            client.close();
+        }
+        self.closed.cancel();
+        self.mux.close();
+        kill_child(&mut self.child).await;
+        how.error
+    }
 }
 
 impl Shared {
@@ -134,68 +185,110 @@ impl Shared {
     }
 
     /// Registration, configuration, synchronization and activation.
-    #[allow(clippy::too_many_lines)]
     pub(crate) async fn establish(
         self: Arc<Self>,
         stream: UnixStream,
         mut pending: Pending,
     ) -> Result<Arc<Plugin>, Error> {
-        let peer = pending.peer.clone();
-        let reg_err = |reason: RegistrationFailure| Error::Registration {
-            plugin: peer.clone(),
-            reason,
+        // Kept until the end: a second RegisterPlugin waits for the
+        // set-up, then is told the registration was aborted.
+        let (setup, mut registrations) = self.open_connection(stream, &mut pending)?;
+        let launched = pending.launched_id.take();
+        let registered = match self.register(&setup, &mut registrations, launched).await {
+            Ok(r) => r,
+            Err(how) => return Err(setup.abandon(&self, how).await),
         };
+        drop(pending.pending_slot.take());
+        let config = std::mem::take(&mut pending.config);
+        let configured = match self.configure(&registered, config).await {
+            Ok(c) => c,
+            Err(reason) => {
+                let how = Abandon {
+                    client: Some(registered.client),
+                    ..Abandon::new(Error::Registration {
+                        plugin: registered.id.to_string(),
+                        reason,
+                    })
+                    .lingering()
+                    .releasing(&registered.id)
+                };
+                return Err(setup.abandon(&self, how).await);
+            }
+        };
+        let plugin = self.admit(setup, registered, configured);
+        if let Err(reason) = self.synchronize(&plugin).await {
+            self.registry.remove(&plugin);
+            plugin.close("synchronization failed");
+            reap(&plugin).await;
+            return Err(Error::Registration {
+                plugin: plugin.id.to_string(),
+                reason,
+            });
+        }
+        tracing::info!(plugin = %plugin.id, "NRI plugin synchronized and active");
+        Ok(plugin)
+    }
+
+    /// Phase 1: the multiplexer on the stream and the `Runtime` service on
+    /// it, serving; returns the connection and where its `RegisterPlugin`
+    /// requests arrive.
+    fn open_connection(
+        self: &Arc<Self>,
+        stream: UnixStream,
+        pending: &mut Pending,
+    ) -> Result<(Setup, mpsc::Receiver<Registration>), Error> {
+        let peer = pending.peer.clone();
         let mux = nri_mux::Mux::paused_with_strategy(stream, self.config.read_strategy());
-        let conn2 = mux.open(RUNTIME_SERVICE_CONN).map_err(|e| {
-            reg_err(RegistrationFailure::Transport {
-                message: e.to_string(),
-            })
-        })?;
+        let conn2 = mux
+            .open(RUNTIME_SERVICE_CONN)
+            .map_err(|e| Error::Registration {
+                plugin: peer.clone(),
+                reason: RegistrationFailure::Transport {
+                    message: e.to_string(),
+                },
+            })?;
         let closed = CancellationToken::new();
         let identity: Arc<Mutex<Option<PluginId>>> = Arc::new(Mutex::new(None));
         let who = RuntimeServicePeer {
             origin: pending.origin,
             description: peer.clone(),
         };
-        report_dropped_frames(&mux, self.peers.clone(), identity.clone(), who.clone());
-        let (reg_tx, mut reg_rx) = mpsc::channel::<(RegisterPluginRequest, RegisterReply)>(1);
+        service::report_dropped_frames(&mux, self.peers.clone(), identity.clone(), who.clone());
+        let (reg_tx, reg_rx) = mpsc::channel::<Registration>(1);
         let (server, request_len) = self.runtime_service(reg_tx, identity.clone(), who)?;
-        {
-            let (requests, answers) = conn2.into_split();
-            let (feed, serving) = server.serve_fed(answers, closed.clone());
-            requests.into_sink(feed);
-            let peer = peer.clone();
-            self.spawn(async move {
-                if let Err(e) = serving.await {
-                    tracing::debug!(peer = %peer, error = %e, "NRI runtime service connection ended");
-                }
-            });
-        }
-        mux.start();
-
-        let cleanup = |mux: &nri_mux::Mux, closed: &CancellationToken| {
-            closed.cancel();
-            mux.close();
-        };
-
-        // 1. Registration.
-        let reg = tokio::select! {
-            r = reg_rx.recv() => r,
-            () = tokio::time::sleep(self.config.registration_timeout) => {
-                let reason = RegistrationFailure::Timeout { timeout: self.config.registration_timeout };
-                self.peers.refuse_unregistered(&peer, pending.origin, "connection", "registration_timeout", reason.to_string());
-                cleanup(&mux, &closed);
-                kill_child(&mut pending.child).await;
-                return Err(reg_err(reason));
+        let (requests, answers) = conn2.into_split();
+        let (feed, serving) = server.serve_fed(answers, closed.clone());
+        requests.into_sink(feed);
+        let described = peer.clone();
+        self.spawn(async move {
+            if let Err(e) = serving.await {
+                tracing::debug!(peer = %described, error = %e, "NRI runtime service connection ended");
             }
-            _ = mux.closed() => None,
+        });
+        mux.start();
+        let setup = Setup {
+            peer,
+            origin: pending.origin,
+            mux,
+            closed,
+            identity,
+            request_len,
+            child: pending.child.take(),
         };
-        let Some((req, reply)) = reg else {
-            cleanup(&mux, &closed);
-            kill_child(&mut pending.child).await;
-            return Err(reg_err(RegistrationFailure::ClosedBeforeRegistration));
-        };
-        let id = match self.check_registration(&req, pending.launched_id.take()) {
+        Ok((setup, reg_rx))
+    }
+
+    /// Phase 2: waits for the plugin's `RegisterPlugin` (within the
+    /// registration timeout), checks and reserves its identity, opens its
+    /// plugin service and answers it.
+    async fn register(
+        &self,
+        setup: &Setup,
+        registrations: &mut mpsc::Receiver<Registration>,
+        launched: Option<PluginId>,
+    ) -> Result<Registered, Abandon> {
+        let (req, reply) = self.await_registration(setup, registrations).await?;
+        let id = match self.check_registration(&req, launched) {
             Ok(id) => id,
             Err(reason) => {
                 let refused = format!(
@@ -203,127 +296,54 @@ impl Shared {
                     req.plugin_idx, req.plugin_name
                 );
                 self.peers.refuse_unregistered(
-                    &peer,
-                    pending.origin,
+                    &setup.peer,
+                    setup.origin,
                     method::REGISTER_PLUGIN,
-                    "registration",
+                    RefusalKind::Registration,
                     refused,
                 );
-                let _ = reply.send(Err(Status::new(Code::InvalidArgument, reason.to_string())));
-                // Let the answer reach the plugin before closing: closing the
-                // trunk discards unsent data, so give the plugin a bounded
-                // moment to read the refusal and hang up itself.
-                let linger = self.config.registration_timeout.min(REFUSAL_LINGER);
-                let _ = tokio::time::timeout(linger, mux.closed()).await;
-                cleanup(&mux, &closed);
-                kill_child(&mut pending.child).await;
-                return Err(reg_err(reason));
+                let error = setup.failure(reason);
+                let _ = reply.send(Err(error.clone()));
+                return Err(Abandon::new(error).lingering());
             }
         };
         // Until the plugin has registered, what it sends on the plugin
         // service connection is dropped by the mux as it arrives, unread.
-        let (client, input) = match plugin_service(&mux) {
+        let (client, input) = match plugin_service(&setup.mux) {
             Ok(c) => c,
             Err(e) => {
-                self.registry.release(&id.to_string());
-                let _ = reply.send(Err(Status::new(Code::Unavailable, "connection closed")));
-                cleanup(&mux, &closed);
-                kill_child(&mut pending.child).await;
-                return Err(reg_err(RegistrationFailure::Transport {
+                let _ = reply.send(Err(Error::ConnectionClosed));
+                let error = setup.failure(RegistrationFailure::Transport {
                     message: e.to_string(),
-                }));
+                });
+                return Err(Abandon::new(error).releasing(&id));
             }
-        };
-        let cleanup = |mux: &nri_mux::Mux, client: &Client, closed: &CancellationToken| {
-            client.close();
-            cleanup(mux, closed);
         };
         let _ = reply.send(Ok(()));
-        drop(pending.pending_slot.take());
-        tracing::info!(plugin = %id, peer = %peer, nri_version = %req.nri_version, "NRI plugin registered");
-        let full = id.to_string();
-        let fail = |reason: RegistrationFailure| Error::Registration {
-            plugin: full.clone(),
-            reason,
-        };
+        tracing::info!(plugin = %id, peer = %setup.peer, nri_version = %req.nri_version, "NRI plugin registered");
+        Ok(Registered { id, client, input })
+    }
 
-        // 2. Configure.
-        let timeout = self.config.request_timeout_for(&id);
-        let creq = ConfigureRequest {
-            config: std::mem::take(&mut pending.config),
-            runtime_name: self.config.runtime_name.clone(),
-            runtime_version: self.config.runtime_version.clone(),
-            registration_timeout: millis(self.config.registration_timeout),
-            request_timeout: millis(self.config.request_timeout),
-            nri_version: nri_api::nri_rs_runtime_version(),
-        };
-        let configured = client
-            .call_message::<_, ConfigureResponse>(
-                nri_api::PLUGIN_SERVICE,
-                method::CONFIGURE,
-                &creq,
-                nri_ttrpc::CallOptions::new(timeout),
-            )
-            .await;
-        let mut declared = None;
-        let mask = match configured {
-            Ok(resp) => {
-                declared = resp.failure_policy;
-                check_mask(resp.events)
+    /// The first `RegisterPlugin`, unless the registration timeout runs
+    /// out or the connection closes first.
+    async fn await_registration(
+        &self,
+        setup: &Setup,
+        registrations: &mut mpsc::Receiver<Registration>,
+    ) -> Result<Registration, Abandon> {
+        let timeout = self.config.registration_timeout;
+        let registration = tokio::select! {
+            r = registrations.recv() => r,
+            () = tokio::time::sleep(timeout) => {
+                let reason = RegistrationFailure::Timeout { timeout };
+                self.peers.refuse_unregistered(&setup.peer, setup.origin, "connection", RefusalKind::RegistrationTimeout, reason.to_string());
+                return Err(Abandon::new(setup.failure(reason)));
             }
-            Err(e) => Err(RegistrationFailure::Configure {
-                message: e.to_string(),
-            }),
+            _ = setup.mux.closed() => None,
         };
-        let mask = match mask {
-            Ok(m) => m,
-            Err(reason) => {
-                self.registry.release(&full);
-                // The RegisterPlugin answer may still be on its way (its
-                // handler runs in its own task); closing the trunk would
-                // discard it, so let the plugin hang up first (bounded).
-                let linger = self.config.registration_timeout.min(REFUSAL_LINGER);
-                let _ = tokio::time::timeout(linger, mux.closed()).await;
-                cleanup(&mux, &client, &closed);
-                kill_child(&mut pending.child).await;
-                return Err(fail(reason));
-            }
-        };
-        let plugin = Arc::new(Plugin::new(PluginParts {
-            id: id.clone(),
-            origin: pending.origin,
-            mask,
-            timeout,
-            conn: Conn::Ttrpc { client, input, mux },
-            strike_limit: self.strike_limit_for(&id, declared.as_ref()),
-            declared,
-            wake_hints: !self.config.spin_budget.is_zero(),
-            closed,
-            child: pending.child.take(),
-            peers: self.peers.clone(),
-        }));
-        *crate::lock(&identity) = Some(id.clone());
-        // Registered and configured: its requests may be as large as the
-        // protocol allows (and are checked before decoding).
-        request_len.set(nri_ttrpc::codec::MAX_MESSAGE_LEN);
-        tracing::info!(plugin = %id, events = %mask, "NRI plugin configured");
-        if let Some(d) = &declared {
-            let overridden = self
-                .config
-                .plugin_entry(&id)
-                .is_some_and(|e| e.failure.is_some());
-            tracing::info!(plugin = %id, fail_request = d.fail_request, keep_connected = d.keep_connected, overridden_by_configuration = overridden, "NRI plugin declared a failure policy");
-        }
-
-        // 3. Synchronize (behind the barrier), deferred deliveries, activation.
-        if let Err(e) = self.synchronize(&plugin).await {
-            self.registry.remove(&plugin);
-            plugin.close("synchronization failed");
-            reap(&plugin).await;
-            return Err(fail(e));
-        }
-        tracing::info!(plugin = %id, "NRI plugin synchronized and active");
-        Ok(plugin)
+        registration.ok_or_else(|| {
+            Abandon::new(setup.failure(RegistrationFailure::ClosedBeforeRegistration))
+        })
     }
 
     fn check_registration(
@@ -352,275 +372,80 @@ impl Shared {
         Ok(id)
     }
 
-    /// The `Runtime` service served to one plugin on mux connection 2, and
-    /// the handle of its request size limit (raised once the plugin is
-    /// configured). Until the plugin has registered, only a small
-    /// `RegisterPlugin` is accepted; every other request is refused before
-    /// it is decoded (see [`crate::peer`]).
-    #[allow(clippy::too_many_lines)]
-    fn runtime_service(
-        self: &Arc<Self>,
-        reg_tx: mpsc::Sender<(RegisterPluginRequest, RegisterReply)>,
-        identity: Arc<Mutex<Option<PluginId>>>,
-        who: RuntimeServicePeer,
-    ) -> Result<(Server, RequestLenLimit), Error> {
-        let weak: Weak<Shared> = Arc::downgrade(self);
-        let limits = &self.config.peer_limits;
-        let request_len = RequestLenLimit::new(limits.unregistered_request_len());
-        let peer_of = {
-            let identity = identity.clone();
-            move || -> Peer { who.peer(&identity) }
-        };
-        let peer_of = Arc::new(peer_of);
-        let register = {
-            let guard = self.peers.clone();
-            let peer_of = peer_of.clone();
-            let max = limits.max_register_len;
-            move |_ctx, payload: Bytes| {
-                let reg_tx = reg_tx.clone();
-                let refused = (payload.len() > max).then(|| Refused {
-                    kind: "too_large",
-                    reason: format!(
-                        "RegisterPlugin of {} bytes, over the limit of {max}",
-                        payload.len()
-                    ),
-                });
-                if let Some(r) = &refused {
-                    guard.report(&peer_of(), method::REGISTER_PLUGIN, r);
-                }
-                async move {
-                    if let Some(r) = refused {
-                        return Err(Status::new(Code::ResourceExhausted, r.reason));
-                    }
-                    let req = RegisterPluginRequest::decode(payload).map_err(|e| {
-                        Status::new(
-                            Code::InvalidArgument,
-                            format!("cannot decode RegisterPlugin: {e}"),
-                        )
-                    })?;
-                    let (tx, rx) = oneshot::channel();
-                    reg_tx.try_send((req, tx)).map_err(|_| {
-                        Status::new(Code::FailedPrecondition, "plugin already registered")
-                    })?;
-                    match rx.await {
-                        Ok(Ok(())) => Ok(Bytes::from(Empty {}.encode_to_vec())),
-                        Ok(Err(st)) => Err(st),
-                        Err(_) => Err(Status::new(Code::Unavailable, "registration aborted")),
-                    }
-                }
-            }
-        };
-        let update = {
-            let guard = self.peers.clone();
-            let peer_of = peer_of.clone();
-            move |_ctx, payload: Bytes| {
-                let id = crate::lock(&identity).clone();
-                // Refused before the payload is decoded.
-                let checked = match (&id, weak.upgrade()) {
-                    (Some(_), Some(_)) => {
-                        crate::peer::decode_checked::<UpdateContainersRequest>(&guard, payload)
-                    }
-                    _ => Err(Refused {
-                        kind: "unregistered",
-                        reason: "UpdateContainers from a plugin that has not registered".into(),
-                    }),
-                };
-                if let Err(r) = &checked {
-                    guard.report(&peer_of(), method::UPDATE_CONTAINERS, r);
-                }
-                let weak = weak.clone();
-                let peer = peer_of();
-                async move {
-                    let req = checked.map_err(|r| {
-                        let code = match r.kind {
-                            "unregistered" => Code::FailedPrecondition,
-                            "malformed" => Code::InvalidArgument,
-                            _ => Code::ResourceExhausted,
-                        };
-                        Status::new(code, r.reason)
-                    })?;
-                    let (Some(shared), Some(id)) = (weak.upgrade(), id) else {
-                        return Err(Status::new(Code::Unavailable, "runtime stopping"));
-                    };
-                    let resp = shared.unsolicited_update(&id, &peer, req).await?;
-                    Ok(Bytes::from(resp.encode_to_vec()))
-                }
-            }
-        };
-        let methods = Methods::new()
-            .add(method::REGISTER_PLUGIN, register)
-            .add(method::UPDATE_CONTAINERS, update);
-        let mut server = Server::new();
-        server
-            .register(RUNTIME_SERVICE, methods)
-            .map_err(|e| Error::Registration {
-                plugin: "?".into(),
-                reason: RegistrationFailure::Transport {
-                    message: e.to_string(),
-                },
-            })?;
-        server.set_limits(
-            ServerLimits::default()
-                .with_max_request_len(request_len.clone())
-                .with_max_in_flight(limits.max_in_flight),
-        );
-        let guard = self.peers.clone();
-        server.set_refusal_observer(move |r: &nri_ttrpc::Refusal| {
-            let refused = Refused {
-                kind: r.kind(),
-                reason: r.to_string(),
-            };
-            guard.report(&peer_of(), "request", &refused);
-        });
-        Ok((server, request_len))
-    }
-
-    pub(crate) async fn unsolicited_update(
+    /// Phase 3: `Configure`, within the plugin's request timeout; the
+    /// events it subscribes to and the failure policy it declares.
+    async fn configure(
         &self,
-        id: &PluginId,
-        peer: &Peer,
-        req: UpdateContainersRequest,
-    ) -> Result<UpdateContainersResponse, Status> {
-        let plugin = id.to_string();
-        let operation = "UpdateContainers";
-        let updates = self
-            .vet_updates(id, peer, operation, req.update)
-            .map_err(|e| {
-                tracing::warn!(plugin = %plugin, error = %e, "refusing unsolicited container updates");
-                let code = match e {
-                    Error::ValidationRejected { .. } => Code::PermissionDenied,
-                    _ => Code::InvalidArgument,
-                };
-                Status::new(code, e.to_string())
-            })?;
-        if !req.evict.is_empty() {
-            self.metrics
-                .plugin_adjustments(&plugin, operation, 0, 0, req.evict.len());
-            for e in &req.evict {
-                tracing::info!(target: crate::metrics::AUDIT_TARGET, operation, plugin = %plugin, container = %e.container_id, reason = %e.reason, "plugin requested eviction");
-            }
-            if let Err(e) = self.callbacks.evict_containers(req.evict).await {
-                tracing::warn!(plugin = %plugin, error = %e, "evicting containers failed");
-                return Err(Status::new(Code::Unknown, format!("eviction failed: {e}")));
-            }
-        }
-        if updates.is_empty() {
-            return Ok(UpdateContainersResponse { failed: Vec::new() });
-        }
-        match self.callbacks.update_containers(updates).await {
-            Ok(failed) => Ok(UpdateContainersResponse { failed }),
-            Err(e) => {
-                tracing::warn!(plugin = %plugin, error = %e, "unsolicited container update failed");
-                Err(Status::new(Code::Unknown, format!("update failed: {e}")))
-            }
-        }
-    }
-
-    /// Synchronize behind the barrier, then the deferred deliveries, then
-    /// activation. See `registry.rs` and `docs/runtime/sync.md`.
-    pub(crate) async fn synchronize(
-        &self,
-        plugin: &Arc<Plugin>,
-    ) -> Result<(), RegistrationFailure> {
-        let finished = self.registry.begin_sync(plugin);
-        self.await_finished_creations(plugin, finished).await;
-        let snapshot = self
-            .callbacks
-            .list_pods_and_containers()
+        registered: &Registered,
+        config: String,
+    ) -> Result<Configured, RegistrationFailure> {
+        let timeout = self.config.request_timeout_for(&registered.id);
+        let creq = ConfigureRequest {
+            config,
+            runtime_name: self.config.runtime_name.clone(),
+            runtime_version: self.config.runtime_version.clone(),
+            registration_timeout: millis(self.config.registration_timeout),
+            request_timeout: millis(self.config.request_timeout),
+            nri_version: nri_api::nri_rs_runtime_version(),
+        };
+        let resp = registered
+            .client
+            .call_message::<_, ConfigureResponse>(
+                nri_api::PLUGIN_SERVICE,
+                method::CONFIGURE,
+                &creq,
+                nri_ttrpc::CallOptions::new(timeout),
+            )
             .await
-            .map_err(|e| RegistrationFailure::ListFailed {
+            .map_err(|e| RegistrationFailure::Configure {
                 message: e.to_string(),
             })?;
-        self.peers.known.listed(&snapshot.containers);
-        let objects = {
-            let (queued_pods, queued_containers) = self.registry.queued_ids(plugin);
-            SyncObjects::new(
-                snapshot,
-                |p| !queued_pods.contains(p.id.as_str()),
-                |c| !queued_containers.contains(c.id.as_str()),
-            )
-        };
-        let updates = self.send_sync(plugin, objects).await?;
-        // The same checks, validation and audit as unsolicited updates.
-        let updates = match self.vet_updates(&plugin.id, &plugin.peer(), "Synchronize", updates) {
-            Ok(u) => u,
-            Err(e) => {
-                tracing::warn!(plugin = %plugin.id, error = %e, "refusing the container updates of the Synchronize answer");
-                Vec::new()
-            }
-        };
-        if !updates.is_empty() {
-            match self.callbacks.update_containers(updates).await {
-                Ok(failed) if !failed.is_empty() => {
-                    tracing::warn!(plugin = %plugin.id, failed = failed.len(), "some container updates from Synchronize failed");
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::warn!(plugin = %plugin.id, error = %e, "container updates from Synchronize failed");
-                }
-            }
-        }
-        let backlog = self.registry.activate(plugin).unwrap_or_default();
-        for d in backlog {
-            if plugin.is_closed() {
-                break;
-            }
-            self.deliver_deferred(plugin, d).await;
-        }
-        plugin.mark_ready();
-        if plugin.is_closed() {
-            return Err(RegistrationFailure::LostDuringSync);
-        }
-        Ok(())
-    }
-
-    /// Sends the snapshot: one message when it fits under the size cap,
-    /// otherwise parts of [`SYNC_PART_SIZE`], encoded on a thread of their
-    /// own ahead of the part being sent ([`SyncParts`]).
-    async fn send_sync(
-        &self,
-        plugin: &Arc<Plugin>,
-        objects: SyncObjects,
-    ) -> Result<Vec<nri_api::api::ContainerUpdate>, RegistrationFailure> {
-        let mut encoder = SyncEncoder::new(objects, SYNC_LIMITS);
-        if encoder.is_single() {
-            let payload = encoder.next_message().await.unwrap_or_default();
-            drop(encoder);
-            return Ok(self.sync_call(plugin, payload).await?.update);
-        }
-        let mut parts = SyncParts::spawn(encoder);
-        while let Some((payload, last)) = parts.next().await {
-            let resp = self.sync_call(plugin, payload).await?;
-            if last {
-                return Ok(resp.update);
-            }
-            if !resp.more || !resp.update.is_empty() {
-                return Err(RegistrationFailure::SplitSyncUnsupported);
-            }
-        }
-        Err(RegistrationFailure::Synchronize {
-            message: "the encoder stopped before the last message".into(),
+        Ok(Configured {
+            mask: check_mask(resp.events)?,
+            declared: resp.failure_policy,
+            timeout,
         })
     }
 
-    async fn sync_call(
-        &self,
-        plugin: &Plugin,
-        payload: bytes::Bytes,
-    ) -> Result<SynchronizeResponse, RegistrationFailure> {
+    /// Phase 4: the plugin, registered and configured, exists: its
+    /// requests may be as large as the protocol allows, refusals name it.
+    fn admit(&self, setup: Setup, registered: Registered, configured: Configured) -> Arc<Plugin> {
+        let Registered { id, client, input } = registered;
+        let Configured {
+            mask,
+            declared,
+            timeout,
+        } = configured;
+        let plugin = Arc::new(Plugin::new(PluginParts {
+            id: id.clone(),
+            origin: setup.origin,
+            mask,
+            timeout,
+            conn: Conn::Ttrpc {
+                client,
+                input,
+                mux: setup.mux,
+            },
+            strike_limit: self.strike_limit_for(&id, declared.as_ref()),
+            declared,
+            wake_hints: !self.config.spin_budget.is_zero(),
+            closed: setup.closed,
+            child: setup.child,
+            peers: self.peers.clone(),
+        }));
+        *crate::lock(&setup.identity) = Some(id.clone());
+        // Registered and configured: its requests may be as large as the
+        // protocol allows (and are checked before decoding).
+        setup.request_len.set(nri_ttrpc::codec::MAX_MESSAGE_LEN);
+        tracing::info!(plugin = %id, events = %mask, "NRI plugin configured");
+        if let Some(d) = &declared {
+            let overridden = self
+                .config
+                .plugin_entry(&id)
+                .is_some_and(|e| e.failure.is_some());
+            tracing::info!(plugin = %id, fail_request = d.fail_request, keep_connected = d.keep_connected, overridden_by_configuration = overridden, "NRI plugin declared a failure policy");
+        }
         plugin
-            .call_decoded(
-                &*self.metrics,
-                "Synchronize",
-                method::SYNCHRONIZE,
-                payload,
-                plugin.timeout,
-                Answer::Counted,
-            )
-            .await
-            .map_err(|e| RegistrationFailure::Synchronize {
-                message: e.to_string(),
-            })
     }
 }
 

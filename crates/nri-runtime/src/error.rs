@@ -117,6 +117,30 @@ pub enum Error {
         /// Why.
         reason: RegistrationFailure,
     },
+    /// A plugin's message was refused before it was used: over a limit
+    /// of [`PeerLimits`](crate::PeerLimits), malformed, or not allowed
+    /// before registration. The plugin is told the reason.
+    #[error("{reason}")]
+    PeerRefused {
+        /// The kind of refusal (also the metric label).
+        kind: RefusalKind,
+        /// What was refused and why.
+        reason: String,
+    },
+    /// A plugin sent `RegisterPlugin` again on a connection that has
+    /// registered (or is registering).
+    #[error("plugin already registered")]
+    AlreadyRegistered,
+    /// The set-up of the connection stopped while the plugin's
+    /// `RegisterPlugin` waited for its answer.
+    #[error("registration aborted")]
+    RegistrationAborted,
+    /// The plugin's connection closed while it was being set up.
+    #[error("connection closed")]
+    ConnectionClosed,
+    /// The runtime is stopping; the plugin's request was not handled.
+    #[error("runtime stopping")]
+    Stopping,
     /// A runtime callback (list, update, evict) failed.
     #[error("runtime callback {callback} failed: {message}")]
     Callback {
@@ -223,6 +247,125 @@ impl Error {
             kind: err.kind(),
             message: err.to_string(),
         }
+    }
+}
+
+impl Error {
+    /// The ttRPC status a plugin is answered with when the Runtime service
+    /// (`RegisterPlugin`, `UpdateContainers`) refuses its request for
+    /// this error: the one mapping of errors to status codes.
+    pub(crate) fn to_status(&self) -> nri_ttrpc::Status {
+        use nri_ttrpc::Code;
+        let code = match self {
+            Error::PeerRefused { kind, .. } => kind.code(),
+            Error::AlreadyRegistered => Code::FailedPrecondition,
+            Error::RegistrationAborted | Error::ConnectionClosed | Error::Stopping => {
+                Code::Unavailable
+            }
+            // The plugin knows its own name: it is told the reason only.
+            Error::Registration { reason, .. } => {
+                return nri_ttrpc::Status::new(Code::InvalidArgument, reason.to_string());
+            }
+            Error::ValidationRejected { .. } => Code::PermissionDenied,
+            Error::Conflict { .. }
+            | Error::InvalidAdjustment { .. }
+            | Error::InvalidUpdate { .. }
+            | Error::InvalidPluginId { .. }
+            | Error::InvalidConfig { .. }
+            | Error::Merge { .. } => Code::InvalidArgument,
+            _ => Code::Unknown,
+        };
+        nri_ttrpc::Status::new(code, self.to_string())
+    }
+}
+
+/// The kind of a refused peer message ([`Error::PeerRefused`]); its
+/// [`as_str`](Self::as_str) is the `kind` label of
+/// [`Metrics::peer_refused`](crate::Metrics::peer_refused).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RefusalKind {
+    /// A request other than `RegisterPlugin` before registration.
+    Unregistered,
+    /// A request over the connection's size limit.
+    TooLarge,
+    /// More `update` or `evict` entries than allowed.
+    TooManyUpdates,
+    /// A message that would decode to too much memory.
+    DecodedSize,
+    /// A message that does not decode.
+    Malformed,
+    /// Too many requests of one connection in flight.
+    InFlight,
+    /// Too many metadata entries in a request.
+    Metadata,
+    /// Too many connections waiting to register.
+    PendingConnections,
+    /// A frame for a multiplexer connection that is not open.
+    UnknownConnection,
+    /// A connection from a peer not in the allowed list.
+    PeerNotAllowed,
+    /// A registration with an invalid or taken identity.
+    Registration,
+    /// No registration within the registration timeout.
+    RegistrationTimeout,
+    /// A malformed container update or eviction.
+    InvalidUpdate,
+    /// Container updates a validator rejected.
+    RejectedUpdate,
+}
+
+impl RefusalKind {
+    /// The metric label: `unregistered`, `too_large`, `too_many_updates`,
+    /// `decoded_size`, `malformed`, `in_flight`, `metadata`,
+    /// `pending_connections`, `unknown_connection`, `peer_not_allowed`,
+    /// `registration`, `registration_timeout`, `invalid_update`,
+    /// `rejected_update`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefusalKind::Unregistered => "unregistered",
+            RefusalKind::TooLarge => "too_large",
+            RefusalKind::TooManyUpdates => "too_many_updates",
+            RefusalKind::DecodedSize => "decoded_size",
+            RefusalKind::Malformed => "malformed",
+            RefusalKind::InFlight => "in_flight",
+            RefusalKind::Metadata => "metadata",
+            RefusalKind::PendingConnections => "pending_connections",
+            RefusalKind::UnknownConnection => "unknown_connection",
+            RefusalKind::PeerNotAllowed => "peer_not_allowed",
+            RefusalKind::Registration => "registration",
+            RefusalKind::RegistrationTimeout => "registration_timeout",
+            RefusalKind::InvalidUpdate => "invalid_update",
+            RefusalKind::RejectedUpdate => "rejected_update",
+        }
+    }
+
+    /// The status code of a request refused for this kind.
+    fn code(self) -> nri_ttrpc::Code {
+        use nri_ttrpc::Code;
+        match self {
+            RefusalKind::Unregistered => Code::FailedPrecondition,
+            RefusalKind::Malformed => Code::InvalidArgument,
+            _ => Code::ResourceExhausted,
+        }
+    }
+
+    /// The kind of a request the ttRPC server refused by itself.
+    pub(crate) fn of_ttrpc(r: &nri_ttrpc::Refusal) -> Self {
+        use nri_ttrpc::Refusal as R;
+        match r {
+            R::TooManyInFlight { .. } => RefusalKind::InFlight,
+            R::TooMuchMetadata { .. } => RefusalKind::Metadata,
+            R::Malformed { .. } => RefusalKind::Malformed,
+            // `TooLarge`, and any kind the server learns later.
+            _ => RefusalKind::TooLarge,
+        }
+    }
+}
+
+impl std::fmt::Display for RefusalKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

@@ -27,7 +27,7 @@
 
 pub mod error;
 
-pub use error::{Error, RegistrationFailure};
+pub use error::{Error, RefusalKind, RegistrationFailure};
 pub use nri_merge::PluginId;
 
 /// Validation of merged container adjustments, as far as an embedder needs

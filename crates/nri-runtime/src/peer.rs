@@ -32,6 +32,7 @@ use std::sync::{Arc, Mutex};
 
 use nri_api::api::Container;
 
+use crate::error::RefusalKind;
 use crate::metrics::Metrics;
 use crate::output::OutputLimits;
 use crate::plugin::PluginOrigin;
@@ -133,12 +134,18 @@ impl Peer {
 /// Why a peer's message was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Refused {
-    /// Metric label: `unregistered`, `too_large`, `too_many_updates`,
-    /// `decoded_size`, `malformed`, `in_flight`, `metadata`,
-    /// `pending_connections`, `unknown_connection`, `peer_not_allowed`,
-    /// `registration`, `registration_timeout`.
-    pub(crate) kind: &'static str,
+    /// The kind (its metric label).
+    pub(crate) kind: RefusalKind,
     pub(crate) reason: String,
+}
+
+impl From<Refused> for crate::Error {
+    fn from(r: Refused) -> Self {
+        crate::Error::PeerRefused {
+            kind: r.kind,
+            reason: r.reason,
+        }
+    }
 }
 
 impl std::fmt::Display for Refused {
@@ -229,11 +236,12 @@ impl PeerGuard {
             pid = ?pid,
             uid = ?uid,
             what,
-            kind = refused.kind,
+            kind = refused.kind.as_str(),
             reason = %refused.reason,
             "refusing a message from an NRI peer"
         );
-        self.metrics.peer_refused(peer.label(), refused.kind);
+        self.metrics
+            .peer_refused(peer.label(), refused.kind.as_str());
     }
 
     /// Reports a connection closed at once because
@@ -244,7 +252,7 @@ impl PeerGuard {
             description,
             origin,
             "connection",
-            "pending_connections",
+            RefusalKind::PendingConnections,
             reason,
         );
     }
@@ -257,7 +265,7 @@ impl PeerGuard {
         description: &str,
         origin: PluginOrigin,
         what: &str,
-        kind: &'static str,
+        kind: RefusalKind,
         reason: String,
     ) {
         let peer = Peer {
@@ -291,7 +299,7 @@ impl PeerGuard {
     /// [`PeerLimits::decoded_ratio`] times its size.
     pub(crate) fn check<M: prost::Name>(&self, bytes: &[u8]) -> Result<(), Refused> {
         let malformed = |e: nri_api::Error| Refused {
-            kind: "malformed",
+            kind: RefusalKind::Malformed,
             reason: e.to_string(),
         };
         let max = self.max_updates();
@@ -301,7 +309,7 @@ impl PeerGuard {
             let n = nri_api::scan::count_at_most::<M>(bytes, field, max).map_err(malformed)?;
             if n > max {
                 return Err(Refused {
-                    kind: "too_many_updates",
+                    kind: RefusalKind::TooManyUpdates,
                     reason: format!(
                         "{} with at least {n} {field} entries, more than the {max} allowed \
                          ({} known containers + {})",
@@ -320,7 +328,7 @@ impl PeerGuard {
             .saturating_add(DECODED_SIZE_FLOOR);
         if size > allowed {
             return Err(Refused {
-                kind: "decoded_size",
+                kind: RefusalKind::DecodedSize,
                 reason: format!(
                     "{} of {} bytes would decode to about {size} bytes, more than {} times its size",
                     scan.message(),
@@ -343,7 +351,7 @@ pub(crate) fn decode_checked<M: prost::Message + prost::Name + Default>(
 ) -> Result<M, Refused> {
     guard.check::<M>(&bytes)?;
     M::decode(bytes).map_err(|e| Refused {
-        kind: "malformed",
+        kind: RefusalKind::Malformed,
         reason: format!("cannot decode {}: {e}", M::NAME),
     })
 }
@@ -373,7 +381,7 @@ mod tests {
         let r = g
             .check::<UpdateContainersRequest>(&req(17).encode_to_vec())
             .unwrap_err();
-        assert_eq!(r.kind, "too_many_updates");
+        assert_eq!(r.kind, RefusalKind::TooManyUpdates);
         assert!(
             r.reason.contains("17 update entries, more than the 16"),
             "{r}"
@@ -404,7 +412,7 @@ mod tests {
         let r = g
             .check::<CreateContainerResponse>(&resp.encode_to_vec())
             .unwrap_err();
-        assert_eq!(r.kind, "decoded_size");
+        assert_eq!(r.kind, RefusalKind::DecodedSize);
     }
 
     #[test]

@@ -15,7 +15,7 @@
 use nri_api::api::{ContainerUpdate, Field, OwningPlugins};
 
 use crate::adaptation::Shared;
-use crate::error::Error;
+use crate::error::{Error, RefusalKind};
 use crate::failure::ErrorClass;
 use crate::metrics::AUDIT_TARGET;
 use crate::peer::{Peer, Refused};
@@ -41,7 +41,7 @@ impl Shared {
     ) -> Result<Vec<ContainerUpdate>, Error> {
         if let Err(e) = check_unsolicited(plugin, &updates) {
             let refused = Refused {
-                kind: "invalid_update",
+                kind: RefusalKind::InvalidUpdate,
                 reason: e.to_string(),
             };
             self.peers.report(peer, operation, &refused);
@@ -51,7 +51,7 @@ impl Shared {
         let v = UpdateValidation::new(operation, &updates).with_plugin(&name);
         if let Err(e) = self.run_update_validators(&v) {
             let refused = Refused {
-                kind: "rejected_update",
+                kind: RefusalKind::RejectedUpdate,
                 reason: e.to_string(),
             };
             self.peers.report(peer, operation, &refused);

@@ -50,7 +50,7 @@ impl Shared {
                     &peer,
                     origin,
                     "connection",
-                    "peer_not_allowed",
+                    crate::error::RefusalKind::PeerNotAllowed,
                     reason,
                 );
                 continue;

@@ -1,63 +1,98 @@
 //! CreateContainer: the fan-out in plugin order, each plugin seeing the
 //! container as adjusted so far, the late plugins, then validation.
+//!
+//! The three phases share one [`Fanout`]: the request being built, the
+//! result being merged and the plugins' errors so far.
 
 use nri_api::api::{Container, CreateContainerResponse, Event, PodSandbox};
 use nri_api::method;
 
 use super::events::InTurn;
 use super::{Adaptation, CreateContainerOutcome};
+use crate::encode::CreatePayload;
 use crate::error::Error;
+use crate::failure::PluginError;
 use crate::latency::{Turn, Turns};
 use crate::metrics::audit_owners;
-use crate::plugin::Answer;
+use crate::plugin::{Answer, PluginList};
+use crate::registry::CreationGuard;
 use nri_merge::{CreateResult, PluginId};
+
+const EVENT: Event = Event::CreateContainer;
+
+/// What the phases of one CreateContainer share.
+struct Fanout<'a> {
+    pod: &'a PodSandbox,
+    container: &'a Container,
+    /// The first request, encoded once, and the request cache.
+    payload: CreatePayload,
+    /// The result so far; it borrows the pod and the container (and copies
+    /// the container only when a plugin adjusts it).
+    result: CreateResult<&'a PodSandbox, &'a Container>,
+    errors: Vec<PluginError>,
+    /// The request cache's key: bumped whenever an applied response
+    /// changed the container the next plugin sees.
+    revision: u64,
+}
 
 impl Adaptation {
     /// CreateContainer: the merged adjustment, updates of other containers
     /// and evictions, after validation.
-    #[allow(clippy::too_many_lines)]
     pub async fn create_container(
         &self,
         pod: &PodSandbox,
         container: &Container,
     ) -> Result<CreateContainerOutcome, Error> {
         self.check_started()?;
-        let ev = Event::CreateContainer;
-        let op = ev.pretty_name();
         let sh = &self.shared;
-        // The first request, encoded once, is also the barrier's record of
-        // the creation; the result borrows the pod and the container (and
-        // copies the container only when a plugin adjusts it).
-        sh.await_required(ev, pod).await;
-        let mut payload = crate::encode::CreatePayload::new(pod, container);
+        // The first request is also the barrier's record of the creation.
+        sh.await_required(EVENT, pod).await;
+        let payload = CreatePayload::new(pod, container);
         let (plugins, guard) =
             sh.registry
-                .begin_creation(ev, pod, Some(container), payload.first());
-        sh.check_required(ev, &plugins, pod)?;
-        let mut result = CreateResult::new(pod, container);
-        let turn = InTurn::new(ev, method::CREATE_CONTAINER, Answer::Merged, pod);
-        let mut errors = Vec::new();
-        // The request cache's key: bumped whenever an applied response
-        // changed the container the next plugin sees.
-        let mut revision = 0u64;
+                .begin_creation(EVENT, pod, Some(container), payload.first());
+        sh.check_required(EVENT, &plugins, pod)?;
+        let mut fanout = Fanout {
+            pod,
+            container,
+            payload,
+            result: CreateResult::new(pod, container),
+            errors: Vec::new(),
+            revision: 0,
+        };
+        let answered = self.create_in_turn(&mut fanout, &plugins).await?;
+        self.create_late(&mut fanout, &guard, &answered).await?;
+        self.create_validated(fanout, &plugins, guard).await
+    }
+
+    /// The plugins of the snapshot, in turn; returns those whose answer
+    /// was merged.
+    async fn create_in_turn<'p>(
+        &self,
+        f: &mut Fanout<'_>,
+        plugins: &'p PluginList,
+    ) -> Result<Vec<&'p PluginId>, Error> {
+        let sh = &self.shared;
+        let op = EVENT.pretty_name();
+        let turn = InTurn::new(EVENT, method::CREATE_CONTAINER, Answer::Merged, f.pod);
         // What the last response that changed the container appended to it,
         // when that is all it did (the next request is then the previous
         // one plus this).
         let mut delta: Option<Container> = None;
         let mut answered: Vec<&PluginId> = Vec::new();
-        let mut turns = Turns::new(&plugins, ev);
+        let mut turns = Turns::new(plugins, EVENT);
         while let Some(next) = turns.next_turn() {
             let p = match next {
                 Turn::Call(p) => p,
                 Turn::Pass(p) => {
                     // Every plugin is noted in call order.
-                    result.note_plugin(&p.id);
+                    f.result.note_plugin(&p.id);
                     continue;
                 }
             };
-            let req = payload.request(revision, result.container(), delta.as_ref());
+            let req = (f.payload).request(f.revision, f.result.container(), delta.as_ref());
             let resp: CreateContainerResponse =
-                match self.call_in_turn(p, &turn, req, &mut errors).await? {
+                match self.call_in_turn(p, &turn, req, &mut f.errors).await? {
                     Some(resp) => resp,
                     None => continue,
                 };
@@ -68,29 +103,39 @@ impl Adaptation {
                 None
             } else {
                 (resp.adjust.as_ref())
-                    .and_then(|a| crate::encode::append_delta(result.container(), a))
+                    .and_then(|a| crate::encode::append_delta(f.result.container(), a))
             };
-            let applied = result.apply_response(&p.id, resp);
-            if applied.is_ok() && adjusted {
-                revision += 1;
-                delta = appended;
-            }
-            match applied {
+            match f.result.apply_response(&p.id, resp) {
                 Ok(()) => {
+                    if adjusted {
+                        f.revision += 1;
+                        delta = appended;
+                    }
                     sh.merge_succeeded(p, op, nu, ne);
                     answered.push(&p.id);
                 }
                 Err(e) => {
-                    let f = sh.merge_failure(p, op, e);
-                    sh.on_failure(p, ev, f, pod, &mut errors)?;
+                    let failure = sh.merge_failure(p, op, e);
+                    sh.on_failure(p, EVENT, failure, f.pod, &mut f.errors)?;
                 }
             }
         }
-        // Plugins that started synchronizing during the fan-out get the
-        // creation now, and their changes count (see docs/runtime/sync.md).
+        Ok(answered)
+    }
+
+    /// Plugins that started synchronizing during the fan-out get the
+    /// creation now, and their changes count (see docs/runtime/sync.md).
+    async fn create_late(
+        &self,
+        f: &mut Fanout<'_>,
+        guard: &CreationGuard,
+        answered: &[&PluginId],
+    ) -> Result<(), Error> {
+        let sh = &self.shared;
+        let op = EVENT.pretty_name();
         for slot in guard.close_late() {
             let p = &slot.plugin.clone();
-            let req = payload.request(revision, result.container(), None);
+            let req = f.payload.request(f.revision, f.result.container(), None);
             if answered.contains(&&p.id) {
                 // A new instance of a plugin whose previous instance has
                 // answered for this container: it learns of the container,
@@ -99,46 +144,58 @@ impl Adaptation {
                     // Answered, not merged: counted as answered.
                     sh.metrics.plugin_invocation(&p.name, op, Ok(()));
                     if resp.adjust.is_some() {
-                        tracing::info!(plugin = %p.id, container = %container.id, "a plugin that re-registered during CreateContainer: its earlier instance's answer stands");
+                        tracing::info!(plugin = %p.id, container = %f.container.id, "a plugin that re-registered during CreateContainer: its earlier instance's answer stands");
                     }
                 }
                 continue;
             }
             let resp = match sh.call_late(slot, req, self.budget).await {
                 Ok(resp) => resp,
-                Err(f) => {
-                    sh.on_failure(p, ev, f, pod, &mut errors)?;
+                Err(failure) => {
+                    sh.on_failure(p, EVENT, failure, f.pod, &mut f.errors)?;
                     continue;
                 }
             };
             let (nu, ne) = (resp.update.len(), resp.evict.len());
             let adjusted = resp.adjust.is_some();
-            match result.apply_response(&p.id, resp) {
+            match f.result.apply_response(&p.id, resp) {
                 Ok(()) => {
-                    revision += u64::from(adjusted);
+                    f.revision += u64::from(adjusted);
                     sh.merge_succeeded(p, op, nu, ne);
                 }
                 Err(e) => {
-                    let f = sh.merge_failure(p, op, e);
-                    sh.on_failure(p, ev, f, pod, &mut errors)?;
+                    let failure = sh.merge_failure(p, op, e);
+                    sh.on_failure(p, EVENT, failure, f.pod, &mut f.errors)?;
                 }
             }
         }
-        sh.validate(&plugins, pod, &result, &mut errors, self.budget)
+        Ok(())
+    }
+
+    /// Validation of the merged result, its audit, and the outcome.
+    async fn create_validated(
+        &self,
+        mut f: Fanout<'_>,
+        plugins: &PluginList,
+        guard: CreationGuard,
+    ) -> Result<CreateContainerOutcome, Error> {
+        let sh = &self.shared;
+        let op = EVENT.pretty_name();
+        sh.validate(plugins, f.pod, &f.result, &mut f.errors, self.budget)
             .await?;
-        let owners = result.owners().to_wire();
+        let owners = f.result.owners().to_wire();
         for (plugin, n) in audit_owners(op, &owners) {
             sh.metrics.plugin_adjustments(&plugin, op, n, 0, 0);
         }
-        let resp = result.into_response();
+        let resp = f.result.into_response();
         guard.set_outcome(true);
-        sh.peers.known.created(&container.id);
+        sh.peers.known.created(&f.container.id);
         Ok(CreateContainerOutcome {
             adjustment: resp.adjust.unwrap_or_default(),
             updates: resp.update,
             evictions: resp.evict,
             owners,
-            errors,
+            errors: f.errors,
             guard,
         })
     }

@@ -1,0 +1,136 @@
+//! The last phase of a connection's set-up: Synchronize behind the
+//! barrier (in parts when the snapshot is large), the deferred
+//! deliveries, then activation. See `registry.rs` and
+//! `docs/runtime/sync.md`.
+
+use std::sync::Arc;
+
+use nri_api::api::SynchronizeResponse;
+use nri_api::method;
+
+use crate::adaptation::Shared;
+use crate::encode::{SyncEncoder, SyncLimits, SyncObjects, SyncParts};
+use crate::error::RegistrationFailure;
+use crate::plugin::{Answer, Plugin};
+
+/// Largest Synchronize message we send: ttRPC's 4 MiB cap minus room for
+/// the ttRPC request envelope.
+const SYNC_MESSAGE_LIMIT: usize = 4 * 1024 * 1024 - 64 * 1024;
+/// Size of each message when a snapshot does not fit in one: small enough
+/// that the plugin starts decoding a few milliseconds into the sync and
+/// the next message is encoded while it decodes (measured in
+/// docs/benchmarks/nri.md).
+const SYNC_PART_SIZE: usize = 1024 * 1024;
+const SYNC_LIMITS: SyncLimits = SyncLimits {
+    message: SYNC_MESSAGE_LIMIT,
+    part: SYNC_PART_SIZE,
+};
+
+impl Shared {
+    /// Synchronize behind the barrier, then the deferred deliveries, then
+    /// activation. See `registry.rs` and `docs/runtime/sync.md`.
+    pub(crate) async fn synchronize(
+        &self,
+        plugin: &Arc<Plugin>,
+    ) -> Result<(), RegistrationFailure> {
+        let finished = self.registry.begin_sync(plugin);
+        self.await_finished_creations(plugin, finished).await;
+        let snapshot = self
+            .callbacks
+            .list_pods_and_containers()
+            .await
+            .map_err(|e| RegistrationFailure::ListFailed {
+                message: e.to_string(),
+            })?;
+        self.peers.known.listed(&snapshot.containers);
+        let objects = {
+            let (queued_pods, queued_containers) = self.registry.queued_ids(plugin);
+            SyncObjects::new(
+                snapshot,
+                |p| !queued_pods.contains(p.id.as_str()),
+                |c| !queued_containers.contains(c.id.as_str()),
+            )
+        };
+        let updates = self.send_sync(plugin, objects).await?;
+        // The same checks, validation and audit as unsolicited updates.
+        let updates = match self.vet_updates(&plugin.id, &plugin.peer(), "Synchronize", updates) {
+            Ok(u) => u,
+            Err(e) => {
+                tracing::warn!(plugin = %plugin.id, error = %e, "refusing the container updates of the Synchronize answer");
+                Vec::new()
+            }
+        };
+        if !updates.is_empty() {
+            match self.callbacks.update_containers(updates).await {
+                Ok(failed) if !failed.is_empty() => {
+                    tracing::warn!(plugin = %plugin.id, failed = failed.len(), "some container updates from Synchronize failed");
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(plugin = %plugin.id, error = %e, "container updates from Synchronize failed");
+                }
+            }
+        }
+        let backlog = self.registry.activate(plugin).unwrap_or_default();
+        for d in backlog {
+            if plugin.is_closed() {
+                break;
+            }
+            self.deliver_deferred(plugin, d).await;
+        }
+        plugin.mark_ready();
+        if plugin.is_closed() {
+            return Err(RegistrationFailure::LostDuringSync);
+        }
+        Ok(())
+    }
+
+    /// Sends the snapshot: one message when it fits under the size cap,
+    /// otherwise parts of [`SYNC_PART_SIZE`], encoded on a thread of their
+    /// own ahead of the part being sent ([`SyncParts`]).
+    async fn send_sync(
+        &self,
+        plugin: &Arc<Plugin>,
+        objects: SyncObjects,
+    ) -> Result<Vec<nri_api::api::ContainerUpdate>, RegistrationFailure> {
+        let mut encoder = SyncEncoder::new(objects, SYNC_LIMITS);
+        if encoder.is_single() {
+            let payload = encoder.next_message().await.unwrap_or_default();
+            drop(encoder);
+            return Ok(self.sync_call(plugin, payload).await?.update);
+        }
+        let mut parts = SyncParts::spawn(encoder);
+        while let Some((payload, last)) = parts.next().await {
+            let resp = self.sync_call(plugin, payload).await?;
+            if last {
+                return Ok(resp.update);
+            }
+            if !resp.more || !resp.update.is_empty() {
+                return Err(RegistrationFailure::SplitSyncUnsupported);
+            }
+        }
+        Err(RegistrationFailure::Synchronize {
+            message: "the encoder stopped before the last message".into(),
+        })
+    }
+
+    async fn sync_call(
+        &self,
+        plugin: &Plugin,
+        payload: bytes::Bytes,
+    ) -> Result<SynchronizeResponse, RegistrationFailure> {
+        plugin
+            .call_decoded(
+                &*self.metrics,
+                "Synchronize",
+                method::SYNCHRONIZE,
+                payload,
+                plugin.timeout,
+                Answer::Counted,
+            )
+            .await
+            .map_err(|e| RegistrationFailure::Synchronize {
+                message: e.to_string(),
+            })
+    }
+}
