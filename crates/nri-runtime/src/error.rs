@@ -464,3 +464,75 @@ pub enum RegistrationFailure {
     #[error("connection lost during synchronization")]
     LostDuringSync,
 }
+
+#[cfg(test)]
+mod tests {
+    use nri_ttrpc::Code;
+
+    use super::*;
+
+    fn status(e: &Error) -> (Code, String) {
+        let st = e.to_status();
+        (st.code(), st.message)
+    }
+
+    #[test]
+    fn runtime_service_refusals_map_to_their_status() {
+        let refused = |kind| Error::PeerRefused {
+            kind,
+            reason: "why".into(),
+        };
+        assert_eq!(
+            status(&refused(RefusalKind::Unregistered)),
+            (Code::FailedPrecondition, "why".into())
+        );
+        assert_eq!(
+            status(&refused(RefusalKind::Malformed)).0,
+            Code::InvalidArgument
+        );
+        assert_eq!(
+            status(&refused(RefusalKind::TooManyUpdates)).0,
+            Code::ResourceExhausted
+        );
+        assert_eq!(
+            status(&Error::AlreadyRegistered),
+            (Code::FailedPrecondition, "plugin already registered".into())
+        );
+        assert_eq!(status(&Error::Stopping).0, Code::Unavailable);
+        assert_eq!(status(&Error::RegistrationAborted).0, Code::Unavailable);
+        let taken = Error::Registration {
+            plugin: "uid=0".into(),
+            reason: RegistrationFailure::NameInUse {
+                plugin: "10-a".into(),
+            },
+        };
+        assert_eq!(
+            status(&taken),
+            (
+                Code::InvalidArgument,
+                "a plugin named 10-a is already connected".into()
+            )
+        );
+        let rejected = Error::ValidationRejected {
+            plugin: "90-v".into(),
+            reason: "no".into(),
+        };
+        assert_eq!(status(&rejected).0, Code::PermissionDenied);
+        let failed = Error::Callback {
+            callback: "update_containers",
+            message: "boom".into(),
+        };
+        assert_eq!(status(&failed).0, Code::Unknown);
+    }
+
+    #[test]
+    fn refusal_kinds_keep_their_metric_labels() {
+        assert_eq!(RefusalKind::TooManyUpdates.as_str(), "too_many_updates");
+        assert_eq!(RefusalKind::PeerNotAllowed.to_string(), "peer_not_allowed");
+        let r = nri_ttrpc::Refusal::Malformed {
+            stream_id: 1,
+            reason: "x".into(),
+        };
+        assert_eq!(RefusalKind::of_ttrpc(&r).as_str(), r.kind());
+    }
+}
