@@ -158,20 +158,24 @@ pub fn lifecycle_events() -> EventMask {
 }
 
 /// Checks the settings of a bundled plugin (for scenario validation).
-pub fn check_config(kind: &str, config: &BTreeMap<String, Value>) -> Result<(), String> {
+///
+/// # Errors
+///
+/// [`Error::UnknownBundledPlugin`], [`Error::UnknownBundledSetting`], or
+/// the error of the setting whose value is wrong.
+pub fn check_config(kind: &str, config: &BTreeMap<String, Value>) -> Result<(), Error> {
     let Some(k) = Kind::parse(kind) else {
-        return Err(format!("unknown bundled plugin {kind:?}"));
+        return Err(Error::UnknownBundledPlugin {
+            kind: kind.to_owned(),
+        });
     };
     for key in config.keys() {
         if !k.allowed_settings().contains(&key.as_str()) {
-            return Err(format!(
-                "unknown setting {key:?} for bundled plugin {kind}; expected {}",
-                if k.allowed_settings().is_empty() {
-                    "none".to_owned()
-                } else {
-                    k.allowed_settings().join(", ")
-                }
-            ));
+            return Err(Error::UnknownBundledSetting {
+                kind: kind.to_owned(),
+                key: key.clone(),
+                allowed: k.allowed_settings(),
+            });
         }
     }
     Settings::from_map(k, config).map(|_| ())
@@ -190,22 +194,30 @@ struct Settings {
     delay: Duration,
 }
 
-fn string_map(v: &Value, what: &str) -> Result<Vec<(String, String)>, String> {
+/// A setting's value that must be what `rule` says.
+fn bad(setting: impl Into<String>, rule: &'static str) -> Error {
+    Error::BadSetting {
+        setting: setting.into(),
+        rule,
+    }
+}
+
+fn string_map(v: &Value, what: &str) -> Result<Vec<(String, String)>, Error> {
     let Some(obj) = v.as_object() else {
-        return Err(format!("`{what}` must be a map of strings"));
+        return Err(bad(what, "must be a map of strings"));
     };
     obj.iter()
         .map(|(k, v)| match v {
             Value::String(s) => Ok((k.clone(), s.clone())),
             Value::Number(n) => Ok((k.clone(), n.to_string())),
             Value::Bool(b) => Ok((k.clone(), b.to_string())),
-            _ => Err(format!("`{what}.{k}` must be a string")),
+            _ => Err(bad(format!("{what}.{k}"), "must be a string")),
         })
         .collect()
 }
 
 impl Settings {
-    fn from_map(kind: Kind, m: &BTreeMap<String, Value>) -> Result<Settings, String> {
+    fn from_map(kind: Kind, m: &BTreeMap<String, Value>) -> Result<Settings, Error> {
         let mut s = Settings {
             prefix: RLIMIT_PREFIX.to_owned(),
             after: 3,
@@ -222,32 +234,43 @@ impl Settings {
                 "remove-env" => {
                     s.remove_env = v
                         .as_array()
-                        .ok_or("`remove-env` must be a list")?
+                        .ok_or_else(|| bad(k, "must be a list"))?
                         .iter()
                         .map(|x| {
                             x.as_str()
                                 .map(str::to_owned)
-                                .ok_or("`remove-env` must list strings")
+                                .ok_or_else(|| bad(k, "must list strings"))
                         })
                         .collect::<Result<_, _>>()?;
                 }
-                "prefix" => s.prefix = v.as_str().ok_or("`prefix` must be a string")?.to_owned(),
-                "after" => s.after = v.as_u64().ok_or("`after` must be a positive number")?,
-                "times" => s.times = Some(v.as_u64().ok_or("`times` must be a number")?),
-                "pod" => s.pod = Some(v.as_str().ok_or("`pod` must be a string")?.to_owned()),
+                "prefix" => s.prefix = string(v).ok_or_else(|| bad(k, "must be a string"))?,
+                "after" => {
+                    s.after = v
+                        .as_u64()
+                        .ok_or_else(|| bad(k, "must be a positive number"))?;
+                }
+                "times" => s.times = Some(v.as_u64().ok_or_else(|| bad(k, "must be a number"))?),
+                "pod" => s.pod = Some(string(v).ok_or_else(|| bad(k, "must be a string"))?),
                 "event" => {
-                    let name = v.as_str().ok_or("`event` must be an event name")?;
-                    s.event = Some(crate::scenario::parse_event(name).map_err(|e| e.to_string())?);
+                    let name = v.as_str().ok_or_else(|| bad(k, "must be an event name"))?;
+                    let event = crate::scenario::parse_event(name);
+                    s.event = Some(event.map_err(|what| Error::UnknownName { what })?);
                 }
                 "delay" => {
-                    let d = v.as_str().ok_or("`delay` must be a duration like 100ms")?;
+                    let d = v
+                        .as_str()
+                        .ok_or_else(|| bad(k, "must be a duration like 100ms"))?;
                     s.delay = crate::scenario::parse_duration(d)?;
                 }
-                other => return Err(format!("unknown setting {other:?}")),
+                other => {
+                    return Err(Error::UnknownSetting {
+                        key: other.to_owned(),
+                    });
+                }
             }
         }
         if kind == Kind::Crash && s.after == 0 {
-            return Err("`after` must be at least 1".into());
+            return Err(bad("after", "must be at least 1"));
         }
         Ok(s)
     }
@@ -339,12 +362,16 @@ impl Bundled {
                 let get = |k: &str| ctr.annotations.get(k).or_else(|| pod.annotations.get(k));
                 if let Some(list) = get(DEVICES_ANNOTATION) {
                     for d in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                        adj.add_device(parse_device(d).map_err(HandlerError::msg)?);
+                        adj.add_device(
+                            parse_device(d).map_err(|e| HandlerError::msg(e.to_string()))?,
+                        );
                     }
                 }
                 if let Some(list) = get(MOUNTS_ANNOTATION) {
                     for m in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                        adj.add_mount(parse_mount(m).map_err(HandlerError::msg)?);
+                        adj.add_mount(
+                            parse_mount(m).map_err(|e| HandlerError::msg(e.to_string()))?,
+                        );
                     }
                 }
             }
@@ -354,11 +381,17 @@ impl Bundled {
     }
 }
 
-fn parse_limit(v: &str) -> Result<(u64, u64), String> {
+/// A string setting's value.
+fn string(v: &Value) -> Option<String> {
+    v.as_str().map(str::to_owned)
+}
+
+fn parse_limit(v: &str) -> Result<(u64, u64), Error> {
     let num = |s: &str| {
-        s.trim()
-            .parse::<u64>()
-            .map_err(|_| format!("expected N or SOFT:HARD, got {v:?}"))
+        s.trim().parse::<u64>().map_err(|_| Error::BadValue {
+            value: v.to_owned(),
+            expected: "N or SOFT:HARD",
+        })
     };
     match v.split_once(':') {
         Some((s, h)) => Ok((num(s)?, num(h)?)),
@@ -369,9 +402,13 @@ fn parse_limit(v: &str) -> Result<(u64, u64), String> {
     }
 }
 
-fn parse_device(d: &str) -> Result<LinuxDevice, String> {
+fn parse_device(d: &str) -> Result<LinuxDevice, Error> {
     let parts: Vec<&str> = d.split(':').collect();
-    let bad = || format!("device {d:?}: expected PATH:TYPE:MAJOR:MINOR (e.g. /dev/fuse:c:10:229)");
+    let bad = || Error::BadInjection {
+        what: "device",
+        value: d.to_owned(),
+        problem: "expected PATH:TYPE:MAJOR:MINOR (e.g. /dev/fuse:c:10:229)",
+    };
     let [path, ty, major, minor] = parts.as_slice() else {
         return Err(bad());
     };
@@ -388,15 +425,20 @@ fn parse_device(d: &str) -> Result<LinuxDevice, String> {
     })
 }
 
-fn parse_mount(m: &str) -> Result<Mount, String> {
+fn parse_mount(m: &str) -> Result<Mount, Error> {
     let parts: Vec<&str> = m.split(':').collect();
+    let bad = |problem| Error::BadInjection {
+        what: "mount",
+        value: m.to_owned(),
+        problem,
+    };
     let (src, dst, opts) = match parts.as_slice() {
         [s, d] => (*s, *d, None),
         [s, d, o] => (*s, *d, Some(*o)),
-        _ => return Err(format!("mount {m:?}: expected SOURCE:DEST[:ro]")),
+        _ => return Err(bad("expected SOURCE:DEST[:ro]")),
     };
     if !dst.starts_with('/') {
-        return Err(format!("mount {m:?}: the destination must be absolute"));
+        return Err(bad("the destination must be absolute"));
     }
     let mut options = vec!["rbind".to_owned()];
     options.push(if opts == Some("ro") { "ro" } else { "rw" }.to_owned());
@@ -554,7 +596,7 @@ pub async fn run(kind: &str) -> Result<(), Error> {
     };
     let settings = Settings::from_map(k, &config).map_err(|reason| Error::BundledSettings {
         name: name(),
-        reason,
+        reason: Box::new(reason),
     })?;
     if k == Kind::Garbage {
         return garbage().await.map_err(|source| Error::BundledIo {
@@ -616,11 +658,12 @@ mod tests {
         m.insert("env".to_owned(), serde_json::json!({"A": "1"}));
         check_config("env", &m).unwrap();
         m.insert("after".to_owned(), serde_json::json!(2));
+        let e = check_config("env", &m).unwrap_err();
         assert!(
-            check_config("env", &m)
-                .unwrap_err()
-                .contains("unknown setting")
+            matches!(&e, Error::UnknownBundledSetting { key, .. } if key == "after"),
+            "{e}"
         );
+        assert!(e.to_string().contains("unknown setting"), "{e}");
         let mut m = BTreeMap::new();
         m.insert("event".to_owned(), serde_json::json!("Nope"));
         assert!(check_config("hang", &m).is_err());
@@ -630,9 +673,9 @@ mod tests {
 
     #[test]
     fn annotation_parsers() {
-        assert_eq!(parse_limit("1024:2048"), Ok((1024, 2048)));
-        assert_eq!(parse_limit("7"), Ok((7, 7)));
-        assert!(parse_limit("x").is_err());
+        assert_eq!(parse_limit("1024:2048").ok(), Some((1024, 2048)));
+        assert_eq!(parse_limit("7").ok(), Some((7, 7)));
+        assert!(matches!(parse_limit("x"), Err(Error::BadValue { .. })));
         let d = parse_device("/dev/fuse:c:10:229").unwrap();
         assert_eq!((d.major, d.minor, d.r#type.as_str()), (10, 229, "c"));
         assert!(parse_device("/dev/fuse").is_err());

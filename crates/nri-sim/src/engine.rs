@@ -49,7 +49,12 @@ impl ExtraPlugin {
     /// Parses `PATH[:IDX]`; the name (and the index, if not given) come
     /// from a file name `NN-name`, else the name is the file name and the
     /// index `50` (a `.wasm` suffix is not part of the name).
-    pub fn parse(arg: &str) -> Result<ExtraPlugin, String> {
+    ///
+    /// # Errors
+    ///
+    /// [`Error::PluginArg`](crate::Error::PluginArg) when `arg` names no
+    /// file.
+    pub fn parse(arg: &str) -> Result<ExtraPlugin, crate::Error> {
         let (path, idx) = match arg.rsplit_once(':') {
             Some((p, i)) if i.len() == 2 && i.bytes().all(|b| b.is_ascii_digit()) => {
                 (p, Some(i.to_owned()))
@@ -59,7 +64,9 @@ impl ExtraPlugin {
         let file = std::path::Path::new(path)
             .file_name()
             .and_then(|f| f.to_str())
-            .ok_or_else(|| format!("{arg:?}: expected PATH[:IDX] naming an executable"))?;
+            .ok_or_else(|| crate::Error::PluginArg {
+                arg: arg.to_owned(),
+            })?;
         let file = file.strip_suffix(".wasm").unwrap_or(file);
         let (fidx, name) = match nri_api::parse_plugin_file_name(file) {
             Ok((i, n)) => (Some(i.to_owned()), n.to_owned()),

@@ -96,7 +96,118 @@ pub enum Error {
         /// Which plugin kind.
         name: String,
         /// What is wrong with the settings.
-        reason: String,
+        #[source]
+        reason: Box<Error>,
+    },
+    /// A value that does not parse as what it should be (a quantity, a
+    /// duration, a limit).
+    #[error("expected {expected}, got {value:?}")]
+    BadValue {
+        /// The value as written.
+        value: String,
+        /// What it should look like.
+        expected: &'static str,
+    },
+    /// A quantity with a unit that is not one of the known ones.
+    #[error("unknown unit {unit:?} in {value:?} (expected Ki, Mi, Gi, Ti, k, M, G)")]
+    UnknownUnit {
+        /// The unit as written.
+        unit: String,
+        /// The quantity as written.
+        value: String,
+    },
+    /// A quantity whose value in bytes does not fit in 64 bits.
+    #[error("quantity {value:?} is too large")]
+    QuantityTooLarge {
+        /// The quantity as written.
+        value: String,
+    },
+    /// A bundled plugin kind a scenario names that does not exist.
+    #[error("unknown bundled plugin {kind:?}")]
+    UnknownBundledPlugin {
+        /// The kind as written.
+        kind: String,
+    },
+    /// A setting a bundled plugin kind does not have (in a scenario).
+    #[error(
+        "unknown setting {key:?} for bundled plugin {kind}; expected {}",
+        if allowed.is_empty() { "none".to_owned() } else { allowed.join(", ") }
+    )]
+    UnknownBundledSetting {
+        /// The plugin kind.
+        kind: String,
+        /// The setting as written.
+        key: String,
+        /// The settings of that kind.
+        allowed: &'static [&'static str],
+    },
+    /// A setting no bundled plugin has (in its configuration).
+    #[error("unknown setting {key:?}")]
+    UnknownSetting {
+        /// The setting as written.
+        key: String,
+    },
+    /// A bundled plugin's setting whose value is not what the setting
+    /// takes.
+    #[error("`{setting}` {rule}")]
+    BadSetting {
+        /// The setting (`env`, `env.KEY`, `after`, ...).
+        setting: String,
+        /// What its value must be (`must be a string`, ...).
+        rule: &'static str,
+    },
+    /// A bundled plugin's setting that names something that does not
+    /// exist (an event).
+    #[error("{what}")]
+    UnknownName {
+        /// What it should have named, and what there is.
+        #[source]
+        what: Unknown,
+    },
+    /// A device or mount a bundled plugin was asked to inject that is not
+    /// written as it should be.
+    #[error("{what} {value:?}: {problem}")]
+    BadInjection {
+        /// `device` or `mount`.
+        what: &'static str,
+        /// The device or mount as written.
+        value: String,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
+    /// A plugin argument (`--plugin PATH[:IDX]`) that names no file.
+    #[error("{arg:?}: expected PATH[:IDX] naming an executable")]
+    PluginArg {
+        /// The argument as given.
+        arg: String,
+    },
+    /// Bundled plugins were asked for without the `nri` executable to
+    /// run them.
+    #[error("bundled plugins need the `nri` executable (Options::self_exe)")]
+    NoSelfExe,
+    /// A plugin process exited before it registered.
+    #[error("exited before registering ({status})")]
+    ExitedBeforeRegistering {
+        /// Its exit status.
+        status: std::process::ExitStatus,
+    },
+    /// A plugin process did not register in time (and was killed).
+    #[error("did not register within {timeout:?} (registration timeout); killed")]
+    RegistrationTimeout {
+        /// The registration timeout.
+        timeout: std::time::Duration,
+    },
+    /// A step names a pod that is not running.
+    #[error("pod {pod} is not running")]
+    PodNotRunning {
+        /// The pod.
+        pod: String,
+    },
+    /// A step names a container that was not created.
+    #[error("container {container} was not created")]
+    ContainerNotCreated {
+        /// The container (`POD/CONTAINER`).
+        container: String,
     },
     /// A bundled plugin's settings variable is not a JSON object.
     #[error("bundled plugin {name:?}: {variable}: {source}")]

@@ -249,7 +249,12 @@ pub enum Quantity {
 
 impl Quantity {
     /// The value in bytes, or why it is not a quantity.
-    pub fn bytes(&self) -> Result<i64, String> {
+    ///
+    /// # Errors
+    ///
+    /// [`Error::BadValue`], [`Error::UnknownUnit`] or
+    /// [`Error::QuantityTooLarge`].
+    pub fn bytes(&self) -> Result<i64, crate::Error> {
         match self {
             Quantity::Number(n) => Ok(*n),
             Quantity::Text(s) => parse_quantity(s),

@@ -320,7 +320,8 @@ fn print_only(args: &Args) -> Option<ExitCode> {
 fn extra_plugins(args: &Args) -> Result<Vec<ExtraPlugin>, ExitCode> {
     let mut extra = Vec::new();
     for p in &args.plugins {
-        match ExtraPlugin::parse(p).and_then(|x| executable(&x.path).map(|()| x)) {
+        let parsed = ExtraPlugin::parse(p).map_err(|e| e.to_string());
+        match parsed.and_then(|x| executable(&x.path).map(|()| x)) {
             Ok(x) => extra.push(x),
             Err(e) => return Err(usage(format!("--plugin {e}"))),
         }

@@ -15,6 +15,7 @@ use serde_saphyr::Spanned;
 
 use super::world::World;
 use super::{lock, ms};
+use crate::error::Error;
 use crate::report::{Change, EventResult, PluginFailure};
 use crate::scenario::{ResourcesSpec, Scenario, Step, field_name};
 use crate::spec;
@@ -488,14 +489,18 @@ impl Exec {
         vec![failed, stop, remove]
     }
 
-    fn both(&self, target: &str) -> Result<(PodSandbox, Container), String> {
+    fn both(&self, target: &str) -> Result<(PodSandbox, Container), Error> {
         let pod_name = target.split('/').next().unwrap_or_default();
         let pod = self
             .stored_pod(pod_name)
-            .ok_or_else(|| format!("pod {pod_name} is not running"))?;
+            .ok_or_else(|| Error::PodNotRunning {
+                pod: pod_name.to_owned(),
+            })?;
         let ctr = self
             .stored_container(target)
-            .ok_or_else(|| format!("container {target} was not created"))?;
+            .ok_or_else(|| Error::ContainerNotCreated {
+                container: target.to_owned(),
+            })?;
         Ok((pod, ctr))
     }
 

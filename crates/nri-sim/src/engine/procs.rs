@@ -14,6 +14,7 @@ use tokio::task::JoinSet;
 
 use super::world::World;
 use super::{Engine, Options, lock, ms};
+use crate::error::Error;
 use crate::launch::Launched;
 use crate::report::{Call, Record, Reporter};
 
@@ -183,7 +184,7 @@ impl Engine {
             Err(reason) => {
                 reporter.report(&Record::PluginFailed {
                     plugin: id.clone(),
-                    reason,
+                    reason: reason.to_string(),
                     output: Vec::new(),
                 });
                 self.problem(&id);
@@ -222,7 +223,7 @@ impl Engine {
                 drain_readers(&mut proc.readers).await;
                 reporter.report(&Record::PluginFailed {
                     plugin: id.clone(),
-                    reason,
+                    reason: reason.to_string(),
                     output: proc.tail(),
                 });
                 self.problem(&id);
@@ -233,12 +234,12 @@ impl Engine {
 
     /// Starts the process of `spec` with its connection to the runtime
     /// on fd 3; why not, if it cannot.
-    fn spawn(&self, spec: &ProcSpec) -> Result<tokio::process::Child, String> {
+    fn spawn(&self, spec: &ProcSpec) -> Result<tokio::process::Child, Error> {
         if spec.exe.as_os_str().is_empty() {
-            return Err("bundled plugins need the `nri` executable (Options::self_exe)".into());
+            return Err(Error::NoSelfExe);
         }
         let stream = std::os::unix::net::UnixStream::connect(&self.socket)
-            .map_err(|e| format!("cannot connect to the runtime: {e}"))?;
+            .map_err(|e| Error::io("cannot connect to the runtime", e))?;
         let mut cmd = tokio::process::Command::new(&spec.exe);
         cmd.args(&spec.args)
             .env(nri_api::ENV_PLUGIN_NAME, &spec.name)
@@ -250,7 +251,7 @@ impl Engine {
             .kill_on_drop(true);
         nri_mux::pass_to_child(cmd.as_std_mut(), stream);
         cmd.spawn()
-            .map_err(|e| format!("cannot start {}: {e}", spec.exe.display()))
+            .map_err(|e| Error::io(format!("cannot start {}", spec.exe.display()), e))
     }
 
     /// Waits until plugin `i` is registered (and synchronized), has exited
@@ -260,7 +261,7 @@ impl Engine {
         i: usize,
         child: &mut tokio::process::Child,
         t0: Instant,
-    ) -> Result<PluginInfo, String> {
+    ) -> Result<PluginInfo, Error> {
         let id = self.procs[i].spec.id();
         let deadline = t0 + self.reg_timeout + Duration::from_millis(500);
         loop {
@@ -276,16 +277,15 @@ impl Engine {
             match child.try_wait() {
                 Ok(Some(status)) => {
                     drain_readers(&mut self.procs[i].readers).await;
-                    return Err(format!("exited before registering ({status})"));
+                    return Err(Error::ExitedBeforeRegistering { status });
                 }
                 Ok(None) => {}
-                Err(e) => return Err(format!("cannot check the process: {e}")),
+                Err(e) => return Err(Error::io("cannot check the process", e)),
             }
             if Instant::now() > deadline {
-                return Err(format!(
-                    "did not register within {:?} (registration timeout); killed",
-                    self.reg_timeout
-                ));
+                return Err(Error::RegistrationTimeout {
+                    timeout: self.reg_timeout,
+                });
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         }

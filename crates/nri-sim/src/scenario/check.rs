@@ -109,7 +109,7 @@ impl Scenario {
             .into_iter()
             .flatten()
         {
-            parse_duration(&d.value).map_err(|m| self.invalid(&d.referenced, m))?;
+            parse_duration(&d.value).map_err(|e| self.invalid(&d.referenced, e.to_string()))?;
         }
         if let Some(p) = &rt.default_policy {
             self.check_policy(p)?;
@@ -137,7 +137,7 @@ impl Scenario {
             parse_event(ev).map_err(|u| self.unknown(&pol.referenced, u))?;
         }
         if let Some(t) = &p.timeout {
-            parse_duration(&t.value).map_err(|m| self.invalid(&t.referenced, m))?;
+            parse_duration(&t.value).map_err(|e| self.invalid(&t.referenced, e.to_string()))?;
         }
         let plugin = |what: &str| self.invalid(at, format!("plugin {:?}: {what}", p.name));
         if p.launch && p.path.is_none() {
@@ -243,7 +243,7 @@ impl Scenario {
             for q in [&m.limit, &m.reservation, &m.swap].into_iter().flatten() {
                 q.value
                     .bytes()
-                    .map_err(|msg| self.invalid(&q.referenced, msg))?;
+                    .map_err(|e| self.invalid(&q.referenced, e.to_string()))?;
             }
         }
         Ok(())
@@ -336,7 +336,7 @@ impl Scenario {
         }
         self.check_step_targets(st)?;
         if let Some(d) = &st.sleep {
-            parse_duration(&d.value).map_err(|m| self.invalid(&d.referenced, m))?;
+            parse_duration(&d.value).map_err(|e| self.invalid(&d.referenced, e.to_string()))?;
         }
         if st.resources.is_some() && st.update.is_none() && st.update_pod.is_none() {
             return Err(self.invalid(at, "`resources` goes with `update` or `update-pod`"));

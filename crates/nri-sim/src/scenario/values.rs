@@ -3,19 +3,20 @@
 
 use std::time::Duration;
 
-use crate::error::Unknown;
+use crate::error::{Error, Unknown};
 
 /// Bytes of a quantity: a number with an optional binary (`Ki`, `Mi`,
 /// `Gi`, `Ti`) or decimal (`k`, `M`, `G`) suffix.
-pub(crate) fn parse_quantity(s: &str) -> Result<i64, String> {
+pub(crate) fn parse_quantity(s: &str) -> Result<i64, Error> {
     let s = s.trim();
     let split = s
         .find(|c: char| !(c.is_ascii_digit() || c == '-'))
         .unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let n: i64 = num
-        .parse()
-        .map_err(|_| format!("expected a quantity like 256Mi or 1G, got {s:?}"))?;
+    let n: i64 = num.parse().map_err(|_| Error::BadValue {
+        value: s.to_owned(),
+        expected: "a quantity like 256Mi or 1G",
+    })?;
     let mult: i64 = match unit {
         "" => 1,
         "k" | "K" => 1000,
@@ -26,19 +27,28 @@ pub(crate) fn parse_quantity(s: &str) -> Result<i64, String> {
         "Gi" => 1 << 30,
         "Ti" => 1 << 40,
         _ => {
-            return Err(format!(
-                "unknown unit {unit:?} in {s:?} (expected Ki, Mi, Gi, Ti, k, M, G)"
-            ));
+            return Err(Error::UnknownUnit {
+                unit: unit.to_owned(),
+                value: s.to_owned(),
+            });
         }
     };
-    n.checked_mul(mult)
-        .ok_or_else(|| format!("quantity {s:?} is too large"))
+    n.checked_mul(mult).ok_or_else(|| Error::QuantityTooLarge {
+        value: s.to_owned(),
+    })
 }
 
 /// Parses `100ms`, `2s`, `1.5s`, `1m`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+///
+/// # Errors
+///
+/// [`Error::BadValue`] for anything else.
+pub fn parse_duration(s: &str) -> Result<Duration, Error> {
     let s = s.trim();
-    let bad = || format!("expected a duration like 250ms, 2s or 1m, got {s:?}");
+    let bad = || Error::BadValue {
+        value: s.to_owned(),
+        expected: "a duration like 250ms, 2s or 1m",
+    };
     let (num, mult_ms) = if let Some(n) = s.strip_suffix("ms") {
         (n, 1.0)
     } else if let Some(n) = s.strip_suffix('s') {
