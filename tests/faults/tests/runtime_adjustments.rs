@@ -144,9 +144,7 @@ async fn negative_resource_limits_are_refused_naming_the_plugin() {
 async fn conflicting_changes_fail_naming_both_and_removals_are_owned() {
     let guard = no_panics();
     let env = Env::new();
-    let a = env.start(env.builder()).await;
-    let mut good = GoodPlugin::start(&env.socket);
-    env.probe.active(1).await;
+    let (a, mut good) = env.start_with_good(env.builder()).await;
     let mut one = RawPlugin::connect(&env.socket, RawOpts::default(), |m, _| {
         (m == method::CREATE_CONTAINER).then(|| {
             adjust(|a| {

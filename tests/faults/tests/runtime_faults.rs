@@ -35,9 +35,8 @@ async fn go_plugin_killed_mid_request_is_reported_and_others_keep_serving() {
         return;
     };
     let env = Env::new();
-    let a = env.start(env.builder()).await; // default policy: fail
-    let mut good = GoodPlugin::start(&env.socket);
-    env.probe.active(1).await;
+    // The default policy: fail.
+    let (a, mut good) = env.start_with_good(env.builder()).await;
     let mut go = tokio::process::Command::new(bin)
         .args(["--socket"])
         .arg(&env.socket)
@@ -153,9 +152,7 @@ async fn slow_plugin_just_under_and_just_over_the_timeout() {
         .strike_limit(0)
         .failure_policy("bad", FailurePolicy::Required);
     // Container ids choose the delay: "under-*" 1999 ms, "over-*" 2001 ms.
-    let a = env.start(b).await;
-    let mut good = GoodPlugin::start(&env.socket);
-    env.probe.active(1).await;
+    let (a, mut good) = env.start_with_good(b).await;
     let mut raw = RawPlugin::connect(&env.socket, RawOpts::default(), |m, payload| {
         if m != method::CREATE_CONTAINER {
             return None;
@@ -217,9 +214,7 @@ async fn slow_plugin_just_under_and_just_over_the_timeout() {
 async fn plugin_closing_and_reconnecting_in_a_loop() {
     let guard = no_panics();
     let env = Env::new();
-    let a = env.start(env.builder()).await;
-    let mut good = GoodPlugin::start(&env.socket);
-    env.probe.active(1).await;
+    let (a, mut good) = env.start_with_good(env.builder()).await;
     for i in 0..40 {
         let mut raw = RawPlugin::connect(&env.socket, RawOpts::default(), |_, _| None).await;
         raw.register("flappy", "10").await.unwrap();

@@ -35,9 +35,7 @@ async fn garbage_before_registration_is_dropped_with_a_log_naming_the_peer() {
     let guard = no_panics();
     let (logs, _sub) = LogCapture::install();
     let env = Env::new();
-    let a = env.start(env.builder()).await;
-    let mut good = GoodPlugin::start(&env.socket);
-    env.probe.active(1).await;
+    let (a, mut good) = env.start_with_good(env.builder()).await;
     for seed in 1..=8u32 {
         let mut s = tokio::net::UnixStream::connect(&env.socket).await.unwrap();
         let _ = s.write_all(&noise(16 * 1024, seed)).await;

@@ -54,9 +54,7 @@ async fn out_of_range_indices_and_bad_names_are_refused() {
     let guard = no_panics();
     let (logs, _sub) = LogCapture::install();
     let env = Env::new();
-    let a = env.start(env.builder()).await;
-    let mut good = GoodPlugin::start(&env.socket);
-    env.probe.active(1).await;
+    let (a, mut good) = env.start_with_good(env.builder()).await;
     for (idx, name) in [
         ("100", "x"),
         ("a1", "x"),
@@ -95,9 +93,7 @@ async fn invalid_event_masks_are_refused_with_an_error_naming_plugin_and_bits() 
     let guard = no_panics();
     let (logs, _sub) = LogCapture::install();
     let env = Env::new();
-    let a = env.start(env.builder()).await;
-    let mut good = GoodPlugin::start(&env.socket);
-    env.probe.active(1).await;
+    let (a, mut good) = env.start_with_good(env.builder()).await;
     for (i, mask) in [1 << 20, -1, i32::MIN, 1 << 14].into_iter().enumerate() {
         let name = format!("mask{i}");
         let mut raw = RawPlugin::connect(&env.socket, RawOpts { events: mask }, |_, _| None).await;
@@ -118,9 +114,7 @@ async fn invalid_event_masks_are_refused_with_an_error_naming_plugin_and_bits() 
 async fn undecodable_configure_answer_fails_registration_only() {
     let guard = no_panics();
     let env = Env::new();
-    let a = env.start(env.builder()).await;
-    let mut good = GoodPlugin::start(&env.socket);
-    env.probe.active(1).await;
+    let (a, mut good) = env.start_with_good(env.builder()).await;
     let mut raw = RawPlugin::connect(&env.socket, RawOpts::default(), |m, _| {
         (m == method::CONFIGURE).then(|| Act::Reply(vec![0x08, 0xff, 0xff]))
     })

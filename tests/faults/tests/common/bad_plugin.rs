@@ -30,9 +30,7 @@ pub async fn setup(
     builder: nri_runtime::Builder,
     on_create: impl Fn() -> Act + Send + Sync + 'static,
 ) -> (nri_runtime::Adaptation, GoodPlugin, RawPlugin) {
-    let a = env.start(builder).await;
-    let good = GoodPlugin::start(&env.socket);
-    env.probe.active(1).await;
+    let (a, good) = env.start_with_good(builder).await;
     let mut raw = RawPlugin::connect(&env.socket, RawOpts::default(), move |m, _| {
         (m == method::CREATE_CONTAINER).then(&on_create)
     })

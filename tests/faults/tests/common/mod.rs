@@ -278,6 +278,14 @@ impl Env {
         a.start().await.unwrap();
         a
     }
+    /// Starts the runtime of `b` with a [`GoodPlugin`] connected, once it
+    /// is active: the set-up most tests begin with.
+    pub async fn start_with_good(&self, b: Builder) -> (Adaptation, GoodPlugin) {
+        let a = self.start(b).await;
+        let good = GoodPlugin::start(&self.socket);
+        self.probe.active(1).await;
+        (a, good)
+    }
 }
 
 // -------------------------------------------------------------- good plugin
