@@ -125,28 +125,10 @@ impl Shared {
         let methods = Methods::new()
             .add(method::REGISTER_PLUGIN, register)
             .add(method::UPDATE_CONTAINERS, update);
-        let mut server = Server::new();
-        server
-            .register(RUNTIME_SERVICE, methods)
-            .map_err(|e| Error::Registration {
-                plugin: "?".into(),
-                reason: RegistrationFailure::Transport {
-                    message: e.to_string(),
-                },
-            })?;
-        server.set_limits(
-            ServerLimits::default()
-                .with_max_request_len(request_len.clone())
-                .with_max_in_flight(limits.max_in_flight),
-        );
         let guard = self.peers.clone();
-        server.set_refusal_observer(move |r: &nri_ttrpc::Refusal| {
-            let refused = Refused {
-                kind: RefusalKind::of_ttrpc(r),
-                reason: r.to_string(),
-            };
-            guard.report(&peer_of(), "request", &refused);
-        });
+        let server = runtime_server(methods, &request_len, limits.max_in_flight, move |r| {
+            guard.report(&peer_of(), "request", r);
+        })?;
         Ok((server, request_len))
     }
 
@@ -194,6 +176,37 @@ impl Shared {
             }
         }
     }
+}
+
+/// The ttRPC server of the `Runtime` service: its methods, its limits,
+/// and `report` told of every request the server refuses by itself.
+fn runtime_server(
+    methods: Methods,
+    request_len: &RequestLenLimit,
+    max_in_flight: usize,
+    report: impl Fn(&Refused) + Send + Sync + 'static,
+) -> Result<Server, Error> {
+    let mut server = Server::new();
+    server
+        .register(RUNTIME_SERVICE, methods)
+        .map_err(|e| Error::Registration {
+            plugin: "?".into(),
+            reason: RegistrationFailure::Transport {
+                message: e.to_string(),
+            },
+        })?;
+    server.set_limits(
+        ServerLimits::default()
+            .with_max_request_len(request_len.clone())
+            .with_max_in_flight(max_in_flight),
+    );
+    server.set_refusal_observer(move |r: &nri_ttrpc::Refusal| {
+        report(&Refused {
+            kind: RefusalKind::of_ttrpc(r),
+            reason: r.to_string(),
+        });
+    });
+    Ok(server)
 }
 
 /// A `RegisterPlugin` payload, unless it is over `max` bytes.
