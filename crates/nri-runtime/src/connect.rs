@@ -203,6 +203,8 @@ impl Shared {
         let configured = match self.configure(&registered, config).await {
             Ok(c) => c,
             Err(reason) => {
+                // The RegisterPlugin answer may still be on its way (its
+                // handler runs in its own task): linger before closing.
                 let how = Abandon {
                     client: Some(registered.client),
                     ..Abandon::new(Error::Registration {
