@@ -10,8 +10,6 @@
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
-use nri_api::api::Empty;
-use nri_api::method;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -308,16 +306,7 @@ impl Adaptation {
             let child = lock(&p.child).take();
             set.spawn(async move {
                 if !p.is_closed() {
-                    let r: Result<Empty, _> = p
-                        .call(
-                            &*metrics,
-                            "Shutdown",
-                            method::SHUTDOWN,
-                            &Empty {},
-                            p.timeout,
-                        )
-                        .await;
-                    if let Err(e) = r {
+                    if let Err(e) = p.shutdown(&*metrics, p.timeout).await {
                         tracing::debug!(plugin = %p.id, error = %e, "Shutdown not acknowledged");
                     }
                 }

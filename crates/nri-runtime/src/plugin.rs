@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use nri_api::api::{Container, Event, PodSandbox};
+use nri_api::api::{Container, Empty, Event, PodSandbox};
 use nri_api::{EventMask, PLUGIN_SERVICE, method};
 use nri_ttrpc::{CallOptions, Client};
 use prost::Message;
@@ -186,6 +186,17 @@ impl Conn {
                 .map_err(|e| PluginFailure::from_ttrpc(&e, method, timeout)),
             #[cfg(feature = "wasm")]
             Conn::Wasm(w) => w.call(method, payload, timeout).await,
+        }
+    }
+
+    /// `Shutdown` within `timeout`: a plain call for a socket plugin; a
+    /// WebAssembly plugin inside another call is closed instead of waited
+    /// for (see `WasmConn::shutdown`).
+    async fn shutdown(&self, timeout: Duration) -> Result<Bytes, PluginFailure> {
+        match self {
+            Conn::Ttrpc { .. } => self.call(method::SHUTDOWN, Bytes::new(), timeout).await,
+            #[cfg(feature = "wasm")]
+            Conn::Wasm(w) => w.shutdown(timeout).await,
         }
     }
 
@@ -437,6 +448,24 @@ impl Plugin {
                 }
             }
         }
+    }
+
+    /// Sends `Shutdown` (the runtime is stopping) within `timeout`, timed
+    /// and accounted as operation `Shutdown` like any call.
+    pub(crate) async fn shutdown(
+        &self,
+        metrics: &dyn Metrics,
+        timeout: Duration,
+    ) -> Result<(), PluginFailure> {
+        const OPERATION: &str = "Shutdown";
+        let start = Instant::now();
+        let res = self.conn.shutdown(timeout).await;
+        metrics.plugin_latency(&self.name, OPERATION, start.elapsed());
+        let res = res
+            .and_then(|b| self.decode_answer::<Empty>(method::SHUTDOWN, b))
+            .map(|Empty {}| ());
+        self.account(metrics, OPERATION, &res);
+        res
     }
 
     /// Calls a method with a typed request and response, without waiting

@@ -549,14 +549,7 @@ impl WasmConn {
     }
 
     /// Calls `method` with `payload` within `timeout` (waiting for an
-    /// earlier call of this plugin counts toward it). `Shutdown` does not
-    /// wait: while another call runs, the plugin is closed instead, which
-    /// ends that call within a fuel slice or a sleep's closing check.
-    ///
-    /// The call starts on this task and, if the guest answers within its
-    /// inline fuel, ends there; otherwise the rest runs on a blocking
-    /// thread whose handle this future awaits. If the future is dropped
-    /// then, the call still ends by itself at its deadline.
+    /// earlier call of this plugin counts toward it).
     pub(crate) async fn call(
         &self,
         method: &str,
@@ -564,22 +557,43 @@ impl WasmConn {
         timeout: Duration,
     ) -> Result<Bytes, PluginFailure> {
         let deadline = Instant::now() + timeout;
-        let mut guard = if method == nri_api::method::SHUTDOWN {
-            // The runtime is stopping: a guest busy in a call is closed
-            // (ending that call) rather than waited for.
-            let Ok(guard) = self.guest.clone().try_lock_owned() else {
-                tracing::debug!(plugin = %self.name, "WebAssembly plugin busy at Shutdown; closing it");
-                self.close();
-                return Err(closed_failure());
-            };
-            guard
-        } else {
-            let lock = tokio::time::timeout(timeout, self.guest.clone().lock_owned()).await;
-            let Ok(guard) = lock else {
-                return Err(PluginFailure::Timeout { timeout });
-            };
-            guard
+        let lock = tokio::time::timeout(timeout, self.guest.clone().lock_owned()).await;
+        let Ok(guard) = lock else {
+            return Err(PluginFailure::Timeout { timeout });
         };
+        self.run(guard, method, payload, deadline, timeout).await
+    }
+
+    /// Sends `Shutdown` within `timeout`. It does not wait for another call
+    /// of this plugin: the runtime is stopping, so a guest busy in a call
+    /// is closed instead, which ends that call within a fuel slice or a
+    /// sleep's closing check.
+    pub(crate) async fn shutdown(&self, timeout: Duration) -> Result<Bytes, PluginFailure> {
+        let deadline = Instant::now() + timeout;
+        let Ok(guard) = self.guest.clone().try_lock_owned() else {
+            tracing::debug!(plugin = %self.name, "WebAssembly plugin busy at Shutdown; closing it");
+            self.close();
+            return Err(closed_failure());
+        };
+        let method = nri_api::method::SHUTDOWN;
+        self.run(guard, method, Bytes::new(), deadline, timeout)
+            .await
+    }
+
+    /// Runs one call on the guest `guard` holds, until `deadline`.
+    ///
+    /// The call starts on this task and, if the guest answers within its
+    /// inline fuel, ends there; otherwise the rest runs on a blocking
+    /// thread whose handle this future awaits. If the future is dropped
+    /// then, the call still ends by itself at its deadline.
+    async fn run(
+        &self,
+        mut guard: tokio::sync::OwnedMutexGuard<Option<Guest>>,
+        method: &str,
+        payload: Bytes,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<Bytes, PluginFailure> {
         if self.closed.is_cancelled() {
             guard.take();
             return Err(closed_failure());
