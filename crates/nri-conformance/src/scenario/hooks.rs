@@ -10,7 +10,7 @@ use crate::cri::{ContainerSpec, Cri, must};
 use crate::record::EventKind;
 use crate::recorder::{Behaviour, HoldPoint};
 
-use super::{Driver, while_held};
+use super::{Driver, boxed, while_held};
 
 /// Index of the holding instances: after the main one, before the tail.
 const HOLD_INDEX: &str = "50";
@@ -38,13 +38,15 @@ impl<C: Cri> Driver<'_, C> {
         let (pod, spec) = self.pod("stops").await?;
         let ctr = self.must_run(&pod, &spec, "c1").await?;
         let (c, budget, pod_ref) = (self.cri, self.probe_budget(), &pod);
-        let (stop, probe) = while_held(c.stop_pod(pod_ref), &mut rx, |h| async move {
-            let looked = within(budget, async {
-                tokio::join!(c.list_containers(pod_ref), c.pod_status(pod_ref))
+        let (stop, probe) = boxed(|| {
+            while_held(c.stop_pod(pod_ref), &mut rx, |h| async move {
+                let looked = within(budget, async {
+                    tokio::join!(c.list_containers(pod_ref), c.pod_status(pod_ref))
+                })
+                .await;
+                h.release();
+                looked
             })
-            .await;
-            h.release();
-            looked
         })
         .await;
         self.inst.stop_and_wait(&holder).await;
@@ -141,18 +143,20 @@ impl<C: Cri> Driver<'_, C> {
             command: None,
         };
         let (spec_ref, in_held_ref) = (&spec, &in_held);
-        let (run, probe) = while_held(c.run_pod(spec_ref), &mut rx, |h| async move {
-            let id = h.pod.as_ref().map(|p| p.id.clone()).unwrap_or_default();
-            // Both must be answered while the hook is held: a creation that
-            // reached the runtime only after the release proves nothing.
-            let (created, looked) = tokio::join!(
-                within(budget, c.create_container(&id, spec_ref, in_held_ref)),
-                within(budget, async {
-                    tokio::join!(c.list_pods(), c.pod_status(&id))
-                })
-            );
-            h.release();
-            (id, created, looked)
+        let (run, probe) = boxed(|| {
+            while_held(c.run_pod(spec_ref), &mut rx, |h| async move {
+                let id = h.pod.as_ref().map(|p| p.id.clone()).unwrap_or_default();
+                // Both must be answered while the hook is held: a creation that
+                // reached the runtime only after the release proves nothing.
+                let (created, looked) = tokio::join!(
+                    within(budget, c.create_container(&id, spec_ref, in_held_ref)),
+                    within(budget, async {
+                        tokio::join!(c.list_pods(), c.pod_status(&id))
+                    })
+                );
+                h.release();
+                (id, created, looked)
+            })
         })
         .await;
         let mut o = RunBlockedOutcome {
@@ -205,23 +209,25 @@ impl<C: Cri> Driver<'_, C> {
             name: name.into(),
             command: None,
         };
-        let (created, probe) = while_held(
-            c.create_container(pod_ref, &spec, &ctr),
-            &mut rx,
-            |h| async move {
-                let id = h
-                    .container
-                    .as_ref()
-                    .map(|c| c.id.clone())
-                    .unwrap_or_default();
-                let looked = within(budget, async {
-                    tokio::join!(c.list_containers(pod_ref), c.container_status(&id))
-                })
-                .await;
-                h.release();
-                (id, looked)
-            },
-        )
+        let (created, probe) = boxed(|| {
+            while_held(
+                c.create_container(pod_ref, &spec, &ctr),
+                &mut rx,
+                |h| async move {
+                    let id = h
+                        .container
+                        .as_ref()
+                        .map(|c| c.id.clone())
+                        .unwrap_or_default();
+                    let looked = within(budget, async {
+                        tokio::join!(c.list_containers(pod_ref), c.container_status(&id))
+                    })
+                    .await;
+                    h.release();
+                    (id, looked)
+                },
+            )
+        })
         .await;
         self.inst.stop_and_wait(&holder).await;
         let mut o = CreateBlockedOutcome {

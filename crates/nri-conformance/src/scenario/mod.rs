@@ -3,7 +3,7 @@
 //! into [`Driven`] for the checks.
 
 use std::future::Future;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::time::Duration;
 
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -228,23 +228,34 @@ where
     }
 }
 
-/// Runs every phase; `plan.slow_phases` adds the two that wait past the
-/// runtime's request timeout.
+/// The future `make` returns, on the heap. It is built in this function's
+/// stack frame, which is gone once it returns, so neither the caller's
+/// future nor the caller's frame holds it: only a pointer. That matters in
+/// debug builds, where every temporary keeps its own stack slot and the
+/// future of a phase (CRI calls into a whole runtime, in the simulated
+/// one) is tens of KiB; unboxed, `drive` came close to a test thread's
+/// 2 MiB stack.
+pub(crate) fn boxed<Fut: Future>(make: impl FnOnce() -> Fut) -> Pin<Box<Fut>> {
+    Box::pin(make())
+}
+
+/// Runs every phase, each on the heap (see [`boxed`]); `plan.slow_phases`
+/// adds the two that wait past the runtime's request timeout.
 pub(crate) async fn drive<C: Cri>(drv: &mut Driver<'_, C>) -> Result<(), Error> {
-    drv.lifecycle().await?;
-    drv.self_exit().await?;
-    drv.stop_twice().await?;
-    drv.stop_pod_state().await?;
-    drv.run_error().await?;
-    drv.run_blocked().await?;
-    drv.create_blocked().await?;
-    drv.sync_race().await?;
-    drv.sync_hold(false).await?;
-    drv.create_error().await?;
-    drv.teardown_error().await?;
+    boxed(|| drv.lifecycle()).await?;
+    boxed(|| drv.self_exit()).await?;
+    boxed(|| drv.stop_twice()).await?;
+    boxed(|| drv.stop_pod_state()).await?;
+    boxed(|| drv.run_error()).await?;
+    boxed(|| drv.run_blocked()).await?;
+    boxed(|| drv.create_blocked()).await?;
+    boxed(|| drv.sync_race()).await?;
+    boxed(|| drv.sync_hold(false)).await?;
+    boxed(|| drv.create_error()).await?;
+    boxed(|| drv.teardown_error()).await?;
     if drv.plan.slow_phases {
-        drv.sync_hold(true).await?;
-        drv.request_timeout().await?;
+        boxed(|| drv.sync_hold(true)).await?;
+        boxed(|| drv.request_timeout()).await?;
     }
     Ok(())
 }
