@@ -3,6 +3,8 @@ package peer
 import (
 	"fmt"
 	"strings"
+
+	"google.golang.org/protobuf/proto"
 )
 
 // Flavour describes the adjustment a test/bench plugin returns from
@@ -56,25 +58,25 @@ func (f *Flavour) Empty() bool {
 	return !f.Env && !f.Annotation && !f.Mount && !f.Device && !f.Rlimit && !f.Resources && len(f.RemoveEnv) == 0
 }
 
-// Adjuster is the part of an NRI ContainerAdjustment that the flavours use.
-// The first six methods are those of api.ContainerAdjustment in every NRI
-// version; a peer module wraps its version's type and adds the two whose
-// arguments are NRI types there (see adjust.go in the module).
-type Adjuster interface {
+// adjustment is the caller's *api.ContainerAdjustment (the pointer to TA)
+// whose AddMount and AddDevice take its *api.Mount (M) and
+// *api.LinuxDevice (D): the methods of it that the flavours use, alike in
+// every NRI version.
+type adjustment[TA any, M, D proto.Message] interface {
+	*TA
 	RemoveEnv(key string)
 	AddEnv(key, value string)
 	AddAnnotation(key, value string)
 	AddRlimit(typ string, hard, soft uint64)
 	SetLinuxMemoryLimit(value int64)
 	SetLinuxCPUShares(value uint64)
-	// AddMountOf adds a mount (api.Mount with these fields).
-	AddMountOf(destination, source, typ string, options []string)
-	// AddDeviceOf adds a device (api.LinuxDevice with these fields).
-	AddDeviceOf(path, typ string, major, minor int64)
+	AddMount(m M)
+	AddDevice(d D)
 }
 
-// Apply makes the flavour's changes through a (nothing for the no-op
-// flavour; callers check Empty to send no adjustment at all):
+// Adjustment builds flavour f's adjustment as the caller's
+// api.ContainerAdjustment (TA), its mount and device as the caller's
+// api.Mount (TM) and api.LinuxDevice (TD); nil for the no-op flavour:
 //
 //   - env:        BENCH_PLUGIN_<idx>=<name>
 //   - annotation: bench.example.com/plugin-<idx>=<name>
@@ -83,7 +85,11 @@ type Adjuster interface {
 //   - rlimit:     RLIMIT_NOFILE hard 4096 soft 1024
 //   - resources:  memory limit 512 MiB, CPU shares 1024
 //   - remove-env: "-KEY" removal marker
-func (f *Flavour) Apply(a Adjuster) {
+func Adjustment[TA, TM, TD any, PA adjustment[TA, PM, PD], PM message[TM], PD message[TD]](f *Flavour) PA {
+	if f.Empty() {
+		return nil
+	}
+	a := PA(new(TA))
 	for _, k := range f.RemoveEnv {
 		a.RemoveEnv(k)
 	}
@@ -94,10 +100,15 @@ func (f *Flavour) Apply(a Adjuster) {
 		a.AddAnnotation("bench.example.com/plugin-"+f.Idx, f.Name)
 	}
 	if f.Mount {
-		a.AddMountOf("/mnt/nri-plugin-"+f.Idx, "/tmp/nri-plugin-"+f.Idx, "bind", []string{"rbind", "ro"})
+		a.AddMount(decode[TM, PM](map[string]any{
+			"destination": "/mnt/nri-plugin-" + f.Idx, "source": "/tmp/nri-plugin-" + f.Idx,
+			"type": "bind", "options": []string{"rbind", "ro"},
+		}))
 	}
 	if f.Device {
-		a.AddDeviceOf("/dev/nri-plugin-"+f.Idx, "c", 1, 3)
+		a.AddDevice(decode[TD, PD](map[string]any{
+			"path": "/dev/nri-plugin-" + f.Idx, "type": "c", "major": 1, "minor": 3,
+		}))
 	}
 	if f.Rlimit {
 		a.AddRlimit("RLIMIT_NOFILE", 4096, 1024)
@@ -106,6 +117,7 @@ func (f *Flavour) Apply(a Adjuster) {
 		a.SetLinuxMemoryLimit(512 << 20)
 		a.SetLinuxCPUShares(1024)
 	}
+	return a
 }
 
 // unsolicitedDoc is the update a plugin sends with --unsolicited-update

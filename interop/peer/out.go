@@ -6,8 +6,8 @@
 // the plugin peers' flags and event lines (Hooks).
 // It imports no NRI package, so one copy serves both NRI versions; each
 // module pulls it in with a replace directive. Where an NRI type is needed,
-// the caller names its own (see Pod, Container, State, Runtime) or
-// implements a small interface (see Adjuster, Driver).
+// the caller names its own (see Pod, Container, State, Runtime,
+// Adjustment) or implements a small interface (see Driver).
 package peer
 
 import (

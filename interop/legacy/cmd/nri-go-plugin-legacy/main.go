@@ -24,6 +24,10 @@ const nriVersion = "v0.8.0"
 // handlers are the stub handlers shared with the other NRI version's peer.
 type handlers = peer.Handlers[*api.PodSandbox, *api.Container, *api.LinuxResources, *api.ContainerAdjustment, *api.ContainerUpdate]
 
+// adjustment builds a flavour's adjustment with this module's NRI types, or
+// nil for the no-op flavour.
+var adjustment = peer.Adjustment[api.ContainerAdjustment, api.Mount, api.LinuxDevice]
+
 type plugin struct {
 	*handlers
 	o       peer.PluginFlags
