@@ -37,3 +37,13 @@ func PluginList(a any, pretty func(mask int32) string, extra func(p reflect.Valu
 	}
 	return list
 }
+
+// MaskString formats an event mask as the caller's api.EventMask (M) does
+// with PrettyString: the pretty argument of PluginList.
+func MaskString[M ~int32, PM interface {
+	*M
+	PrettyString() string
+}](mask int32) string {
+	m := M(mask)
+	return PM(&m).PrettyString()
+}

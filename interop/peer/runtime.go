@@ -43,6 +43,22 @@ type Event struct {
 	Call func(ctx context.Context, req proto.Message) (proto.Message, error)
 }
 
+// EventSpec is a lifecycle event command of the runtime peer whose driver
+// is D, written once for every driver: Bind gives it for one driver.
+type EventSpec[D any] struct {
+	// New returns an empty request, as Event.New.
+	New func() proto.Message
+	// Call is Event.Call for driver d.
+	Call func(ctx context.Context, d D, req proto.Message) (proto.Message, error)
+}
+
+// Bind returns the command for driver d.
+func (s EventSpec[D]) Bind(d D) Event {
+	return Event{New: s.New, Call: func(ctx context.Context, req proto.Message) (proto.Message, error) {
+		return s.Call(ctx, d, req)
+	}}
+}
+
 // PodMsg is the caller's *api.PodSandbox.
 type PodMsg interface {
 	proto.Message

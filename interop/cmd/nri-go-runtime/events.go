@@ -14,25 +14,29 @@ import (
 )
 
 // eventSpec describes one lifecycle event command.
-type eventSpec struct {
-	newReq func() proto.Message
-	call   func(ctx context.Context, d *driver, req proto.Message) (proto.Message, error)
-}
+type eventSpec = peer.EventSpec[*driver]
 
 // Event implements peer.Driver.
 func (d *driver) Event(ev string) (peer.Event, error) {
+	if e, ok := peer.ContainerEvent(ev, d.rt, states, d.a.CreateContainer, d.a.UpdateContainer, d.a.StopContainer); ok {
+		return e, nil
+	}
 	spec, ok := events[ev]
 	if !ok {
 		return peer.Event{}, peer.NotSentByRuntime(ev)
 	}
-	call := func(ctx context.Context, req proto.Message) (proto.Message, error) { return spec.call(ctx, d, req) }
-	return peer.Event{New: spec.newReq, Call: call}, nil
+	return spec.Bind(d), nil
 }
 
+// states are the container states the shared container commands set.
+var states = peer.ContainerStates{Created: api.ContainerState_CONTAINER_CREATED, Stopped: api.ContainerState_CONTAINER_STOPPED}
+
+// events are the event commands other than the shared container commands
+// (see peer.ContainerEvent).
 var events = map[string]eventSpec{
 	"RunPodSandbox": {
-		func() proto.Message { return &api.RunPodSandboxRequest{} },
-		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
+		New: func() proto.Message { return &api.RunPodSandboxRequest{} },
+		Call: func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
 			req := m.(*api.RunPodSandboxRequest)
 			err := d.a.RunPodSandbox(ctx, req)
 			if err == nil {
@@ -42,8 +46,8 @@ var events = map[string]eventSpec{
 		},
 	},
 	"UpdatePodSandbox": {
-		func() proto.Message { return &api.UpdatePodSandboxRequest{} },
-		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
+		New: func() proto.Message { return &api.UpdatePodSandboxRequest{} },
+		Call: func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
 			req := m.(*api.UpdatePodSandboxRequest)
 			rsp, err := d.a.UpdatePodSandbox(ctx, req)
 			if err != nil {
@@ -53,8 +57,8 @@ var events = map[string]eventSpec{
 		},
 	},
 	"PostUpdatePodSandbox": {
-		func() proto.Message { return &api.PostUpdatePodSandboxRequest{} },
-		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
+		New: func() proto.Message { return &api.PostUpdatePodSandboxRequest{} },
+		Call: func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
 			req := m.(*api.PostUpdatePodSandboxRequest)
 			err := d.a.PostUpdatePodSandbox(ctx, req)
 			if err == nil {
@@ -64,41 +68,29 @@ var events = map[string]eventSpec{
 		},
 	},
 	"StopPodSandbox": {
-		func() proto.Message { return &api.StopPodSandboxRequest{} },
-		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
+		New: func() proto.Message { return &api.StopPodSandboxRequest{} },
+		Call: func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
 			return nil, d.a.StopPodSandbox(ctx, m.(*api.StopPodSandboxRequest))
 		},
 	},
 	"RemovePodSandbox": {
-		func() proto.Message { return &api.RemovePodSandboxRequest{} },
-		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
+		New: func() proto.Message { return &api.RemovePodSandboxRequest{} },
+		Call: func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
 			req := m.(*api.RemovePodSandboxRequest)
 			err := d.a.RemovePodSandbox(ctx, req)
 			d.rt.DelPod(req.GetPod().GetId())
 			return nil, err
 		},
 	},
-	"CreateContainer": {
-		func() proto.Message { return &api.CreateContainerRequest{} },
-		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
-			req := m.(*api.CreateContainerRequest)
-			rsp, err := d.a.CreateContainer(ctx, req)
-			if err != nil {
-				return nil, err
-			}
-			d.rt.PutCtr(req.Container, api.ContainerState_CONTAINER_CREATED)
-			return rsp, nil
-		},
-	},
 	"PostCreateContainer": {
-		func() proto.Message { return &api.PostCreateContainerRequest{} },
-		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
+		New: func() proto.Message { return &api.PostCreateContainerRequest{} },
+		Call: func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
 			return nil, d.a.PostCreateContainer(ctx, m.(*api.PostCreateContainerRequest))
 		},
 	},
 	"StartContainer": {
-		func() proto.Message { return &api.StartContainerRequest{} },
-		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
+		New: func() proto.Message { return &api.StartContainerRequest{} },
+		Call: func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
 			req := m.(*api.StartContainerRequest)
 			err := d.a.StartContainer(ctx, req)
 			if err == nil {
@@ -108,42 +100,20 @@ var events = map[string]eventSpec{
 		},
 	},
 	"PostStartContainer": {
-		func() proto.Message { return &api.PostStartContainerRequest{} },
-		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
+		New: func() proto.Message { return &api.PostStartContainerRequest{} },
+		Call: func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
 			return nil, d.a.PostStartContainer(ctx, m.(*api.PostStartContainerRequest))
 		},
 	},
-	"UpdateContainer": {
-		func() proto.Message { return &api.UpdateContainerRequest{} },
-		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
-			rsp, err := d.a.UpdateContainer(ctx, m.(*api.UpdateContainerRequest))
-			if err != nil {
-				return nil, err
-			}
-			return rsp, nil
-		},
-	},
 	"PostUpdateContainer": {
-		func() proto.Message { return &api.PostUpdateContainerRequest{} },
-		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
+		New: func() proto.Message { return &api.PostUpdateContainerRequest{} },
+		Call: func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
 			return nil, d.a.PostUpdateContainer(ctx, m.(*api.PostUpdateContainerRequest))
 		},
 	},
-	"StopContainer": {
-		func() proto.Message { return &api.StopContainerRequest{} },
-		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
-			req := m.(*api.StopContainerRequest)
-			rsp, err := d.a.StopContainer(ctx, req)
-			d.rt.SetCtrState(req.Container, api.ContainerState_CONTAINER_STOPPED)
-			if err != nil {
-				return nil, err
-			}
-			return rsp, nil
-		},
-	},
 	"RemoveContainer": {
-		func() proto.Message { return &api.RemoveContainerRequest{} },
-		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
+		New: func() proto.Message { return &api.RemoveContainerRequest{} },
+		Call: func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
 			req := m.(*api.RemoveContainerRequest)
 			err := d.a.RemoveContainer(ctx, req)
 			d.rt.DelCtr(req.GetContainer().GetId())
@@ -157,14 +127,9 @@ var events = map[string]eventSpec{
 func (d *driver) ListPlugins() []map[string]any {
 	d.a.Lock()
 	defer d.a.Unlock()
-	return peer.PluginList(d.a, prettyMask, func(p reflect.Value, item map[string]any) {
+	return peer.PluginList(d.a, peer.MaskString[api.EventMask], func(p reflect.Value, item map[string]any) {
 		item["failure_policy"] = policyOf(p.FieldByName("policy"))
 	})
-}
-
-func prettyMask(m int32) string {
-	mask := api.EventMask(m)
-	return mask.PrettyString()
 }
 
 // policyOf describes a plugin's declared failure policy (an unexported

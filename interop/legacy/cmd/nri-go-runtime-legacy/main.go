@@ -88,13 +88,13 @@ func (d *driver) BlockPluginSync() func() { return d.a.BlockPluginSync().Unblock
 func (d *driver) Stop() { d.a.Stop() }
 
 // eventSpec describes one lifecycle event command.
-type eventSpec struct {
-	newReq func() proto.Message
-	call   func(ctx context.Context, d *driver, req proto.Message) (proto.Message, error)
-}
+type eventSpec = peer.EventSpec[*driver]
 
 // Event implements peer.Driver.
 func (d *driver) Event(ev string) (peer.Event, error) {
+	if e, ok := peer.ContainerEvent(ev, d.rt, states, d.a.CreateContainer, d.a.UpdateContainer, d.a.StopContainer); ok {
+		return e, nil
+	}
 	spec, ok := events[ev]
 	if !ok {
 		if ev == "UpdatePodSandbox" || ev == "PostUpdatePodSandbox" {
@@ -102,16 +102,15 @@ func (d *driver) Event(ev string) (peer.Event, error) {
 		}
 		return peer.Event{}, peer.NotSentByRuntime(ev)
 	}
-	call := func(ctx context.Context, req proto.Message) (proto.Message, error) { return spec.call(ctx, d, req) }
-	return peer.Event{New: spec.newReq, Call: call}, nil
+	return spec.Bind(d), nil
 }
 
 // stateChange builds the spec of an event relayed through StateChange.
 func stateChange(call func(a *adaptation.Adaptation, ctx context.Context, evt *api.StateChangeEvent) error,
 	after func(d *driver, evt *api.StateChangeEvent, err error)) eventSpec {
 	return eventSpec{
-		func() proto.Message { return &api.StateChangeEvent{} },
-		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
+		New: func() proto.Message { return &api.StateChangeEvent{} },
+		Call: func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
 			evt := m.(*api.StateChangeEvent)
 			err := call(d.a, ctx, evt)
 			if after != nil {
@@ -122,6 +121,11 @@ func stateChange(call func(a *adaptation.Adaptation, ctx context.Context, evt *a
 	}
 }
 
+// states are the container states the shared container commands set.
+var states = peer.ContainerStates{Created: api.ContainerState_CONTAINER_CREATED, Stopped: api.ContainerState_CONTAINER_STOPPED}
+
+// events are the event commands other than the shared container commands
+// (see peer.ContainerEvent).
 var events = map[string]eventSpec{
 	"RunPodSandbox": stateChange((*adaptation.Adaptation).RunPodSandbox, func(d *driver, evt *api.StateChangeEvent, err error) {
 		if err == nil {
@@ -132,48 +136,14 @@ var events = map[string]eventSpec{
 	"RemovePodSandbox": stateChange((*adaptation.Adaptation).RemovePodSandbox, func(d *driver, evt *api.StateChangeEvent, _ error) {
 		d.rt.DelPod(evt.GetPod().GetId())
 	}),
-	"CreateContainer": {
-		func() proto.Message { return &api.CreateContainerRequest{} },
-		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
-			req := m.(*api.CreateContainerRequest)
-			rsp, err := d.a.CreateContainer(ctx, req)
-			if err != nil {
-				return nil, err
-			}
-			d.rt.PutCtr(req.Container, api.ContainerState_CONTAINER_CREATED)
-			return rsp, nil
-		},
-	},
 	"PostCreateContainer": stateChange((*adaptation.Adaptation).PostCreateContainer, nil),
 	"StartContainer": stateChange((*adaptation.Adaptation).StartContainer, func(d *driver, evt *api.StateChangeEvent, err error) {
 		if err == nil {
 			d.rt.SetCtrState(evt.Container, api.ContainerState_CONTAINER_RUNNING)
 		}
 	}),
-	"PostStartContainer": stateChange((*adaptation.Adaptation).PostStartContainer, nil),
-	"UpdateContainer": {
-		func() proto.Message { return &api.UpdateContainerRequest{} },
-		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
-			rsp, err := d.a.UpdateContainer(ctx, m.(*api.UpdateContainerRequest))
-			if err != nil {
-				return nil, err
-			}
-			return rsp, nil
-		},
-	},
+	"PostStartContainer":  stateChange((*adaptation.Adaptation).PostStartContainer, nil),
 	"PostUpdateContainer": stateChange((*adaptation.Adaptation).PostUpdateContainer, nil),
-	"StopContainer": {
-		func() proto.Message { return &api.StopContainerRequest{} },
-		func(ctx context.Context, d *driver, m proto.Message) (proto.Message, error) {
-			req := m.(*api.StopContainerRequest)
-			rsp, err := d.a.StopContainer(ctx, req)
-			d.rt.SetCtrState(req.Container, api.ContainerState_CONTAINER_STOPPED)
-			if err != nil {
-				return nil, err
-			}
-			return rsp, nil
-		},
-	},
 	"RemoveContainer": stateChange((*adaptation.Adaptation).RemoveContainer, func(d *driver, evt *api.StateChangeEvent, _ error) {
 		d.rt.DelCtr(evt.GetContainer().GetId())
 	}),
@@ -184,10 +154,5 @@ var events = map[string]eventSpec{
 func (d *driver) ListPlugins() []map[string]any {
 	d.a.Lock()
 	defer d.a.Unlock()
-	return peer.PluginList(d.a, prettyMask, nil)
-}
-
-func prettyMask(m int32) string {
-	mask := api.EventMask(m)
-	return mask.PrettyString()
+	return peer.PluginList(d.a, peer.MaskString[api.EventMask], nil)
 }
