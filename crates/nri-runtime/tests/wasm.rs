@@ -277,9 +277,15 @@ async fn sleeping_past_the_deadline_is_a_timeout() {
     assert_eq!(f, PluginFailure::Timeout { timeout });
     assert!(took >= timeout, "answered before the deadline: {took:?}");
     assert!(took < Duration::from_secs(3), "answered late: {took:?}");
-    assert_eq!(
-        m.of("10-bad", "CreateContainer"),
-        [Err(ErrorClass::Timeout)]
+    // The timed-out call, then at most the creations that found the
+    // plugin closed before its supervisor dropped it (see `hostile_timed`).
+    let calls = m.of("10-bad", "CreateContainer");
+    assert_eq!(calls.first(), Some(&Err(ErrorClass::Timeout)), "{calls:?}");
+    assert!(
+        calls[1..]
+            .iter()
+            .all(|c| *c == Err(ErrorClass::Disconnected)),
+        "{calls:?}"
     );
 }
 
