@@ -127,6 +127,27 @@ const CASES: &[Case] = &[
     },
 ];
 
+/// Failures that are the race above lost the other way: critest's second
+/// stub holds its Synchronize until containerd's 2 s timer ends the
+/// connection, and critest then reports the stub as never ready (seen on
+/// containerd 2.4 on a quiet 2-vCPU machine). The case text, and the part
+/// of critest's message that says so; any other failure of the case is
+/// new.
+const LOST_RACE: &[(&str, &str)] = &[(
+    "without the race condition during initialization",
+    "stub failed to become ready",
+)];
+
+/// Whether `outcome` (with critest's message `msg`) is what is known of
+/// `case` on the containerd version of index `vi`.
+fn as_known(case: &Case, vi: usize, outcome: Outcome, msg: &str) -> bool {
+    case.expect[vi].contains(&outcome)
+        || (outcome == Outcome::Failed
+            && LOST_RACE
+                .iter()
+                .any(|(text, says)| *text == case.text && msg.contains(says)))
+}
+
 fn version_index(version: &str) -> Result<usize> {
     Ok(match version {
         "2.1" => 0,
@@ -250,7 +271,7 @@ fn run(version: &str) -> Result<()> {
             Some((_, o, m)) => (Some(*o), m.as_str()),
             None => (None, "not run"),
         };
-        let ok = outcome.is_some_and(|o| case.expect[vi].contains(&o));
+        let ok = outcome.is_some_and(|o| as_known(case, vi, o, msg));
         if !ok {
             wrong.push(case.text);
         }
@@ -315,4 +336,21 @@ fn critest_containerd_2_3() {
 #[test]
 fn critest_containerd_2_4() {
     test("2.4");
+}
+
+/// The lost race of the initialization case counts as known, no other
+/// failure of it does, and no other case gains anything.
+#[test]
+#[allow(clippy::expect_used)]
+fn a_lost_initialization_race_is_known_and_nothing_else_is() {
+    let case = |text: &str| CASES.iter().find(|c| c.text == text).expect("a known case");
+    let init = case("without the race condition during initialization");
+    let ready = "second NRI test stub failed to become ready";
+    for vi in 0..3 {
+        assert!(as_known(init, vi, Outcome::Failed, ready));
+        assert!(as_known(init, vi, Outcome::Passed, ""));
+        assert!(!as_known(init, vi, Outcome::Failed, "container was lost"));
+        let other = case("should fail CreateContainer when the NRI hook errors");
+        assert!(!as_known(other, vi, Outcome::Failed, ready));
+    }
 }
