@@ -382,8 +382,21 @@ impl Plugin {
     ) -> Result<Resp, PluginFailure> {
         let res = self
             .call_timed(metrics, operation, method, payload, timeout)
-            .await
-            .and_then(|b| self.decode_answer(method, b));
+            .await;
+        self.settle(metrics, operation, method, res, answer)
+    }
+
+    /// Decodes a call's answer ([`Self::decode_answer`]) and accounts the
+    /// call: a failure always, an answer as `answer` says.
+    fn settle<Resp: Message + prost::Name + Default>(
+        &self,
+        metrics: &dyn Metrics,
+        operation: &str,
+        method: &str,
+        res: Result<Bytes, PluginFailure>,
+        answer: Answer,
+    ) -> Result<Resp, PluginFailure> {
+        let res = res.and_then(|b| self.decode_answer(method, b));
         match answer {
             Answer::Counted => self.account(metrics, operation, &res),
             Answer::Merged => self.account_unsettled(metrics, operation, &res),
@@ -400,8 +413,19 @@ impl Plugin {
         payload: Bytes,
         timeout: Duration,
     ) -> Result<Bytes, PluginFailure> {
+        self.timed(metrics, operation, self.conn.call(method, payload, timeout))
+            .await
+    }
+
+    /// Runs `call` with its latency recorded under `operation`.
+    async fn timed(
+        &self,
+        metrics: &dyn Metrics,
+        operation: &str,
+        call: impl Future<Output = Result<Bytes, PluginFailure>>,
+    ) -> Result<Bytes, PluginFailure> {
         let start = Instant::now();
-        let res = self.conn.call(method, payload, timeout).await;
+        let res = call.await;
         metrics.plugin_latency(&self.name, operation, start.elapsed());
         res
     }
@@ -458,14 +482,11 @@ impl Plugin {
         timeout: Duration,
     ) -> Result<(), PluginFailure> {
         const OPERATION: &str = "Shutdown";
-        let start = Instant::now();
-        let res = self.conn.shutdown(timeout).await;
-        metrics.plugin_latency(&self.name, OPERATION, start.elapsed());
-        let res = res
-            .and_then(|b| self.decode_answer::<Empty>(method::SHUTDOWN, b))
-            .map(|Empty {}| ());
-        self.account(metrics, OPERATION, &res);
-        res
+        let res = self
+            .timed(metrics, OPERATION, self.conn.shutdown(timeout))
+            .await;
+        self.settle(metrics, OPERATION, method::SHUTDOWN, res, Answer::Counted)
+            .map(|Empty {}| ())
     }
 
     /// Calls a method with a typed request and response, without waiting
