@@ -230,7 +230,7 @@ func (rt *Runtime[P, C, U]) fill(req proto.Message, podID, ctrID string) error {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if fd := fields.ByName("container"); fd != nil && !m.Has(fd) && ctrID != "" {
-		c, ok := rt.ctrs[ctrID]
+		c, ok := rt.ctrs.m[ctrID]
 		if !ok {
 			return errf("unknown container_id %q", ctrID)
 		}
@@ -245,7 +245,7 @@ func (rt *Runtime[P, C, U]) fill(req proto.Message, podID, ctrID string) error {
 			}
 		}
 		if podID != "" {
-			p, ok := rt.pods[podID]
+			p, ok := rt.pods.m[podID]
 			if !ok {
 				return errf("unknown pod_id %q", podID)
 			}

@@ -138,12 +138,12 @@ func items[M proto.Message](raw map[string]json.RawMessage, key string) ([]M, er
 func (rt *Runtime[P, C, U]) state() map[string]any {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	ctrs := make([]map[string]any, 0, len(rt.ctrOrder))
-	for _, id := range rt.ctrOrder {
-		c := rt.ctrs[id]
+	ctrs := make([]map[string]any, 0, len(rt.ctrs.order))
+	for _, id := range rt.ctrs.order {
+		c := rt.ctrs.m[id]
 		ctrs = append(ctrs, map[string]any{"id": id, "pod_sandbox_id": c.GetPodSandboxId(), "name": c.GetName(), "state": stateName(c)})
 	}
-	return map[string]any{"pods": append([]string{}, rt.podOrder...), "containers": ctrs, "explicit_sync_state": rt.explicit}
+	return map[string]any{"pods": append([]string{}, rt.pods.order...), "containers": ctrs, "explicit_sync_state": rt.explicit}
 }
 
 func (rt *Runtime[P, C, U]) setUpdatePolicy(raw map[string]json.RawMessage) (map[string]any, error) {

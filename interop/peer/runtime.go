@@ -82,10 +82,8 @@ type Runtime[P PodMsg, C CtrMsg, U proto.Message] struct {
 	d   Driver
 
 	mu       sync.Mutex
-	pods     map[string]P
-	podOrder []string
-	ctrs     map[string]C
-	ctrOrder []string
+	pods     ordered[P]
+	ctrs     ordered[C]
 	explicit bool
 	syncPods []P
 	syncCtrs []C
@@ -101,8 +99,8 @@ type Runtime[P PodMsg, C CtrMsg, U proto.Message] struct {
 func NewRuntime[P PodMsg, C CtrMsg, U proto.Message](out *Out, policy string) *Runtime[P, C, U] {
 	return &Runtime[P, C, U]{
 		Out:     out,
-		pods:    map[string]P{},
-		ctrs:    map[string]C{},
+		pods:    newOrdered[P](),
+		ctrs:    newOrdered[C](),
 		policy:  policy,
 		cntChng: make(chan struct{}),
 	}
@@ -140,15 +138,7 @@ func (rt *Runtime[P, C, U]) snapshot() ([]P, []C, bool) {
 	if rt.explicit {
 		return rt.syncPods, rt.syncCtrs, true
 	}
-	pods := make([]P, 0, len(rt.podOrder))
-	for _, id := range rt.podOrder {
-		pods = append(pods, rt.pods[id])
-	}
-	ctrs := make([]C, 0, len(rt.ctrOrder))
-	for _, id := range rt.ctrOrder {
-		ctrs = append(ctrs, rt.ctrs[id])
-	}
-	return pods, ctrs, false
+	return rt.pods.values(), rt.ctrs.values(), false
 }
 
 // Sync is the adaptation's synchronize callback: it hands the tracked (or
@@ -207,21 +197,14 @@ func (rt *Runtime[P, C, U]) PutPod(p P) {
 	}
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	if _, ok := rt.pods[id]; !ok {
-		rt.podOrder = append(rt.podOrder, id)
-	}
-	rt.pods[id] = proto.Clone(p).(P)
+	rt.pods.put(id, proto.Clone(p).(P))
 }
 
 // DelPod forgets the pod id.
 func (rt *Runtime[P, C, U]) DelPod(id string) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	if _, ok := rt.pods[id]; !ok {
-		return
-	}
-	delete(rt.pods, id)
-	rt.podOrder = remove(rt.podOrder, id)
+	rt.pods.del(id)
 }
 
 // PutCtr tracks (a copy of) c in the given state (its own state when state
@@ -231,23 +214,20 @@ func (rt *Runtime[P, C, U]) PutCtr(c C, state protoreflect.Enum) {
 	if id == "" {
 		return
 	}
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if _, ok := rt.ctrs[id]; !ok {
-		rt.ctrOrder = append(rt.ctrOrder, id)
-	}
 	cc := proto.Clone(c).(C)
 	if state.Number() != 0 {
 		setState(cc, state)
 	}
-	rt.ctrs[id] = cc
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.ctrs.put(id, cc)
 }
 
 // SetCtrState sets the state of the tracked container with c's id, if any.
 func (rt *Runtime[P, C, U]) SetCtrState(c C, state protoreflect.Enum) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	if cur, ok := rt.ctrs[c.GetId()]; ok {
+	if cur, ok := rt.ctrs.m[c.GetId()]; ok {
 		setState(cur, state)
 	}
 }
@@ -256,19 +236,46 @@ func (rt *Runtime[P, C, U]) SetCtrState(c C, state protoreflect.Enum) {
 func (rt *Runtime[P, C, U]) DelCtr(id string) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	if _, ok := rt.ctrs[id]; !ok {
-		return
-	}
-	delete(rt.ctrs, id)
-	rt.ctrOrder = remove(rt.ctrOrder, id)
+	rt.ctrs.del(id)
 }
 
-func remove(s []string, id string) []string {
-	out := s[:0]
-	for _, x := range s {
+// ordered maps ids to values and keeps the ids in the order they were
+// first put (the order a synchronizing plugin and `state` see them in).
+type ordered[T any] struct {
+	m     map[string]T
+	order []string
+}
+
+func newOrdered[T any]() ordered[T] { return ordered[T]{m: map[string]T{}} }
+
+// put sets id's value; a new id goes last.
+func (o *ordered[T]) put(id string, v T) {
+	if _, ok := o.m[id]; !ok {
+		o.order = append(o.order, id)
+	}
+	o.m[id] = v
+}
+
+// del forgets id, if it is there.
+func (o *ordered[T]) del(id string) {
+	if _, ok := o.m[id]; !ok {
+		return
+	}
+	delete(o.m, id)
+	kept := o.order[:0]
+	for _, x := range o.order {
 		if x != id {
-			out = append(out, x)
+			kept = append(kept, x)
 		}
+	}
+	o.order = kept
+}
+
+// values lists the values in order.
+func (o *ordered[T]) values() []T {
+	out := make([]T, 0, len(o.order))
+	for _, id := range o.order {
+		out = append(out, o.m[id])
 	}
 	return out
 }
