@@ -5,38 +5,11 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use common::*;
 use nri_api::api::*;
-use nri_runtime::{ErrorClass, FailurePolicy, Metrics, PluginPolicy};
-
-/// One counted invocation: plugin, operation, result.
-type Call = (String, String, Result<(), ErrorClass>);
-
-#[derive(Default)]
-struct Recording {
-    calls: Mutex<Vec<Call>>,
-}
-
-impl Recording {
-    /// The results counted for `plugin` in `operation`, in order.
-    fn results(&self, plugin: &str, operation: &str) -> Vec<Result<(), ErrorClass>> {
-        let calls = self.calls.lock().unwrap();
-        calls
-            .iter()
-            .filter(|(p, o, _)| p == plugin && o == operation)
-            .map(|(_, _, r)| *r)
-            .collect()
-    }
-}
-
-impl Metrics for Recording {
-    fn plugin_invocation(&self, plugin: &str, operation: &str, result: Result<(), ErrorClass>) {
-        let call = (plugin.to_owned(), operation.to_owned(), result);
-        self.calls.lock().unwrap().push(call);
-    }
-}
+use nri_runtime::{ErrorClass, FailurePolicy, PluginPolicy};
 
 fn annotate(value: &str) -> ContainerAdjustment {
     ContainerAdjustment {

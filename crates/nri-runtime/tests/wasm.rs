@@ -9,7 +9,7 @@
 mod common;
 mod wasm_util;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -17,7 +17,7 @@ use nri_api::EventMask;
 use nri_api::api::{ContainerAdjustment, CreateContainerResponse, Event, KeyValue};
 use nri_runtime::wasm::{WasmError, WasmLimits, check_module};
 use nri_runtime::{
-    Adaptation, Builder, Error, ErrorClass, FailurePolicy, Metrics, PluginFailure, PluginOrigin,
+    Adaptation, Builder, Error, ErrorClass, FailurePolicy, PluginFailure, PluginOrigin,
     PluginPolicy,
 };
 use wasm_util::{Wat, Work};
@@ -237,32 +237,6 @@ async fn runaway_loop_hits_the_timeout() {
     assert!(started.elapsed() < Duration::from_secs(20));
 }
 
-/// One counted invocation: plugin, operation, result.
-type Invocation = (String, String, Result<(), ErrorClass>);
-
-/// The results of the plugin calls counted in the metrics, per plugin and
-/// operation.
-#[derive(Default)]
-struct Invocations(Mutex<Vec<Invocation>>);
-
-impl Invocations {
-    fn of(&self, plugin: &str, operation: &str) -> Vec<Result<(), ErrorClass>> {
-        let calls = self.0.lock().unwrap();
-        calls
-            .iter()
-            .filter(|(p, o, _)| p == plugin && o == operation)
-            .map(|(_, _, r)| *r)
-            .collect()
-    }
-}
-
-impl Metrics for Invocations {
-    fn plugin_invocation(&self, plugin: &str, operation: &str, result: Result<(), ErrorClass>) {
-        let call = (plugin.to_owned(), operation.to_owned(), result);
-        self.0.lock().unwrap().push(call);
-    }
-}
-
 /// A guest that sleeps in `poll_oneoff` past its request's deadline, then
 /// would answer, has timed out: the sleep is cut at the deadline and the
 /// call fails as a timeout (in the metrics too), within about the
@@ -272,14 +246,14 @@ impl Metrics for Invocations {
 async fn sleeping_past_the_deadline_is_a_timeout() {
     let timeout = Duration::from_millis(300);
     let guest = Wat::new(create_events()).work(CREATE, Work::Sleep(Duration::from_secs(60)));
-    let m = Arc::new(Invocations::default());
+    let m = Arc::new(Recording::default());
     let (f, took) = hostile_timed(guest, |b| bad_timeout(b, timeout).metrics(m.clone())).await;
     assert_eq!(f, PluginFailure::Timeout { timeout });
     assert!(took >= timeout, "answered before the deadline: {took:?}");
     assert!(took < Duration::from_secs(3), "answered late: {took:?}");
     // The timed-out call, then at most the creations that found the
     // plugin closed before its supervisor dropped it (see `hostile_timed`).
-    let calls = m.of("10-bad", "CreateContainer");
+    let calls = m.results("10-bad", "CreateContainer");
     assert_eq!(calls.first(), Some(&Err(ErrorClass::Timeout)), "{calls:?}");
     assert!(
         calls[1..]

@@ -477,3 +477,42 @@ pub fn events_of(log: &[Received]) -> Vec<String> {
         .filter_map(|r| r.event.map(|e| e.pretty_name().to_owned()))
         .collect()
 }
+
+// ---------------------------------------------------------------- metrics
+
+/// One counted invocation: plugin, operation, result.
+type Call = (String, String, Result<(), nri_runtime::ErrorClass>);
+
+/// Metrics that record every counted plugin invocation.
+#[derive(Default)]
+pub struct Recording {
+    calls: Mutex<Vec<Call>>,
+}
+
+impl Recording {
+    /// The results counted for `plugin` in `operation`, in order.
+    pub fn results(
+        &self,
+        plugin: &str,
+        operation: &str,
+    ) -> Vec<Result<(), nri_runtime::ErrorClass>> {
+        let calls = self.calls.lock().unwrap();
+        calls
+            .iter()
+            .filter(|(p, o, _)| p == plugin && o == operation)
+            .map(|(_, _, r)| *r)
+            .collect()
+    }
+}
+
+impl nri_runtime::Metrics for Recording {
+    fn plugin_invocation(
+        &self,
+        plugin: &str,
+        operation: &str,
+        result: Result<(), nri_runtime::ErrorClass>,
+    ) {
+        let call = (plugin.to_owned(), operation.to_owned(), result);
+        self.calls.lock().unwrap().push(call);
+    }
+}
