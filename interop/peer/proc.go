@@ -78,6 +78,34 @@ func ReadCPUTicks(pid int) (int64, error) {
 	return ut + st, nil
 }
 
+// ReadTreeCPUTicks returns ReadCPUTicks of pid plus that of its live
+// descendants (from /proc/<pid>/task/*/children): a plugin process that runs
+// others, such as nri-proxy with its plugins, is measured with them.
+func ReadTreeCPUTicks(pid int) (int64, error) {
+	total, err := ReadCPUTicks(pid)
+	if err != nil {
+		return 0, err
+	}
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, t.Name()))
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			child, err := strconv.Atoi(f)
+			if err != nil {
+				continue
+			}
+			// A child that exited between the two reads counts nothing.
+			if v, err := ReadTreeCPUTicks(child); err == nil {
+				total += v
+			}
+		}
+	}
+	return total, nil
+}
+
 // SelfCPU returns this process's user+system CPU time (getrusage).
 func SelfCPU() time.Duration {
 	var ru syscall.Rusage

@@ -125,14 +125,15 @@ pub struct Builder<P> {
     spin_budget: Duration,
 }
 
-/// Default [`Builder::spin_budget`]: comfortably more than `nri-runtime`
-/// takes, between our answer and its next request, during a burst of
-/// events (so the burst costs no wake-up per event; only a request within
-/// half the budget makes spinning more likely, and that half has to cover
-/// the runtime's turn-around also when the machine is busy). Events that
-/// come further apart (the usual case) leave the plugin asleep; see
-/// docs/runtime/spinning.md.
-pub(crate) const DEFAULT_SPIN_BUDGET: Duration = Duration::from_micros(100);
+/// Default [`Builder::spin_budget`]: more than `nri-runtime` takes,
+/// between our answer and its next request, during a burst of events:
+/// with several plugins that is the turn of every other plugin (about
+/// 100-150 µs at four), and behind `nri-proxy` under the Go runtime it is
+/// that runtime's turn-around plus the proxy's (about 200-250 µs), so the
+/// burst costs no wake-up per event. Events that come further apart (the
+/// usual case) leave the plugin asleep after a few misses (one try in 64
+/// after that); see docs/runtime/spinning.md.
+pub(crate) const DEFAULT_SPIN_BUDGET: Duration = Duration::from_micros(300);
 
 impl<P: Plugin> Builder<P> {
     /// A builder with the defaults: auto-detected connection mode, socket
@@ -140,7 +141,7 @@ impl<P: Plugin> Builder<P> {
     /// of the implemented methods unless the plugin sets it), unsupported
     /// events dropped with a warning, teardown errors answered with success,
     /// no failure policy declared, registration timeout 5 s, request
-    /// timeout 2 s, no reconnect, spin budget 100 µs.
+    /// timeout 2 s, no reconnect, spin budget 300 µs.
     pub fn new(plugin: P) -> Self {
         Builder {
             plugin,
@@ -301,7 +302,7 @@ impl<P: Plugin> Builder<P> {
     /// while requests keep coming that quickly (a burst of events). Only
     /// under a runtime built on `nri-runtime`, which says so in
     /// `Configure`: under others the plugin never polls. Zero turns it
-    /// off; default 100 µs. Costs up to this much CPU per answered
+    /// off; default 300 µs. Costs up to this much CPU per answered
     /// event during a burst, saves a wake-up per event; see
     /// docs/runtime/spinning.md.
     pub fn spin_budget(mut self, budget: Duration) -> Self {

@@ -302,7 +302,7 @@
 //! **Latency.** Under a runtime built on `nri-runtime` (it says so in
 //! `Configure`), after answering an event the connection's reader may poll
 //! for the next request for up to [`Builder::spin_budget`] (default
-//! 100 µs) instead of sleeping at once, which saves a wake-up per event
+//! 300 µs) instead of sleeping at once, which saves a wake-up per event
 //! while events come back to back. It adapts: when the next request does
 //! not come within the budget (events seconds apart), it backs off to one
 //! try in 64. The plugin also asks that runtime for *wake hints* (our

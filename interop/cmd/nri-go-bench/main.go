@@ -452,7 +452,7 @@ func (b *bench) latency(res *Result, cmds []*exec.Cmd) error {
 	pidTicks := func() int64 {
 		var t int64
 		for _, c := range cmds {
-			v, _ := peer.ReadCPUTicks(c.Process.Pid)
+			v, _ := peer.ReadTreeCPUTicks(c.Process.Pid)
 			t += v
 		}
 		return t

@@ -418,7 +418,7 @@ async fn latency(
     let pid_ticks = || -> u64 {
         children
             .iter()
-            .map(|c| procfs::cpu_ticks(Some(c.id())))
+            .map(|c| procfs::tree_cpu_ticks(c.id()))
             .sum()
     };
     let (cpu0, ticks0) = (procfs::self_cpu_ns(), pid_ticks());

@@ -63,6 +63,28 @@ pub fn cpu_ticks(pid: Option<u32>) -> u64 {
     get(11) + get(12)
 }
 
+/// [`cpu_ticks`] of `pid` plus that of its live descendants (from
+/// `/proc/<pid>/task/*/children`): a plugin process that runs others, such
+/// as `nri-proxy` with its plugins, is measured with them.
+pub fn tree_cpu_ticks(pid: u32) -> u64 {
+    let mut total = cpu_ticks(Some(pid));
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return total;
+    };
+    for t in tasks.flatten() {
+        let Ok(children) = std::fs::read_to_string(t.path().join("children")) else {
+            continue;
+        };
+        // A child that exited between the two reads counts nothing.
+        total += children
+            .split_whitespace()
+            .filter_map(|c| c.parse::<u32>().ok())
+            .map(tree_cpu_ticks)
+            .sum::<u64>();
+    }
+    total
+}
+
 /// CPU time of this process in nanoseconds: the sum of the per-thread
 /// `se.sum_exec_runtime` (`/proc/self/task/*/schedstat`, nanosecond
 /// resolution) of the live threads. Falls back to [`cpu_ticks`] when
