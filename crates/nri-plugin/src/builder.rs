@@ -129,11 +129,12 @@ pub struct Builder<P> {
 /// between our answer and its next request, during a burst of events:
 /// with several plugins that is the turn of every other plugin (about
 /// 100-150 µs at four), and behind `nri-proxy` under the Go runtime it is
-/// that runtime's turn-around plus the proxy's (about 200-250 µs), so the
-/// burst costs no wake-up per event. Events that come further apart (the
-/// usual case) leave the plugin asleep after a few misses (one try in 64
-/// after that); see docs/runtime/spinning.md.
-pub(crate) const DEFAULT_SPIN_BUDGET: Duration = Duration::from_micros(300);
+/// that runtime's turn-around plus the proxy's (about 200-250 µs, which
+/// has to fall in the first half of the budget for spinning to stay on),
+/// so the burst costs no wake-up per event. Events that come a node's pace
+/// apart (the usual case) turn spinning off after the first few; see
+/// docs/runtime/spinning.md.
+pub(crate) const DEFAULT_SPIN_BUDGET: Duration = Duration::from_micros(500);
 
 impl<P: Plugin> Builder<P> {
     /// A builder with the defaults: auto-detected connection mode, socket
@@ -141,7 +142,7 @@ impl<P: Plugin> Builder<P> {
     /// of the implemented methods unless the plugin sets it), unsupported
     /// events dropped with a warning, teardown errors answered with success,
     /// no failure policy declared, registration timeout 5 s, request
-    /// timeout 2 s, no reconnect, spin budget 300 µs.
+    /// timeout 2 s, no reconnect, spin budget 500 µs.
     pub fn new(plugin: P) -> Self {
         Builder {
             plugin,
@@ -302,7 +303,7 @@ impl<P: Plugin> Builder<P> {
     /// while requests keep coming that quickly (a burst of events). Only
     /// under a runtime built on `nri-runtime`, which says so in
     /// `Configure`: under others the plugin never polls. Zero turns it
-    /// off; default 300 µs. Costs up to this much CPU per answered
+    /// off; default 500 µs. Costs up to this much CPU per answered
     /// event during a burst, saves a wake-up per event; see
     /// docs/runtime/spinning.md.
     pub fn spin_budget(mut self, budget: Duration) -> Self {

@@ -302,10 +302,11 @@
 //! **Latency.** Under a runtime built on `nri-runtime` (it says so in
 //! `Configure`), after answering an event the connection's reader may poll
 //! for the next request for up to [`Builder::spin_budget`] (default
-//! 300 µs) instead of sleeping at once, which saves a wake-up per event
+//! 500 µs) instead of sleeping at once, which saves a wake-up per event
 //! while events come back to back. It adapts: when the next request does
-//! not come within the budget (events seconds apart), it backs off to one
-//! try in 64. The plugin also asks that runtime for *wake hints* (our
+//! not come within the budget it backs off to one try in 64, and when
+//! events come a node's pace apart it stops polling until they come
+//! quickly again. The plugin also asks that runtime for *wake hints* (our
 //! extension of the wire): the runtime then hints the plugin while the
 //! plugin before it in the chain works, and the plugin polls for its
 //! request instead of being woken when it comes. Under any other runtime

@@ -63,7 +63,11 @@ pub enum ReadStrategy {
     /// After this side writes a message the reader polls for the answer
     /// for up to `budget`; each poll that runs out halves how often it
     /// does so (down to after one write in 64), each that sees data early
-    /// (within half the budget) doubles it (up to every write). A read
+    /// (within half the budget) doubles it (up to every write). Answers it
+    /// did not poll for count too: one that came early even though the
+    /// reader had to wake up for it doubles the rate, one that came more
+    /// than three budgets after the write (events far apart) stops the
+    /// polling until answers come early again. A read
     /// that ends inside a message polls for the rest for up to 20 µs. At
     /// most one reader of the process polls at a time; between polls it
     /// gives the CPU to other threads (`sched_yield`) but keeps its tokio

@@ -8,17 +8,18 @@
 //! socket for up to the budget (yielding to other tasks between polls)
 //! before it parks.
 //!
-//! Whether that pays is learned from the spins themselves: a spin that sees
-//! the answer (a *hit*) makes the next spin more likely, one that runs out
-//! (a *miss*) less: the reader spins after one write in 2^`backoff`, and
-//! each hit lowers `backoff` by one, each miss raises it, up to
-//! [`MAX_BACKOFF`]. When more than half the spins miss (a slow or sleeping
-//! peer, events seconds apart, a large Synchronize), the reader ends up
-//! spinning after one write in 64 only, which costs at most 1/64 of the
-//! budget per message; when answers come quickly it spins after every
-//! write. (Measuring the answer time instead would not do: a reader that
-//! parked sees the answer only after its own wake-up, so every answer
-//! would look too slow to be worth spinning for.)
+//! Whether that pays is learned: the reader spins after one write in
+//! 2^`level`. A spin that sees the answer within half the budget (a quick
+//! *hit*) lowers the level by one, one that runs out (a *miss*) raises it,
+//! up to [`MAX_BACKOFF`] (one write in 64). Answers to writes the reader
+//! did not spin after teach it too: one that came within half the budget
+//! even though the reader first had to wake up counts as a quick hit, and
+//! one that came more than [`FAR`] budgets after the write (events a
+//! node's pace apart) turns spinning off until answers come quickly again,
+//! so a plugin that gets an event every few milliseconds never spins. A
+//! parked reader sees an answer only after its own wake-up, so an
+//! observed answer is slower than the real one: that is why only quick
+//! ones count as hits, and only very slow ones as misses.
 //!
 //! [`SpinState`] holds the decision (no I/O, no clock: times are passed in);
 //! [`SpinToken`] keeps to one spinning reader per process, so several
@@ -30,6 +31,11 @@ use std::time::Duration;
 /// Highest backoff: a reader whose spins keep missing still spins after
 /// one write in 2^6 = 64, to notice when answers get quick again.
 pub(crate) const MAX_BACKOFF: u32 = 6;
+
+/// An answer observed (not spun for) more than this many budgets after the
+/// write turns spinning after writes off ([`Backoff::off`]) until an
+/// observed answer is quick again.
+pub(crate) const FAR: u64 = 3;
 
 /// How often a chance to spin is taken: one in 2^`level`. A hit lowers
 /// the level by one, a miss raises it, up to [`MAX_BACKOFF`]. Used for the
@@ -44,7 +50,7 @@ pub(crate) struct Backoff {
 impl Backoff {
     /// Whether the next chance would be taken.
     fn due(&self) -> bool {
-        self.skipped + 1 >= 1 << self.level
+        self.level <= MAX_BACKOFF && self.skipped + 1 >= 1 << self.level
     }
 
     /// A chance: whether to take it (counted either way).
@@ -67,6 +73,12 @@ impl Backoff {
     /// A taken chance ran out: take fewer of them.
     pub(crate) fn miss(&mut self) {
         self.level = (self.level + 1).min(MAX_BACKOFF);
+    }
+
+    /// Chances are not worth taking at all for now: none is taken until
+    /// [`Self::hit`] (which brings the rate back to one in 64).
+    fn off(&mut self) {
+        self.level = MAX_BACKOFF + 1;
     }
 }
 
@@ -99,12 +111,27 @@ impl SpinState {
     }
 
     /// A message was read at `now`; `last_write` is when this side last
-    /// wrote. A write the reader was not woken for (it was parked, and
-    /// that write was not one to spin after) counts as skipped here.
+    /// wrote. For a write the reader did not spin after (it was parked and
+    /// not woken for that write, or that write was not one to spin after),
+    /// the chance counts as skipped, and how long the answer took is
+    /// learnt from: within half the budget (the reader's wake-up
+    /// included), spinning would have paid; more than [`FAR`] budgets, the
+    /// peer's answers are a node's pace apart and spinning is turned off.
     pub(crate) fn on_message(&mut self, now: u64, last_write: u64) {
-        if self.budget_ns > 0 && last_write > self.last_read_ns && self.decided.0 != last_write {
-            self.rate.skip();
-            self.decided = (last_write, false);
+        if self.budget_ns > 0
+            && last_write > self.last_read_ns
+            && self.decided != (last_write, true)
+        {
+            if self.decided.0 != last_write {
+                self.rate.skip();
+                self.decided = (last_write, false);
+            }
+            let took = now.saturating_sub(last_write);
+            if took <= self.budget_ns / 2 {
+                self.rate.hit();
+            } else if took > self.budget_ns.saturating_mul(FAR) {
+                self.rate.off();
+            }
         }
         self.last_read_ns = now;
     }
@@ -228,7 +255,8 @@ mod tests {
                     spun += 1;
                     s.on_spin(false, 0);
                 }
-                s.on_message(write + 500 * US, write);
+                // Slower than the budget, not far slower.
+                s.on_message(write + 150 * US, write);
             }
             spun
         };
@@ -249,6 +277,58 @@ mod tests {
         }
         assert!(s.wants_next_write());
         assert_eq!(s.rate.level, 0);
+    }
+
+    /// Writes `n` messages 1 ms apart, each answered `answer` after it;
+    /// spins end as a spinning reader would see them. Returns how many
+    /// writes were spun after.
+    fn answered_after(s: &mut SpinState, t: &mut u64, n: u64, answer: u64) -> u64 {
+        let mut spun = 0;
+        for _ in 0..n {
+            *t += 1_000 * US;
+            let write = *t;
+            if s.deadline(write + US, write).is_some() {
+                spun += 1;
+                let hit = answer <= s.budget_ns;
+                s.on_spin(hit, answer);
+                if hit {
+                    s.on_message(write + answer, write);
+                    continue;
+                }
+            }
+            s.on_message(write + answer, write);
+        }
+        spun
+    }
+
+    #[test]
+    fn answers_a_nodes_pace_apart_turn_spinning_off_and_quick_ones_back_on() {
+        let mut s = state(300);
+        let mut t = 0;
+        // Every answer 2 ms after the write: after the first spin misses,
+        // the observed answers turn spinning off for good.
+        let first = answered_after(&mut s, &mut t, 10, 2_000 * US);
+        assert_eq!(first, 1);
+        assert_eq!(answered_after(&mut s, &mut t, 1_000, 2_000 * US), 0);
+        assert!(!s.wants_next_write());
+        // A burst: answers 60 us after the write (the reader's wake-up
+        // included). Each lowers the backoff; within a few events the
+        // reader spins after every write.
+        answered_after(&mut s, &mut t, u64::from(MAX_BACKOFF) + 1, 60 * US);
+        assert!(s.wants_next_write());
+        let burst = answered_after(&mut s, &mut t, 100, 60 * US);
+        assert_eq!(burst, 100);
+    }
+
+    #[test]
+    fn answers_a_little_slower_than_the_budget_keep_one_spin_in_64() {
+        let mut s = state(300);
+        let mut t = 0;
+        answered_after(&mut s, &mut t, 100, 400 * US);
+        assert_eq!(answered_after(&mut s, &mut t, 640, 400 * US), 10);
+        // Late observed answers (after half the budget, within it) change
+        // nothing either way.
+        assert_eq!(answered_after(&mut s, &mut t, 640, 200 * US), 10);
     }
 
     #[test]
