@@ -78,15 +78,38 @@ func ReadCPUTicks(pid int) (int64, error) {
 	return ut + st, nil
 }
 
-// ReadTreeCPUTicks returns ReadCPUTicks of pid plus that of its live
-// descendants (from /proc/<pid>/task/*/children): a plugin process that runs
-// others, such as nri-proxy with its plugins, is measured with them.
-func ReadTreeCPUTicks(pid int) (int64, error) {
-	total, err := ReadCPUTicks(pid)
+// ReadTreeCPU returns the CPU time of pid and its live descendants (from
+// /proc/<pid>/task/*/children): a plugin process that runs others, such as
+// nri-proxy with its plugins, is measured with them. Each thread's time
+// comes from /proc/<pid>/task/<tid>/schedstat (nanoseconds), or, where
+// schedstat is missing, from the process's stat in clock ticks; threads
+// that exited are not counted, so read twice while the same threads live.
+func ReadTreeCPU(pid int) (time.Duration, error) {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
 		return 0, err
 	}
-	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	var total time.Duration
+	schedstat := true
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, t.Name()))
+		if err != nil {
+			schedstat = false
+			break
+		}
+		if fs := strings.Fields(string(b)); len(fs) > 0 {
+			if ns, err := strconv.ParseInt(fs[0], 10, 64); err == nil {
+				total += time.Duration(ns)
+			}
+		}
+	}
+	if !schedstat {
+		ticks, err := ReadCPUTicks(pid)
+		if err != nil {
+			return 0, err
+		}
+		total = time.Duration(ticks) * time.Second / ClockTicks
+	}
 	for _, t := range tasks {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, t.Name()))
 		if err != nil {
@@ -98,7 +121,7 @@ func ReadTreeCPUTicks(pid int) (int64, error) {
 				continue
 			}
 			// A child that exited between the two reads counts nothing.
-			if v, err := ReadTreeCPUTicks(child); err == nil {
+			if v, err := ReadTreeCPU(child); err == nil {
 				total += v
 			}
 		}

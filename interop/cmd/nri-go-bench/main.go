@@ -449,10 +449,10 @@ func (b *bench) latency(res *Result, cmds []*exec.Cmd) error {
 	}
 	errCount.Store(0)
 
-	pidTicks := func() int64 {
-		var t int64
+	pidTicks := func() time.Duration {
+		var t time.Duration
 		for _, c := range cmds {
-			v, _ := peer.ReadTreeCPUTicks(c.Process.Pid)
+			v, _ := peer.ReadTreeCPU(c.Process.Pid)
 			t += v
 		}
 		return t
@@ -497,7 +497,7 @@ func (b *bench) latency(res *Result, cmds []*exec.Cmd) error {
 	res.WallMS = ms(wall)
 	res.EventsPerSec = round(float64(o.n) / wall.Seconds())
 	res.RuntimeCPUUSPerEvent = round(float64((cpu1 - cpu0).Microseconds()) / float64(o.n))
-	res.PluginsCPUUSPerEvent = round(float64(ticks1-ticks0) * 1e6 / peer.ClockTicks / float64(o.n))
+	res.PluginsCPUUSPerEvent = round(float64((ticks1-ticks0).Microseconds()) / float64(o.n))
 	res.CallErrors = int(errCount.Load())
 
 	after, _ := peer.ReadMem(0)

@@ -415,26 +415,19 @@ async fn latency(
     }
     calls.errors.store(0, std::sync::atomic::Ordering::Relaxed);
 
-    let pid_ticks = || -> u64 {
-        children
-            .iter()
-            .map(|c| procfs::tree_cpu_ticks(c.id()))
-            .sum()
-    };
-    let (cpu0, ticks0) = (procfs::self_cpu_ns(), pid_ticks());
+    let plugins_cpu_ns = || -> u64 { children.iter().map(|c| procfs::tree_cpu_ns(c.id())).sum() };
+    let (cpu0, plugins0) = (procfs::self_cpu_ns(), plugins_cpu_ns());
     let t0 = Instant::now();
     let mut lats = timed_calls(o, &calls).await?;
     let wall = t0.elapsed();
-    let (cpu1, ticks1) = (procfs::self_cpu_ns(), pid_ticks());
+    let (cpu1, plugins1) = (procfs::self_cpu_ns(), plugins_cpu_ns());
 
     let n = o.n as f64;
     res.latency_us = stats(&mut lats);
     res.wall_ms = Some(ms(wall));
     res.events_per_sec = Some(round1(n / wall.as_secs_f64()));
     res.runtime_cpu_us_per_event = Some(round1(cpu1.saturating_sub(cpu0) as f64 / 1e3 / n));
-    res.plugins_cpu_us_per_event = Some(round1(
-        ticks1.saturating_sub(ticks0) as f64 * 1e6 / procfs::CLOCK_TICKS as f64 / n,
-    ));
+    res.plugins_cpu_us_per_event = Some(round1(plugins1.saturating_sub(plugins0) as f64 / 1e3 / n));
     res.call_errors = calls.errors.load(std::sync::atomic::Ordering::Relaxed);
     res.rss.runtime_after = Some(procfs::read_mem(None));
     res.rss.plugins_after = Some(plugin_mem(children));

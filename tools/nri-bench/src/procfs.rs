@@ -63,37 +63,15 @@ pub fn cpu_ticks(pid: Option<u32>) -> u64 {
     get(11) + get(12)
 }
 
-/// [`cpu_ticks`] of `pid` plus that of its live descendants (from
-/// `/proc/<pid>/task/*/children`): a plugin process that runs others, such
-/// as `nri-proxy` with its plugins, is measured with them.
-pub fn tree_cpu_ticks(pid: u32) -> u64 {
-    let mut total = cpu_ticks(Some(pid));
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return total;
-    };
-    for t in tasks.flatten() {
-        let Ok(children) = std::fs::read_to_string(t.path().join("children")) else {
-            continue;
-        };
-        // A child that exited between the two reads counts nothing.
-        total += children
-            .split_whitespace()
-            .filter_map(|c| c.parse::<u32>().ok())
-            .map(tree_cpu_ticks)
-            .sum::<u64>();
-    }
-    total
-}
-
-/// CPU time of this process in nanoseconds: the sum of the per-thread
-/// `se.sum_exec_runtime` (`/proc/self/task/*/schedstat`, nanosecond
-/// resolution) of the live threads. Falls back to [`cpu_ticks`] when
-/// schedstat is not available. Threads that exited are not counted, so
-/// take both readings while the same threads are alive.
-pub fn self_cpu_ns() -> u64 {
+/// CPU time of `pid` (`None` = this process) in nanoseconds: the sum of
+/// the per-thread `se.sum_exec_runtime` (`/proc/<pid>/task/*/schedstat`,
+/// nanosecond resolution) of its live threads. Falls back to
+/// [`cpu_ticks`] when schedstat is not available. Threads that exited are
+/// not counted, so take both readings while the same threads are alive.
+pub fn cpu_ns(pid: Option<u32>) -> u64 {
     let mut total = 0u64;
     let mut any = false;
-    if let Ok(dir) = std::fs::read_dir("/proc/self/task") {
+    if let Ok(dir) = std::fs::read_dir(proc_path(pid, "task")) {
         for e in dir.flatten() {
             let p = e.path().join("schedstat");
             if let Ok(s) = std::fs::read_to_string(p)
@@ -110,6 +88,33 @@ pub fn self_cpu_ns() -> u64 {
     if any {
         total
     } else {
-        cpu_ticks(None) * (1_000_000_000 / CLOCK_TICKS)
+        cpu_ticks(pid) * (1_000_000_000 / CLOCK_TICKS)
     }
+}
+
+/// CPU time of this process in nanoseconds ([`cpu_ns`]).
+pub fn self_cpu_ns() -> u64 {
+    cpu_ns(None)
+}
+
+/// [`cpu_ns`] of `pid` plus that of its live descendants (from
+/// `/proc/<pid>/task/*/children`): a plugin process that runs others, such
+/// as `nri-proxy` with its plugins, is measured with them.
+pub fn tree_cpu_ns(pid: u32) -> u64 {
+    let mut total = cpu_ns(Some(pid));
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return total;
+    };
+    for t in tasks.flatten() {
+        let Ok(children) = std::fs::read_to_string(t.path().join("children")) else {
+            continue;
+        };
+        // A child that exited between the two reads counts nothing.
+        total += children
+            .split_whitespace()
+            .filter_map(|c| c.parse::<u32>().ok())
+            .map(tree_cpu_ns)
+            .sum::<u64>();
+    }
+    total
 }
