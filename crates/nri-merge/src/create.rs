@@ -40,9 +40,14 @@ use crate::updates::{Eviction, collect_evictions, merge_updates, note};
 pub struct CreateResult<P = PodSandbox, C = Container> {
     pod: P,
     pristine: C,
-    /// The container as adjusted by the plugins applied so far; `None`
-    /// while no plugin adjusted it (then it is the pristine one).
+    /// The container as adjusted by the plugins applied so far, up to the
+    /// adjustments in `unreflected`; `None` while no plugin adjusted it
+    /// (then it is the pristine one).
     container: Option<Container>,
+    /// Adjustments merged but not yet written into `container`: that is
+    /// done when the container is asked for, so the last plugin's (and
+    /// with one plugin, the only) adjustment never costs a copy of it.
+    unreflected: Vec<(PluginId, ContainerAdjustment)>,
     reply: Reply,
     plugins: Vec<PluginId>,
 }
@@ -63,6 +68,7 @@ impl<P: Borrow<PodSandbox>, C: Borrow<Container>> CreateResult<P, C> {
             pod,
             pristine: container,
             container: None,
+            unreflected: Vec::new(),
             reply: Reply::default(),
             plugins: Vec::new(),
         }
@@ -79,13 +85,21 @@ impl<P: Borrow<PodSandbox>, C: Borrow<Container>> CreateResult<P, C> {
     }
 
     /// The container as adjusted by the plugins applied so far: what the next
-    /// plugin must see.
-    pub fn container(&self) -> &Container {
+    /// plugin must see. (`&mut`: the adjustments are written into a copy of
+    /// the container only when it is asked for.)
+    pub fn container(&mut self) -> &Container {
+        if !self.unreflected.is_empty() {
+            let pristine = self.pristine.borrow();
+            let container = self.container.get_or_insert_with(|| pristine.clone());
+            for (plugin, a) in self.unreflected.drain(..) {
+                reflect(container, &plugin, &a);
+            }
+        }
         (self.container.as_ref()).unwrap_or(self.pristine.borrow())
     }
 
     /// The CreateContainer request for the next plugin.
-    pub fn request(&self) -> CreateContainerRequest {
+    pub fn request(&mut self) -> CreateContainerRequest {
         CreateContainerRequest {
             pod: Some(self.pod().clone()),
             container: Some(self.container().clone()),
@@ -160,10 +174,8 @@ impl<P: Borrow<PodSandbox>, C: Borrow<Container>> CreateResult<P, C> {
                 evictions,
             )?;
             self.reply = reply;
-            if let Some(a) = adjust.as_ref() {
-                let pristine = self.pristine.borrow();
-                let container = self.container.get_or_insert_with(|| pristine.clone());
-                reflect(container, plugin, a);
+            if let Some(a) = adjust {
+                self.unreflected.push((plugin.clone(), a));
             }
         }
         note(&mut self.plugins, plugin);

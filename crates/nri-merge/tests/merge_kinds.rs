@@ -32,13 +32,13 @@ fn annotations_mounts_env_args_are_merged_and_reflected() {
         ("FOO", "bar")
     );
     assert_eq!(m.args, vec!["run", "--fast"]);
-    let c = r.container();
+    let c = r.container().clone();
     assert_eq!(c.annotations.get("a").map(String::as_str), Some("1"));
     assert!(c.mounts.iter().any(|x| x.destination == "/data"));
     assert!(c.env.contains(&"FOO=bar".to_string()));
     assert_eq!(c.args, vec!["run", "--fast"]);
     // The next plugin's request carries the adjusted container.
-    assert_eq!(r.request().container.as_ref(), Some(c));
+    assert_eq!(r.request().container.as_ref(), Some(&c));
 }
 
 #[test]
@@ -139,7 +139,8 @@ fn every_resource_field_is_merged() {
         }),
     )
     .unwrap();
-    let res = linux(r.adjustment()).resources.as_ref().unwrap();
+    let res = linux(r.adjustment()).resources.clone().unwrap();
+    let res = &res;
     assert_memory_and_cpu(res);
     assert_eq!(res.hugepage_limits[0].limit, 4096);
     assert_eq!(res.blockio_class.as_ref().unwrap().value, "gold");

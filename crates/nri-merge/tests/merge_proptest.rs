@@ -63,6 +63,7 @@ proptest! {
             r.apply(&pid(&format!("{:02}-p{i}", i * 10)), Some(to_adjustment(p)), vec![], vec![])
                 .expect("disjoint keys must not conflict");
         }
+        let container = r.container().clone();
         let m = r.adjustment();
         for p in &plugins {
             for (k, v) in &p.annotations {
@@ -71,7 +72,7 @@ proptest! {
             for (k, v) in &p.env {
                 prop_assert!(m.env.iter().any(|e| &e.key == k && &e.value == v));
                 let kv = format!("{k}={v}");
-                prop_assert!(r.container().env.contains(&kv));
+                prop_assert!(container.env.contains(&kv));
             }
             for d in &p.mounts {
                 prop_assert!(m.mounts.iter().any(|x| &x.destination == d));
