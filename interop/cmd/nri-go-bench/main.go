@@ -449,7 +449,7 @@ func (b *bench) latency(res *Result, cmds []*exec.Cmd) error {
 	}
 	errCount.Store(0)
 
-	pidTicks := func() time.Duration {
+	pluginsCPU := func() time.Duration {
 		var t time.Duration
 		for _, c := range cmds {
 			v, _ := peer.ReadTreeCPU(c.Process.Pid)
@@ -457,7 +457,7 @@ func (b *bench) latency(res *Result, cmds []*exec.Cmd) error {
 		}
 		return t
 	}
-	cpu0, ticks0 := peer.SelfCPU(), pidTicks()
+	cpu0, plugins0 := peer.SelfCPU(), pluginsCPU()
 	lats := make([]time.Duration, 0, o.n)
 	t0 := time.Now()
 	if o.concurrency == 1 {
@@ -491,13 +491,13 @@ func (b *bench) latency(res *Result, cmds []*exec.Cmd) error {
 		wg.Wait()
 	}
 	wall := time.Since(t0)
-	cpu1, ticks1 := peer.SelfCPU(), pidTicks()
+	cpu1, plugins1 := peer.SelfCPU(), pluginsCPU()
 
 	res.LatencyUS = stats(lats)
 	res.WallMS = ms(wall)
 	res.EventsPerSec = round(float64(o.n) / wall.Seconds())
 	res.RuntimeCPUUSPerEvent = round(float64((cpu1 - cpu0).Microseconds()) / float64(o.n))
-	res.PluginsCPUUSPerEvent = round(float64((ticks1-ticks0).Microseconds()) / float64(o.n))
+	res.PluginsCPUUSPerEvent = round(float64((plugins1 - plugins0).Microseconds()) / float64(o.n))
 	res.CallErrors = int(errCount.Load())
 
 	after, _ := peer.ReadMem(0)
