@@ -38,7 +38,8 @@ pub(crate) const MAX_BACKOFF: u32 = 6;
 pub(crate) const FAR: u64 = 3;
 
 /// How often a chance to spin is taken: one in 2^`level`. A hit lowers
-/// the level by one, a miss raises it, up to [`MAX_BACKOFF`]. Used for the
+/// the level by one, a miss raises it, up to [`MAX_BACKOFF`]; a backoff
+/// turned [`off`](Self::off) takes no chance until a hit. Used for the
 /// spin after a write ([`SpinState`]) and the poll after a wake hint.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Backoff {
@@ -72,7 +73,10 @@ impl Backoff {
 
     /// A taken chance ran out: take fewer of them.
     pub(crate) fn miss(&mut self) {
-        self.level = (self.level + 1).min(MAX_BACKOFF);
+        // Never lower: a backoff that is off stays off.
+        if self.level < MAX_BACKOFF {
+            self.level += 1;
+        }
     }
 
     /// Chances are not worth taking at all for now: none is taken until
@@ -329,6 +333,16 @@ mod tests {
         // Late observed answers (after half the budget, within it) change
         // nothing either way.
         assert_eq!(answered_after(&mut s, &mut t, 640, 200 * US), 10);
+    }
+
+    #[test]
+    fn a_backoff_that_is_off_stays_off_until_a_hit() {
+        let mut h = Backoff::default();
+        h.off();
+        h.miss();
+        assert!((0..1000).all(|_| !h.take()));
+        h.hit();
+        assert_eq!(h.level, MAX_BACKOFF);
     }
 
     #[test]
