@@ -81,8 +81,8 @@ func ReadCPUTicks(pid int) (int64, error) {
 // ReadTreeCPU returns the CPU time of pid and its live descendants (from
 // /proc/<pid>/task/*/children): a plugin process that runs others, such as
 // nri-proxy with its plugins, is measured with them. Each thread's time
-// comes from /proc/<pid>/task/<tid>/schedstat (nanoseconds), or, where
-// schedstat is missing, from the process's stat in clock ticks; threads
+// comes from /proc/<pid>/task/<tid>/schedstat (nanoseconds), or, where no
+// thread has schedstat, from the process's stat in clock ticks; threads
 // that exited are not counted, so read twice while the same threads live.
 func ReadTreeCPU(pid int) (time.Duration, error) {
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
@@ -90,16 +90,17 @@ func ReadTreeCPU(pid int) (time.Duration, error) {
 		return 0, err
 	}
 	var total time.Duration
-	schedstat := true
+	schedstat := false
 	for _, t := range tasks {
+		// A thread that exited since the listing counts nothing.
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, t.Name()))
 		if err != nil {
-			schedstat = false
-			break
+			continue
 		}
 		if fs := strings.Fields(string(b)); len(fs) > 0 {
 			if ns, err := strconv.ParseInt(fs[0], 10, 64); err == nil {
 				total += time.Duration(ns)
+				schedstat = true
 			}
 		}
 	}
