@@ -184,7 +184,9 @@ pub fn scan<M: prost::Name>(bytes: &[u8]) -> Result<Scan, Error> {
         whole: bytes.len(),
         counts: [0; MAX_FIELDS],
     };
-    let heap = walk.message(index, bytes, RECURSION_LIMIT, true)?;
+    let heap = walk
+        .message(index, bytes, RECURSION_LIMIT, true)
+        .map_err(|e| *e)?;
     Ok(Scan {
         shape,
         wire_len: bytes.len(),
@@ -223,12 +225,15 @@ pub fn count_at_most<M: prost::Name>(
     let mut buf = bytes;
     let mut n = 0usize;
     while !buf.is_empty() && n <= stop {
-        let (tag, wire) = decode_key(&mut buf).map_err(|e| walk.fail(buf, e))?;
+        let (tag, wire) = decode_key(&mut buf).map_err(|e| *walk.fail(buf, e))?;
         if tag == f.number {
-            let (_, entries) = walk.field(f, wire, &mut buf, RECURSION_LIMIT)?;
+            let (_, entries) = walk
+                .field(f, wire, &mut buf, RECURSION_LIMIT)
+                .map_err(|e| *e)?;
             n = n.saturating_add(entries);
         } else {
-            walk.skip(wire, tag, &mut buf, RECURSION_LIMIT)?;
+            walk.skip(wire, tag, &mut buf, RECURSION_LIMIT)
+                .map_err(|e| *e)?;
         }
     }
     Ok(n)
@@ -243,15 +248,18 @@ struct Walk {
     counts: [usize; MAX_FIELDS],
 }
 
-type Step<T> = Result<T, Error>;
+/// A step of a walk. The error is boxed so that a step's result is two
+/// words (returned in registers): errors are rare, steps are many.
+type Step<T> = Result<T, Box<Error>>;
 
 impl Walk {
-    fn fail(&self, rest: &[u8], reason: impl std::fmt::Display) -> Error {
-        Error::MalformedMessage {
+    #[cold]
+    fn fail(&self, rest: &[u8], reason: impl std::fmt::Display) -> Box<Error> {
+        Box::new(Error::MalformedMessage {
             message: self.message,
             offset: self.whole.saturating_sub(rest.len()),
             reason: reason.to_string(),
-        }
+        })
     }
 
     /// The heap bytes of message `index` encoded in `buf`, whose fields may
@@ -264,7 +272,7 @@ impl Walk {
         let mut entries = [0usize; MAX_FIELDS];
         while !buf.is_empty() {
             let (tag, wire) = decode_key(&mut buf).map_err(|e| self.fail(buf, e))?;
-            let Ok(pos) = shape.fields.binary_search_by_key(&tag, |f| f.number) else {
+            let Some(pos) = field_position(shape.fields, tag) else {
                 self.skip(wire, tag, &mut buf, budget)?;
                 continue;
             };
@@ -341,7 +349,8 @@ impl Walk {
             Kind::Fixed64 => self.advance(buf, 8).map(|()| 0),
             Kind::String => {
                 let s = self.delimited(buf)?;
-                if std::str::from_utf8(s).is_err() {
+                // ASCII (the usual case) is valid UTF-8 and quicker to check.
+                if !s.is_ascii() && std::str::from_utf8(s).is_err() {
                     return Err(self.fail(buf, "a string is not valid UTF-8"));
                 }
                 Ok(s.len())
@@ -455,6 +464,17 @@ impl Walk {
             },
             WireType::EndGroup => Err(self.fail(buf, "a group ends that never started")),
         }
+    }
+}
+
+/// Where the field numbered `tag` is in `fields` (sorted by number). Most
+/// messages number their fields 1, 2, 3...: the field numbered `tag` is
+/// then at `tag - 1`, found without a search.
+fn field_position(fields: &[FieldShape], tag: u32) -> Option<usize> {
+    let guess = usize::try_from(tag).ok()?.checked_sub(1)?;
+    match fields.get(guess) {
+        Some(f) if f.number == tag => Some(guess),
+        _ => fields.binary_search_by_key(&tag, |f| f.number).ok(),
     }
 }
 

@@ -1,0 +1,40 @@
+//! What a plugin does with a CreateContainer request before its handler
+//! runs: the pre-decoding scan that bounds the decoded size
+//! (`nri_api::scan`) and prost's decoding, on the benchmark's realistic
+//! request (the pod and container of `nri_bench::shape`, about 4 KB).
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use nri_api::api::CreateContainerRequest;
+use prost::Message;
+use std::hint::black_box;
+
+fn request() -> Vec<u8> {
+    let pod = nri_bench::shape::pod(0);
+    let container = nri_bench::shape::container(&pod, 0, 1);
+    CreateContainerRequest {
+        pod: Some(pod),
+        container: Some(container),
+    }
+    .encode_to_vec()
+}
+
+fn create_container_request(c: &mut Criterion) {
+    let bytes = request();
+    let mut g = c.benchmark_group("create_container_request");
+    g.throughput(Throughput::Bytes(bytes.len() as u64));
+    g.bench_function("scan", |b| {
+        b.iter(|| {
+            nri_api::scan::scan::<CreateContainerRequest>(black_box(&bytes))
+                .unwrap()
+                .decoded_size()
+        });
+    });
+    g.bench_function("decode", |b| {
+        b.iter(|| CreateContainerRequest::decode(black_box(&bytes[..])).unwrap());
+    });
+    g.finish();
+}
+
+criterion_group!(benches, create_container_request);
+criterion_main!(benches);
