@@ -222,21 +222,7 @@ pub fn count_at_most<M: prost::Name>(
         whole: bytes.len(),
         counts: [0; MAX_FIELDS],
     };
-    let mut buf = bytes;
-    let mut n = 0usize;
-    while !buf.is_empty() && n <= stop {
-        let (tag, wire) = decode_key(&mut buf).map_err(|e| *walk.fail(buf, e))?;
-        if tag == f.number {
-            let (_, entries) = walk
-                .field(f, wire, &mut buf, RECURSION_LIMIT)
-                .map_err(|e| *e)?;
-            n = n.saturating_add(entries);
-        } else {
-            walk.skip(wire, tag, &mut buf, RECURSION_LIMIT)
-                .map_err(|e| *e)?;
-        }
-    }
-    Ok(n)
+    walk.count(f, bytes, stop).map_err(|e| *e)
 }
 
 /// The state of one scan.
@@ -260,6 +246,22 @@ impl Walk {
             offset: self.whole.saturating_sub(rest.len()),
             reason: reason.to_string(),
         })
+    }
+
+    /// The entries of the top-level field `f` in `buf`, counted until more
+    /// than `stop` (see [`count_at_most`]); other fields are skipped.
+    fn count(&mut self, f: &FieldShape, mut buf: &[u8], stop: usize) -> Step<usize> {
+        let mut n = 0usize;
+        while !buf.is_empty() && n <= stop {
+            let (tag, wire) = decode_key(&mut buf).map_err(|e| self.fail(buf, e))?;
+            if tag == f.number {
+                let (_, entries) = self.field(f, wire, &mut buf, RECURSION_LIMIT)?;
+                n = n.saturating_add(entries);
+            } else {
+                self.skip(wire, tag, &mut buf, RECURSION_LIMIT)?;
+            }
+        }
+        Ok(n)
     }
 
     /// The heap bytes of message `index` encoded in `buf`, whose fields may
