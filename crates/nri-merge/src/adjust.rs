@@ -190,7 +190,13 @@ pub(crate) fn merge_adjustment(
         |k, e| {
             c_env.retain(|x| env_key(x) != k);
             if let Some(e) = e {
-                c_env.push(format!("{k}={}", e.value));
+                // `KEY=value`, without `format!`'s machinery (one per
+                // variable a plugin sets, on every CreateContainer).
+                let mut kv = String::with_capacity(k.len() + 1 + e.value.len());
+                kv.push_str(k);
+                kv.push('=');
+                kv.push_str(&e.value);
+                c_env.push(kv);
             }
         },
     )?;

@@ -218,13 +218,12 @@ impl Reply {
             // Merging only writes the container, never reads it: a scratch
             // one takes what the merge writes (see `reflect`).
             let mut scratch = Container::default();
-            let name = plugin.to_string();
             merge_adjustment(
                 &mut self.owners,
                 &mut self.adjust,
                 &mut scratch,
                 id,
-                &name,
+                plugin.as_str(),
                 a,
             )?;
         }
@@ -249,8 +248,7 @@ fn reflect(container: &mut Container, plugin: &PluginId, a: &ContainerAdjustment
     let mut owners = Ownership::new();
     let mut merged = ContainerAdjustment::default();
     let id = container.id.clone();
-    let name = plugin.to_string();
-    if let Err(e) = merge_adjustment(&mut owners, &mut merged, container, &id, &name, a) {
+    if let Err(e) = merge_adjustment(&mut owners, &mut merged, container, &id, plugin.as_str(), a) {
         // Cannot happen (see above); keep what was written rather than panic.
         tracing::error!(plugin = %plugin, error = %e, "nri-merge: reflecting a merged adjustment failed");
     }

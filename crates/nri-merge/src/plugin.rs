@@ -13,9 +13,13 @@ use crate::error::Error;
 /// order (upstream sorts by index only, unstably).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PluginId {
-    // Field order matters: the derived Ord compares index first, then name.
+    // Field order matters: the derived Ord compares index first, then name
+    // (`full` follows from the two).
     index: String,
     name: String,
+    /// `NN-name`, kept because merging records it for every field a
+    /// plugin changes.
+    full: String,
 }
 
 impl PluginId {
@@ -46,7 +50,8 @@ impl PluginId {
                 reason: "name must not contain ',', '/', whitespace or control characters",
             });
         }
-        Ok(Self { index, name })
+        let full = format!("{index}-{name}");
+        Ok(Self { index, name, full })
     }
 
     /// Parses the `NN-name` form.
@@ -70,6 +75,11 @@ impl PluginId {
         &self.name
     }
 
+    /// The `NN-name` form, as displayed and recorded as a field's owner.
+    pub fn as_str(&self) -> &str {
+        &self.full
+    }
+
     /// The wire `PluginInstance` (base name and index) used in validation
     /// requests.
     pub fn to_instance(&self) -> PluginInstance {
@@ -82,7 +92,7 @@ impl PluginId {
 
 impl fmt::Display for PluginId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}-{}", self.index, self.name)
+        f.write_str(&self.full)
     }
 }
 

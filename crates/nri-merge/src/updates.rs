@@ -100,19 +100,19 @@ pub(crate) fn merge_updates(
     forbidden: Option<&str>,
     mut target: Option<Target<'_>>,
 ) -> Result<(), Error> {
-    let p = plugin.to_string();
+    let p = plugin.as_str();
     for u in updates {
         let id = u.container_id.as_str();
         if id.is_empty() {
             return Err(Error::InvalidUpdate {
-                plugin: p,
+                plugin: p.to_owned(),
                 container: String::new(),
                 reason: "update without container id".into(),
             });
         }
         if forbidden == Some(id) {
             return Err(Error::InvalidUpdate {
-                plugin: p,
+                plugin: p.to_owned(),
                 container: u.container_id,
                 reason: "update of the container being created (adjust it instead)".into(),
             });
@@ -137,7 +137,7 @@ pub(crate) fn merge_updates(
                 .unwrap_or_default()
         };
         let res = merge_resources(
-            &mut |field, key| staged_owners.claim(id, field, key, &p),
+            &mut |field, key| staged_owners.claim(id, field, key, p),
             src,
             Targets {
                 targets: vec![&mut staged],

@@ -131,10 +131,10 @@ impl CreatePayload {
         let pod = Measured::new(REQUEST_POD, pod);
         let container = Measured::new(REQUEST_CONTAINER, container);
         let pod_len = pod.len();
-        let mut buf = BytesMut::with_capacity(pod_len + container.len());
+        let mut buf = Vec::with_capacity(pod_len + container.len());
         pod.encode(&mut buf);
         container.encode(&mut buf);
-        let first = buf.freeze();
+        let first = Bytes::from(buf);
         Self {
             cached: (0, first.clone()),
             first,
@@ -170,29 +170,27 @@ impl CreatePayload {
         }
         let buf = match delta {
             Some(d) if r.checked_add(1) == Some(revision) => {
-                let d = Measured::new(REQUEST_CONTAINER, d);
-                let extra = d.len();
+                let mut delta = Vec::new();
+                Measured::new(REQUEST_CONTAINER, d).encode(&mut delta);
                 let prev = std::mem::take(&mut self.cached.1);
                 let mut buf = match prev.try_into_mut() {
-                    Ok(buf) if buf.capacity() - buf.len() >= extra => buf,
-                    Ok(buf) => Self::copy(&buf, extra),
-                    Err(prev) => Self::copy(&prev, extra),
+                    Ok(buf) if buf.capacity() - buf.len() >= delta.len() => buf,
+                    Ok(buf) => Self::copy(&buf, delta.len()),
+                    Err(prev) => Self::copy(&prev, delta.len()),
                 };
-                d.encode(&mut buf);
-                buf
+                buf.extend_from_slice(&delta);
+                buf.freeze()
             }
             _ => {
                 let container = Measured::new(REQUEST_CONTAINER, container);
-                let mut buf =
-                    BytesMut::with_capacity(self.pod_len + container.len() + DELTA_HEADROOM);
+                let mut buf = Vec::with_capacity(self.pod_len + container.len() + DELTA_HEADROOM);
                 buf.extend_from_slice(self.first.get(..self.pod_len).unwrap_or_default());
                 container.encode(&mut buf);
-                buf
+                Bytes::from(buf)
             }
         };
-        let b = buf.freeze();
-        self.cached = (revision, b.clone());
-        b
+        self.cached = (revision, buf.clone());
+        buf
     }
 
     /// `bytes` in a new buffer with room for `extra` bytes and the
