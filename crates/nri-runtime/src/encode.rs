@@ -170,15 +170,17 @@ impl CreatePayload {
         }
         let buf = match delta {
             Some(d) if r.checked_add(1) == Some(revision) => {
-                let mut delta = Vec::new();
-                Measured::new(REQUEST_CONTAINER, d).encode(&mut delta);
+                // A delta is a few fields: written straight into the
+                // buffer, without a second one.
+                let d = Measured::new(REQUEST_CONTAINER, d);
+                let extra = d.len();
                 let prev = std::mem::take(&mut self.cached.1);
                 let mut buf = match prev.try_into_mut() {
-                    Ok(buf) if buf.capacity() - buf.len() >= delta.len() => buf,
-                    Ok(buf) => Self::copy(&buf, delta.len()),
-                    Err(prev) => Self::copy(&prev, delta.len()),
+                    Ok(buf) if buf.capacity() - buf.len() >= extra => buf,
+                    Ok(buf) => Self::copy(&buf, extra),
+                    Err(prev) => Self::copy(&prev, extra),
                 };
-                buf.extend_from_slice(&delta);
+                d.encode(&mut buf);
                 buf.freeze()
             }
             _ => {
