@@ -131,6 +131,19 @@ pub fn run(opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchR
     bins.check(&cells)?;
     let t0 = Instant::now();
     let loadavg_start = loadavg();
+    let round_trips = match crate::probe::round_trips(o.quick) {
+        Ok(r) => {
+            progress(&format!(
+                "socketpair round trip: {} us back to back, {} us 2 ms apart",
+                r.busy_us, r.idle_us
+            ));
+            Some(r)
+        }
+        Err(e) => {
+            progress(&format!("socketpair round trip not measured: {e}"));
+            None
+        }
+    };
     let (raw, loads) = run_matrix(&bins, &o, &cells, &mut progress);
     let reports = cells
         .into_iter()
@@ -147,7 +160,7 @@ pub fn run(opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchR
         .collect();
     let mut report = BenchReport {
         options: o,
-        machine: machine(loadavg_start, loads, t0),
+        machine: machine(loadavg_start, loads, round_trips, t0),
         cells: reports,
         targets: Vec::new(),
     };
@@ -214,8 +227,23 @@ fn loadavg() -> String {
         .to_owned()
 }
 
+/// The first `model name` of `/proc/cpuinfo` (empty if unreadable).
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .and_then(|rest| rest.split_once(':'))
+        .map_or_else(String::new, |(_, v)| v.trim().to_owned())
+}
+
 /// The machine's facts at the end of a run that started at `t0`.
-fn machine(loadavg_start: String, mut loads: Vec<f64>, t0: Instant) -> Machine {
+fn machine(
+    loadavg_start: String,
+    mut loads: Vec<f64>,
+    round_trips: Option<crate::probe::RoundTrips>,
+    t0: Instant,
+) -> Machine {
     loads.sort_by(f64::total_cmp);
     Machine {
         cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
@@ -230,6 +258,8 @@ fn machine(loadavg_start: String, mut loads: Vec<f64>, t0: Instant) -> Machine {
             .unwrap_or_default()
             .trim()
             .to_owned(),
+        cpu_model: cpu_model(),
+        round_trips,
         wall_s: round1(t0.elapsed().as_secs_f64()),
     }
 }

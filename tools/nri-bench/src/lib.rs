@@ -41,6 +41,7 @@ mod driver;
 pub mod harness;
 mod matrix;
 mod paced;
+pub mod probe;
 pub mod procfs;
 mod report;
 pub mod result;

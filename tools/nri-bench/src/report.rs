@@ -135,6 +135,11 @@ pub struct Machine {
     pub load1_min_median_max: [f64; 3],
     /// Kernel release.
     pub kernel: String,
+    /// CPU model (`model name` of `/proc/cpuinfo`).
+    pub cpu_model: String,
+    /// What a wake-up costs here, measured before the matrix
+    /// ([`crate::probe`]); `None` if the probe failed.
+    pub round_trips: Option<crate::probe::RoundTrips>,
     /// Wall time of the whole matrix, s.
     pub wall_s: f64,
 }

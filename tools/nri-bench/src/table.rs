@@ -81,6 +81,19 @@ fn header(r: &BenchReport, w: &mut dyn Write) -> std::io::Result<()> {
         m.loadavg_end,
         m.wall_s
     )?;
+    if let Some(rt) = &m.round_trips {
+        writeln!(
+            w,
+            "machine: {}; socketpair round trip (4 KB request, 200 B answer, two blocking threads): {} µs back to back, {} µs one every 2 ms (each pays two wake-ups of an idle CPU)",
+            if m.cpu_model.is_empty() {
+                "CPU model unknown"
+            } else {
+                &m.cpu_model
+            },
+            rt.busy_us,
+            rt.idle_us
+        )?;
+    }
     writeln!(
         w,
         "stacks are runtime/plugins; values: median of per-run values [min–max over runs]; ratios vs go/go\n"
