@@ -134,8 +134,10 @@ pub fn run(opts: &BenchOptions, mut progress: impl FnMut(&str)) -> Result<BenchR
     let round_trips = match crate::probe::round_trips(o.quick) {
         Ok(r) => {
             progress(&format!(
-                "socketpair round trip: {} us back to back, {} us 2 ms apart",
-                r.busy_us, r.idle_us
+                "socketpair round trip: {} us back to back, {} us {} ms apart",
+                r.busy_us,
+                r.idle_us,
+                crate::probe::PACE.as_millis()
             ));
             Some(r)
         }

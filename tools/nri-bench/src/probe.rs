@@ -22,11 +22,11 @@ use serde::Serialize;
 use crate::stats::{median, round1};
 
 /// Bytes of a request: about the benchmark's CreateContainer request.
-const REQUEST_LEN: usize = 4200;
+pub(crate) const REQUEST_LEN: usize = 4200;
 /// Bytes of an answer.
-const ANSWER_LEN: usize = 200;
+pub(crate) const ANSWER_LEN: usize = 200;
 /// Time between round trips at a node's pace (the paced cell's).
-const PACE: Duration = Duration::from_millis(2);
+pub(crate) const PACE: Duration = Duration::from_millis(2);
 
 /// Median round trips over a socketpair between two threads.
 #[derive(Debug, Clone, Copy, Default, Serialize)]

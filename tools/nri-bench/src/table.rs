@@ -4,7 +4,7 @@ use std::io::Write;
 
 use crate::matrix::Stack;
 use crate::report::{BenchReport, CellReport, MetricSummary};
-use crate::{Error, Mode};
+use crate::{Error, Mode, probe};
 
 fn num(v: f64) -> String {
     if v.abs() >= 100.0 {
@@ -84,14 +84,17 @@ fn header(r: &BenchReport, w: &mut dyn Write) -> std::io::Result<()> {
     if let Some(rt) = &m.round_trips {
         writeln!(
             w,
-            "machine: {}; socketpair round trip (4 KB request, 200 B answer, two blocking threads): {} µs back to back, {} µs one every 2 ms (each pays two wake-ups of an idle CPU)",
+            "machine: {}; socketpair round trip ({} B request, {} B answer, two blocking threads): {} µs back to back, {} µs one every {} ms (each pays two wake-ups of an idle CPU)",
             if m.cpu_model.is_empty() {
                 "CPU model unknown"
             } else {
                 &m.cpu_model
             },
+            probe::REQUEST_LEN,
+            probe::ANSWER_LEN,
             rt.busy_us,
-            rt.idle_us
+            rt.idle_us,
+            probe::PACE.as_millis()
         )?;
     }
     writeln!(
