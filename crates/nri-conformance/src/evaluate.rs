@@ -184,8 +184,9 @@ fn driven_clauses(
         d.stop_pod_state.as_ref(),
         |o| {
             format!(
-                "StopPodSandbox held: {}; containers listed during it: {}",
+                "StopPodSandbox held: {}{}; containers listed during it: {}",
                 o.held,
+                tries(o.attempts),
                 probe(&o.listed)
             )
         },
@@ -214,8 +215,9 @@ fn driven_clauses(
         d.run_error.as_ref(),
         |o| {
             format!(
-                "refused run: {}; retry: {}",
+                "refused run: {}{}; retry: {}",
                 err(&o.failed_error),
+                tries(o.attempts),
                 err(&o.retry_error)
             )
         },
@@ -227,8 +229,9 @@ fn driven_clauses(
         d.run_blocked.as_ref(),
         |o| {
             format!(
-                "held: {}; pod listed during the hold: {}; creation in it: {}",
+                "held: {}{}; pod listed during the hold: {}; creation in it: {}",
                 o.held.is_some(),
+                tries(o.attempts),
                 probe(&o.listed),
                 match &o.create_while_held {
                     Some(Ok(_)) => "worked".into(),
@@ -257,8 +260,9 @@ fn error_and_sync_clauses(
         d.create_blocked.as_ref(),
         |o| {
             format!(
-                "held: {}; listed during the hold: {}",
+                "held: {}{}; listed during the hold: {}",
                 o.held.is_some(),
+                tries(o.attempts),
                 probe(&o.listed)
             )
         },
@@ -352,6 +356,15 @@ fn sync_summary(o: &check::SyncHoldOutcome) -> String {
             None => "kept".into(),
         }
     )
+}
+
+/// " (try N)" after a hold phase's verdict when its first try missed.
+fn tries(attempts: u32) -> String {
+    if attempts > 1 {
+        format!(" (try {attempts})")
+    } else {
+        String::new()
+    }
 }
 
 fn probe<T: std::fmt::Debug, E>(p: &Option<Result<T, E>>) -> String {

@@ -17,6 +17,7 @@ fn outcome(retry_error: &str) -> RunErrorOutcome {
         left_behind: vec![KEPT.into()],
         retry_error: Some(retry_error.into()),
         retry_state: None,
+        attempts: 1,
     }
 }
 

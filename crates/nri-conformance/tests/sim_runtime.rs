@@ -176,6 +176,46 @@ async fn run_pod_blocked_fails_when_the_pod_is_ready_early() {
     );
 }
 
+/// The first run of each RunPodSandbox phase goes to no plugin (a runtime
+/// still activating the phase's new instance): the checker tries once more
+/// with another pod and judges that try.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_pod_phases_try_again_when_the_first_run_misses_the_new_plugin() {
+    let r = check(
+        Faults {
+            missed_runs: 1,
+            ..Faults::default()
+        },
+        false,
+    )
+    .await;
+    let t = table(&r);
+    let blocked = r.clause(Clause::RunPodBlocked).expect("clause in report");
+    assert_eq!(blocked.status, Status::Pass, "{t}");
+    assert!(blocked.summary.contains("held: true (try 2)"), "{t}");
+    let refused = r.clause(Clause::RunPodError).expect("clause in report");
+    assert_eq!(refused.status, Status::Pass, "{t}");
+    assert!(refused.summary.contains("(try 2); retry: worked"), "{t}");
+}
+
+/// A runtime that never lets the new instance see RunPodSandbox fails both
+/// clauses after the second try.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_pod_phases_fail_when_no_try_reaches_the_new_plugin() {
+    let r = check(
+        Faults {
+            missed_runs: 2,
+            ..Faults::default()
+        },
+        false,
+    )
+    .await;
+    assert_fails(&r, Clause::RunPodBlocked, &["RunPodSandbox-not-held"]);
+    assert_fails(&r, Clause::RunPodError, &["refused-run-succeeded"]);
+    let c = r.clause(Clause::RunPodBlocked).expect("clause in report");
+    assert!(c.summary.contains("held: false (try 2)"), "{}", table(&r));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pod_scope_fails_on_container_events_outside_the_pod() {
     let r = check(

@@ -26,6 +26,9 @@ pub struct StopPodStateOutcome {
     pub pod_status: Option<Result<PodStatus, String>>,
     /// The error of the stop (`None`: it worked).
     pub stop_error: Option<String>,
+    /// How many tries it took (a first try can miss a holding instance the
+    /// runtime has not made active yet; the outcome is the last try's).
+    pub attempts: u32,
 }
 
 /// Stop-pod state: when StopPodSandbox reaches plugins, every container of
@@ -128,6 +131,10 @@ pub struct RunErrorOutcome {
     pub retry_error: Option<String>,
     /// The retried pod's state.
     pub retry_state: Option<Result<PodState, String>>,
+    /// How many pods it took to reach the refusing plugin (a first run can
+    /// miss a plugin the runtime has not made active yet; the outcome is
+    /// the last one's).
+    pub attempts: u32,
 }
 
 /// Run-pod error: the refused RunPodSandbox fails, nothing is listed
@@ -229,6 +236,9 @@ pub struct RunBlockedOutcome {
     pub state_after: Option<Result<PodState, String>>,
     /// The error of a creation in the pod after the run.
     pub create_after_error: Option<String>,
+    /// How many tries it took (a first try can miss a holding instance the
+    /// runtime has not made active yet; the outcome is the last try's).
+    pub attempts: u32,
 }
 
 /// Run-pod blocked: while a plugin holds RunPodSandbox the pod is not listed
@@ -317,6 +327,9 @@ pub struct CreateBlockedOutcome {
     pub create_error: Option<String>,
     /// Its status after the creation.
     pub state_after: Option<Result<ContainerState, String>>,
+    /// How many tries it took (a first try can miss a holding instance the
+    /// runtime has not made active yet; the outcome is the last try's).
+    pub attempts: u32,
 }
 
 /// Create blocked: while a plugin holds CreateContainer the container is not

@@ -6,14 +6,18 @@ use std::time::Duration;
 
 use crate::Error;
 use crate::check::{CreateBlockedOutcome, RunBlockedOutcome, RunErrorOutcome, StopPodStateOutcome};
-use crate::cri::{ContainerSpec, Cri, must};
+use crate::cri::{ContainerSpec, Cri, PodSpec, must};
 use crate::record::EventKind;
-use crate::recorder::{Behaviour, HoldPoint};
+use crate::recorder::{Behaviour, Held, HoldPoint};
 
-use super::{Driver, boxed, while_held};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use super::{Driver, HOLD_ATTEMPTS, boxed, while_held};
 
 /// Index of the holding instances: after the main one, before the tail.
 const HOLD_INDEX: &str = "50";
+/// Name of the container held in CreateContainer (of its first try).
+const CREATE_HELD: &str = "cblk-held";
 
 fn holding(event: EventKind, prefix: &str, point: HoldPoint) -> Behaviour {
     Behaviour {
@@ -27,29 +31,85 @@ async fn within<T>(budget: Duration, f: impl Future<Output = T>) -> Option<T> {
     tokio::time::timeout(budget, f).await.ok()
 }
 
+/// The tag of pod `tag`'s `attempt`-th try (see [`HOLD_ATTEMPTS`]); the
+/// holding instance's prefix, the first try's name, matches them all.
+fn attempt_tag(tag: &str, attempt: u32) -> String {
+    if attempt == 1 {
+        tag.to_owned()
+    } else {
+        format!("{tag}-try{attempt}")
+    }
+}
+
+/// Whether a hold is of the pod named `name`.
+fn of_pod(name: &str) -> impl Fn(&Held) -> bool + '_ {
+    move |h| h.pod.as_ref().is_some_and(|p| p.name == name)
+}
+
 impl<C: Cri> Driver<'_, C> {
     /// StopPodSandbox held: the pod's containers must be listed as exited
     /// and the pod's status readable.
     pub(crate) async fn stop_pod_state(&mut self) -> Result<(), Error> {
         let (point, mut rx) = HoldPoint::new(self.hold_max());
-        let spec = self.spec("stops");
-        let b = holding(EventKind::StopPodSandbox, &spec.name, point);
+        let b = holding(EventKind::StopPodSandbox, &self.spec("stops").name, point);
         let holder = self.inst.spawn_synced("hold-stop", HOLD_INDEX, b).await?;
-        let (pod, spec) = self.pod("stops").await?;
+        let mut attempt = 1;
+        let o = loop {
+            let mut o = self
+                .stop_pod_state_once(&attempt_tag("stops", attempt), &mut rx)
+                .await?;
+            o.attempts = attempt;
+            if o.held || o.stop_error.is_some() || attempt == HOLD_ATTEMPTS {
+                break o;
+            }
+            // Not held, stopped all the same: remove it and try again.
+            must(
+                || format!("remove pod {}", o.pod),
+                self.cri.remove_pod(&o.pod).await,
+            )?;
+            self.removed_pod(&o.pod);
+            attempt += 1;
+        };
+        // Before the clean-up: a stop that failed is repeated by it.
+        self.inst.stop_and_wait(&holder).await;
+        let (stopped, pod) = (o.stop_error.is_none(), o.pod.clone());
+        self.d.stop_pod_state = Some(o);
+        if stopped {
+            must(
+                || format!("remove pod {pod}"),
+                self.cri.remove_pod(&pod).await,
+            )?;
+            self.removed_pod(&pod);
+            Ok(())
+        } else {
+            self.remove_pod(&pod).await
+        }
+    }
+
+    async fn stop_pod_state_once(
+        &mut self,
+        tag: &str,
+        rx: &mut UnboundedReceiver<Held>,
+    ) -> Result<StopPodStateOutcome, Error> {
+        let (pod, spec) = self.pod(tag).await?;
         let ctr = self.must_run(&pod, &spec, "c1").await?;
         let (c, budget, pod_ref) = (self.cri, self.probe_budget(), &pod);
         let (stop, probe) = boxed(|| {
-            while_held(c.stop_pod(pod_ref), &mut rx, |h| async move {
-                let looked = within(budget, async {
-                    tokio::join!(c.list_containers(pod_ref), c.pod_status(pod_ref))
-                })
-                .await;
-                h.release();
-                looked
-            })
+            while_held(
+                c.stop_pod(pod_ref),
+                rx,
+                of_pod(&spec.name),
+                |h| async move {
+                    let looked = within(budget, async {
+                        tokio::join!(c.list_containers(pod_ref), c.pod_status(pod_ref))
+                    })
+                    .await;
+                    h.release();
+                    looked
+                },
+            )
         })
         .await;
-        self.inst.stop_and_wait(&holder).await;
         let mut o = StopPodStateOutcome {
             pod: pod.clone(),
             containers: vec![ctr],
@@ -61,36 +121,48 @@ impl<C: Cri> Driver<'_, C> {
             o.listed = Some(list?);
             o.pod_status = Some(status?);
         }
-        let stopped = o.stop_error.is_none();
-        self.d.stop_pod_state = Some(o);
-        if stopped {
-            must(|| format!("remove pod {pod}"), c.remove_pod(&pod).await)?;
-            self.removed_pod(&pod);
-            Ok(())
-        } else {
-            self.remove_pod(&pod).await
-        }
+        Ok(o)
     }
 
     /// RunPodSandbox refused once by a plugin: the run fails, nothing is
-    /// left, the retry works.
+    /// left, the retry works. A run that worked may have missed the new
+    /// refusing instance (see [`HOLD_ATTEMPTS`]): that pod is removed and
+    /// the phase tried once more with another.
     pub(crate) async fn run_error(&mut self) -> Result<(), Error> {
-        let c = self.cri;
-        let spec = self.spec("runerr");
         let b = Behaviour {
-            fail_run_pod_once: Some(spec.name.clone()),
+            fail_run_pod_once: Some(self.spec("runerr").name),
             ..Behaviour::default()
         };
         let failer = self.inst.spawn_synced("fail-run", "92", b).await?;
+        let mut attempt = 1;
+        let o = loop {
+            let mut o = self
+                .run_error_once(&attempt_tag("runerr", attempt), &failer)
+                .await?;
+            o.attempts = attempt;
+            if o.failed_error.is_some() || attempt == HOLD_ATTEMPTS {
+                break o;
+            }
+            attempt += 1;
+        };
+        self.inst.stop_and_wait(&failer).await;
+        self.d.run_error = Some(o);
+        Ok(())
+    }
+
+    async fn run_error_once(&mut self, tag: &str, failer: &str) -> Result<RunErrorOutcome, Error> {
+        let c = self.cri;
+        let spec = self.spec(tag);
         let mut o = RunErrorOutcome {
             name: spec.name.clone(),
             ..RunErrorOutcome::default()
         };
         match c.run_pod(&spec).await? {
             Ok(id) => {
-                // It should not have worked; take it away before the retry.
+                // It should not have worked; take it away.
                 self.made_pod(&id, &spec);
                 self.remove_pod(&id).await?;
+                return Ok(o);
             }
             Err(e) => {
                 o.failed_error = Some(e);
@@ -125,18 +197,40 @@ impl<C: Cri> Driver<'_, C> {
             }
             Err(e) => o.retry_error = Some(e),
         }
-        self.inst.stop_and_wait(&failer).await;
-        self.d.run_error = Some(o);
-        Ok(())
+        Ok(o)
     }
 
     /// RunPodSandbox held: the pod must not be listed or ready, and a
     /// container cannot be created in it.
     pub(crate) async fn run_blocked(&mut self) -> Result<(), Error> {
         let (point, mut rx) = HoldPoint::new(self.hold_max());
-        let spec = self.spec("runblk");
-        let b = holding(EventKind::RunPodSandbox, &spec.name, point);
+        let b = holding(EventKind::RunPodSandbox, &self.spec("runblk").name, point);
         let holder = self.inst.spawn_synced("hold-run", HOLD_INDEX, b).await?;
+        let mut attempt = 1;
+        let o = loop {
+            let mut o = self
+                .run_blocked_once(&attempt_tag("runblk", attempt), &mut rx)
+                .await?;
+            o.attempts = attempt;
+            if o.held.is_some() || o.run_error.is_some() || attempt == HOLD_ATTEMPTS {
+                break o;
+            }
+            attempt += 1;
+        };
+        self.d.run_blocked = Some(o);
+        // Only now: a plugin that just went away can still fail the next
+        // creation (containerd 2.3 calls it as a validator).
+        self.inst.stop_and_wait(&holder).await;
+        Ok(())
+    }
+
+    /// One try of [`Self::run_blocked`]; a pod that was run is removed.
+    async fn run_blocked_once(
+        &mut self,
+        tag: &str,
+        rx: &mut UnboundedReceiver<Held>,
+    ) -> Result<RunBlockedOutcome, Error> {
+        let spec = self.spec(tag);
         let (c, budget) = (self.cri, self.probe_budget());
         let in_held = ContainerSpec {
             name: "in-held".into(),
@@ -144,19 +238,24 @@ impl<C: Cri> Driver<'_, C> {
         };
         let (spec_ref, in_held_ref) = (&spec, &in_held);
         let (run, probe) = boxed(|| {
-            while_held(c.run_pod(spec_ref), &mut rx, |h| async move {
-                let id = h.pod.as_ref().map(|p| p.id.clone()).unwrap_or_default();
-                // Both must be answered while the hook is held: a creation that
-                // reached the runtime only after the release proves nothing.
-                let (created, looked) = tokio::join!(
-                    within(budget, c.create_container(&id, spec_ref, in_held_ref)),
-                    within(budget, async {
-                        tokio::join!(c.list_pods(), c.pod_status(&id))
-                    })
-                );
-                h.release();
-                (id, created, looked)
-            })
+            while_held(
+                c.run_pod(spec_ref),
+                rx,
+                of_pod(&spec.name),
+                |h| async move {
+                    let id = h.pod.as_ref().map(|p| p.id.clone()).unwrap_or_default();
+                    // Both must be answered while the hook is held: a creation that
+                    // reached the runtime only after the release proves nothing.
+                    let (created, looked) = tokio::join!(
+                        within(budget, c.create_container(&id, spec_ref, in_held_ref)),
+                        within(budget, async {
+                            tokio::join!(c.list_pods(), c.pod_status(&id))
+                        })
+                    );
+                    h.release();
+                    (id, created, looked)
+                },
+            )
         })
         .await;
         let mut o = RunBlockedOutcome {
@@ -190,29 +289,51 @@ impl<C: Cri> Driver<'_, C> {
             }
             Err(e) => o.run_error = Some(e),
         }
-        self.d.run_blocked = Some(o);
-        // Only now: a plugin that just went away can still fail the next
-        // creation (containerd 2.3 calls it as a validator).
-        self.inst.stop_and_wait(&holder).await;
-        Ok(())
+        Ok(o)
     }
 
     /// CreateContainer held: the container must not be listed as created.
     pub(crate) async fn create_blocked(&mut self) -> Result<(), Error> {
         let (point, mut rx) = HoldPoint::new(self.hold_max());
-        let name = "cblk-held";
-        let b = holding(EventKind::CreateContainer, name, point);
+        let b = holding(EventKind::CreateContainer, CREATE_HELD, point);
         let holder = self.inst.spawn_synced("hold-create", HOLD_INDEX, b).await?;
-        let (pod, spec) = self.pod("ctrblk").await?;
-        let (c, budget, pod_ref) = (self.cri, self.probe_budget(), &pod);
+        let mut attempt = 1;
+        let (o, pod) = loop {
+            let (pod, spec) = self.pod(&attempt_tag("ctrblk", attempt)).await?;
+            let name = attempt_tag(CREATE_HELD, attempt);
+            let mut o = self
+                .create_blocked_once(&pod, &spec, &name, &mut rx)
+                .await?;
+            o.attempts = attempt;
+            if o.held.is_some() || o.create_error.is_some() || attempt == HOLD_ATTEMPTS {
+                break (o, pod);
+            }
+            self.remove_pod(&pod).await?;
+            attempt += 1;
+        };
+        self.inst.stop_and_wait(&holder).await;
+        self.d.create_blocked = Some(o);
+        self.remove_pod(&pod).await
+    }
+
+    async fn create_blocked_once(
+        &mut self,
+        pod: &str,
+        spec: &PodSpec,
+        name: &str,
+        rx: &mut UnboundedReceiver<Held>,
+    ) -> Result<CreateBlockedOutcome, Error> {
+        let (c, budget) = (self.cri, self.probe_budget());
         let ctr = ContainerSpec {
             name: name.into(),
             command: None,
         };
+        let ours = |h: &Held| h.container.as_ref().is_some_and(|c| c.name == name);
         let (created, probe) = boxed(|| {
             while_held(
-                c.create_container(pod_ref, &spec, &ctr),
-                &mut rx,
+                c.create_container(pod, spec, &ctr),
+                rx,
+                ours,
                 |h| async move {
                     let id = h
                         .container
@@ -220,7 +341,7 @@ impl<C: Cri> Driver<'_, C> {
                         .map(|c| c.id.clone())
                         .unwrap_or_default();
                     let looked = within(budget, async {
-                        tokio::join!(c.list_containers(pod_ref), c.container_status(&id))
+                        tokio::join!(c.list_containers(pod), c.container_status(&id))
                     })
                     .await;
                     h.release();
@@ -229,7 +350,6 @@ impl<C: Cri> Driver<'_, C> {
             )
         })
         .await;
-        self.inst.stop_and_wait(&holder).await;
         let mut o = CreateBlockedOutcome {
             name: name.into(),
             ..CreateBlockedOutcome::default()
@@ -246,12 +366,11 @@ impl<C: Cri> Driver<'_, C> {
         }
         match created? {
             Ok(id) => {
-                self.made_container(&id, name, &pod);
+                self.made_container(&id, name, pod);
                 o.state_after = Some(c.container_status(&id).await?.map(|s| s.state));
             }
             Err(e) => o.create_error = Some(e),
         }
-        self.d.create_blocked = Some(o);
-        self.remove_pod(&pod).await
+        Ok(o)
     }
 }
