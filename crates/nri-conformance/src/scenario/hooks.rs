@@ -7,12 +7,12 @@ use std::time::Duration;
 use crate::Error;
 use crate::check::{CreateBlockedOutcome, RunBlockedOutcome, RunErrorOutcome, StopPodStateOutcome};
 use crate::cri::{ContainerSpec, Cri, PodSpec, must};
-use crate::record::EventKind;
+use crate::record::{EventKind, Record};
 use crate::recorder::{Behaviour, Held, HoldPoint};
 
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use super::{Driver, HOLD_ATTEMPTS, boxed, while_held};
+use super::{Driver, HOLD_ATTEMPTS, boxed, release_late, while_held};
 
 /// Index of the holding instances: after the main one, before the tail.
 const HOLD_INDEX: &str = "50";
@@ -39,6 +39,16 @@ fn attempt_tag(tag: &str, attempt: u32) -> String {
     } else {
         format!("{tag}-try{attempt}")
     }
+}
+
+/// Logs that the first try of `clause` missed its new instance; `late`:
+/// whether the missed event reached the instance afterwards.
+fn trying_again(clause: &str, late: bool) {
+    tracing::info!(
+        clause,
+        late,
+        "the first try missed the new instance (not active yet in the runtime); trying once more"
+    );
 }
 
 /// Whether a hold is of the pod named `name`.
@@ -68,6 +78,9 @@ impl<C: Cri> Driver<'_, C> {
                 self.cri.remove_pod(&o.pod).await,
             )?;
             self.removed_pod(&o.pod);
+            let missed = self.spec(&attempt_tag("stops", attempt)).name;
+            let late = release_late(&mut rx, of_pod(&missed), self.late_budget()).await;
+            trying_again("stop-pod-state", late);
             attempt += 1;
         };
         // Before the clean-up: a stop that failed is repeated by it.
@@ -143,6 +156,13 @@ impl<C: Cri> Driver<'_, C> {
             if o.failed_error.is_some() || attempt == HOLD_ATTEMPTS {
                 break o;
             }
+            let seen = |r: &Record| {
+                r.instance == failer
+                    && r.as_event()
+                        .is_some_and(|(e, p, _)| e == EventKind::RunPodSandbox && p.name == o.name)
+            };
+            let late = self.inst.wait_recorded(self.late_budget(), seen).await;
+            trying_again("run-pod-error", late);
             attempt += 1;
         };
         self.inst.stop_and_wait(&failer).await;
@@ -215,6 +235,8 @@ impl<C: Cri> Driver<'_, C> {
             if o.held.is_some() || o.run_error.is_some() || attempt == HOLD_ATTEMPTS {
                 break o;
             }
+            let late = release_late(&mut rx, of_pod(&o.name), self.late_budget()).await;
+            trying_again("run-pod-blocked", late);
             attempt += 1;
         };
         self.d.run_blocked = Some(o);
@@ -309,6 +331,9 @@ impl<C: Cri> Driver<'_, C> {
                 break (o, pod);
             }
             self.remove_pod(&pod).await?;
+            let ours = |h: &Held| h.container.as_ref().is_some_and(|c| c.name == o.name);
+            let late = release_late(&mut rx, ours, self.late_budget()).await;
+            trying_again("create-blocked", late);
             attempt += 1;
         };
         self.inst.stop_and_wait(&holder).await;

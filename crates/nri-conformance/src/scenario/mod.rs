@@ -32,7 +32,9 @@ const REACH_TIMEOUT: Duration = Duration::from_secs(30);
 /// and what the runtime does with an event in that window is its own
 /// business (ours delivers it after the event, see docs/runtime/sync.md;
 /// another may leave the new plugin out). A first miss can be that window's; a
-/// second, on an instance that has been active since, is the runtime's.
+/// second, after the first try's event reached the instance late (so the
+/// instance is active) or not at all within [`Driver::late_budget`], is the
+/// runtime's.
 pub(crate) const HOLD_ATTEMPTS: u32 = 2;
 
 /// What the driver did and observed.
@@ -209,6 +211,36 @@ impl<C: Cri> Driver<'_, C> {
     pub(crate) fn probe_budget(&self) -> Duration {
         self.plan.request_timeout / 2
     }
+
+    /// How long a try that missed a new instance waits for the instance to
+    /// get the missed event after all (see [`HOLD_ATTEMPTS`]): the runtime
+    /// makes a plugin active within its request timeout of the answer.
+    pub(crate) fn late_budget(&self) -> Duration {
+        self.plan.request_timeout * 2
+    }
+}
+
+/// After a try whose call missed the new instance: waits (at most
+/// `budget`) for the hold of that call to arrive after all, and lets it go
+/// at once. A runtime that queued the event for the instance (ours)
+/// delivers it once the instance is active, so the next try meets an
+/// active instance; a runtime that left the instance out never delivers
+/// it, and the next try goes ahead when the wait runs out. Other holds met
+/// on the way are let go too. Whether the late hold came.
+pub(crate) async fn release_late(
+    rx: &mut UnboundedReceiver<Held>,
+    is_ours: impl Fn(&Held) -> bool,
+    budget: Duration,
+) -> bool {
+    let deadline = tokio::time::Instant::now() + budget;
+    while let Ok(Some(h)) = tokio::time::timeout_at(deadline, rx.recv()).await {
+        let ours = is_ours(&h);
+        h.release();
+        if ours {
+            return true;
+        }
+    }
+    false
 }
 
 /// Runs `call` while waiting for the call it makes an instance hold: when a
