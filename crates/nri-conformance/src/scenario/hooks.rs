@@ -150,7 +150,11 @@ impl<C: Cri> Driver<'_, C> {
         let mut attempt = 1;
         let o = loop {
             let mut o = self
-                .run_error_once(&attempt_tag("runerr", attempt), &failer)
+                .run_error_once(
+                    &attempt_tag("runerr", attempt),
+                    &failer,
+                    attempt == HOLD_ATTEMPTS,
+                )
                 .await?;
             o.attempts = attempt;
             if o.failed_error.is_some() || attempt == HOLD_ATTEMPTS {
@@ -170,7 +174,14 @@ impl<C: Cri> Driver<'_, C> {
         Ok(())
     }
 
-    async fn run_error_once(&mut self, tag: &str, failer: &str) -> Result<RunErrorOutcome, Error> {
+    /// One try of [`Self::run_error`]. A run that worked is removed; on the
+    /// `last` try the retry follows all the same (its row is judged whole).
+    async fn run_error_once(
+        &mut self,
+        tag: &str,
+        failer: &str,
+        last: bool,
+    ) -> Result<RunErrorOutcome, Error> {
         let c = self.cri;
         let spec = self.spec(tag);
         let mut o = RunErrorOutcome {
@@ -182,7 +193,9 @@ impl<C: Cri> Driver<'_, C> {
                 // It should not have worked; take it away.
                 self.made_pod(&id, &spec);
                 self.remove_pod(&id).await?;
-                return Ok(o);
+                if !last {
+                    return Ok(o);
+                }
             }
             Err(e) => {
                 o.failed_error = Some(e);
