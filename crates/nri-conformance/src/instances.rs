@@ -84,25 +84,6 @@ impl Instances {
         Ok(name)
     }
 
-    /// Waits (at most `budget`) until a record `f` accepts is in the log;
-    /// whether one came.
-    pub(crate) async fn wait_recorded(
-        &self,
-        budget: Duration,
-        f: impl Fn(&Record) -> bool,
-    ) -> bool {
-        let t = Instant::now();
-        loop {
-            if self.log.any(&f) {
-                return true;
-            }
-            if t.elapsed() > budget {
-                return false;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
     /// Waits until `name` synchronized (or failed).
     pub(crate) async fn wait_synced(&self, name: &str) -> Result<(), Error> {
         let deadline = self.registration_timeout + Duration::from_secs(1);

@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::Error;
 use crate::check::{CreateBlockedOutcome, RunBlockedOutcome, RunErrorOutcome, StopPodStateOutcome};
 use crate::cri::{ContainerSpec, Cri, PodSpec, must};
+use crate::instances::wait_until;
 use crate::record::{EventKind, Record};
 use crate::recorder::{Behaviour, Held, HoldPoint};
 
@@ -165,7 +166,8 @@ impl<C: Cri> Driver<'_, C> {
                     && r.as_event()
                         .is_some_and(|(e, p, _)| e == EventKind::RunPodSandbox && p.name == o.name)
             };
-            let late = self.inst.wait_recorded(self.late_budget(), seen).await;
+            let log = &self.inst.log;
+            let late = wait_until(self.late_budget(), || log.any(seen)).await;
             trying_again("run-pod-error", late);
             attempt += 1;
         };
