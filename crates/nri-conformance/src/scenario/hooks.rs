@@ -57,6 +57,11 @@ fn of_pod(name: &str) -> impl Fn(&Held) -> bool + '_ {
     move |h| h.pod.as_ref().is_some_and(|p| p.name == name)
 }
 
+/// Whether a hold is of the container named `name`.
+fn of_container(name: &str) -> impl Fn(&Held) -> bool + '_ {
+    move |h| h.container.as_ref().is_some_and(|c| c.name == name)
+}
+
 impl<C: Cri> Driver<'_, C> {
     /// StopPodSandbox held: the pod's containers must be listed as exited
     /// and the pod's status readable.
@@ -66,9 +71,8 @@ impl<C: Cri> Driver<'_, C> {
         let holder = self.inst.spawn_synced("hold-stop", HOLD_INDEX, b).await?;
         let mut attempt = 1;
         let o = loop {
-            let mut o = self
-                .stop_pod_state_once(&attempt_tag("stops", attempt), &mut rx)
-                .await?;
+            let tag = attempt_tag("stops", attempt);
+            let mut o = self.stop_pod_state_once(&tag, &mut rx).await?;
             o.attempts = attempt;
             if o.held || o.stop_error.is_some() || attempt == HOLD_ATTEMPTS {
                 break o;
@@ -79,7 +83,7 @@ impl<C: Cri> Driver<'_, C> {
                 self.cri.remove_pod(&o.pod).await,
             )?;
             self.removed_pod(&o.pod);
-            let missed = self.spec(&attempt_tag("stops", attempt)).name;
+            let missed = self.spec(&tag).name;
             let late = release_late(&mut rx, of_pod(&missed), self.late_budget()).await;
             trying_again("stop-pod-state", late);
             attempt += 1;
@@ -346,8 +350,7 @@ impl<C: Cri> Driver<'_, C> {
                 break (o, pod);
             }
             self.remove_pod(&pod).await?;
-            let ours = |h: &Held| h.container.as_ref().is_some_and(|c| c.name == o.name);
-            let late = release_late(&mut rx, ours, self.late_budget()).await;
+            let late = release_late(&mut rx, of_container(&o.name), self.late_budget()).await;
             trying_again("create-blocked", late);
             attempt += 1;
         };
@@ -368,12 +371,11 @@ impl<C: Cri> Driver<'_, C> {
             name: name.into(),
             command: None,
         };
-        let ours = |h: &Held| h.container.as_ref().is_some_and(|c| c.name == name);
         let (created, probe) = boxed(|| {
             while_held(
                 c.create_container(pod, spec, &ctr),
                 rx,
-                ours,
+                of_container(name),
                 |h| async move {
                     let id = h
                         .container

@@ -31,10 +31,10 @@ const REACH_TIMEOUT: Duration = Duration::from_secs(30);
 /// answered Synchronize, but the runtime may not have made it active yet,
 /// and what the runtime does with an event in that window is its own
 /// business (ours delivers it after the event, see docs/runtime/sync.md;
-/// another may leave the new plugin out). A first miss can be that window's; a
-/// second, after the first try's event reached the instance late (so the
-/// instance is active) or not at all within [`Driver::late_budget`], is the
-/// runtime's.
+/// another may leave the new plugin out). A first miss can be that
+/// window's; a second, after the first try's event reached the instance
+/// late (so the instance is active) or not at all within
+/// [`Driver::late_budget`], is the runtime's.
 pub(crate) const HOLD_ATTEMPTS: u32 = 2;
 
 /// What the driver did and observed.
