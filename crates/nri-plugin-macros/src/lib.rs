@@ -15,13 +15,14 @@ use proc_macro::{Delimiter, Group, Ident, Literal, Punct, Spacing, Span, TokenSt
 /// handles. Must list every event method of `nri_plugin::Plugin` (a test in
 /// `nri-plugin` checks that a plugin defining all of them handles all 14
 /// events).
-const EVENT_METHODS: [(&str, &str); 14] = [
+const EVENT_METHODS: [(&str, &str); 15] = [
     ("run_pod_sandbox", "RunPodSandbox"),
     ("update_pod_sandbox", "UpdatePodSandbox"),
     ("post_update_pod_sandbox", "PostUpdatePodSandbox"),
     ("stop_pod_sandbox", "StopPodSandbox"),
     ("remove_pod_sandbox", "RemovePodSandbox"),
     ("create_container", "CreateContainer"),
+    ("create_container_encoded", "CreateContainer"),
     ("post_create_container", "PostCreateContainer"),
     ("start_container", "StartContainer"),
     ("post_start_container", "PostStartContainer"),

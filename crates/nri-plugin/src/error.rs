@@ -197,6 +197,36 @@ pub enum Error {
         source: Option<prost::DecodeError>,
     },
 
+    /// A request from the runtime cannot be decoded: found by
+    /// [`Encoded`](crate::Encoded) when the plugin decodes it. As a
+    /// [`HandlerError`](crate::HandlerError) (with `?`) it answers
+    /// `INVALID_ARGUMENT`.
+    #[error("malformed {message}: {reason}")]
+    MalformedRequest {
+        /// The protobuf message that failed (the request, or the part of
+        /// it being decoded, e.g. `Container`).
+        message: &'static str,
+        /// What is wrong.
+        reason: String,
+        /// protobuf's decoding error, when it found the problem.
+        #[source]
+        source: Option<prost::DecodeError>,
+    },
+
+    /// A request from the runtime would decode to more memory than the SDK
+    /// allows (see [`DECODED_RATIO`](crate::DECODED_RATIO)) and was not
+    /// decoded: found by [`Encoded`](crate::Encoded) when the plugin
+    /// decodes it. As a [`HandlerError`](crate::HandlerError) (with `?`) it
+    /// answers `RESOURCE_EXHAUSTED`.
+    #[error("refused to decode {message}: {reason}")]
+    RequestTooLarge {
+        /// The protobuf message refused (the request, or the part of it
+        /// being decoded, e.g. `Container`).
+        message: &'static str,
+        /// Its size and what it would decode to.
+        reason: String,
+    },
+
     /// The connection to the runtime ended (runtime restarted or stopped,
     /// or a transport error).
     #[error("connection to the runtime lost while {phase}")]
@@ -262,6 +292,16 @@ impl Error {
     pub fn usage(message: impl Into<String>) -> Self {
         Error::Usage {
             message: message.into(),
+        }
+    }
+
+    /// The status code a handler's answer carries for this error (see
+    /// [`HandlerError`](crate::HandlerError)'s conversion).
+    pub(crate) fn handler_code(&self) -> nri_ttrpc::Code {
+        match self {
+            Error::MalformedRequest { .. } => nri_ttrpc::Code::InvalidArgument,
+            Error::RequestTooLarge { .. } => nri_ttrpc::Code::ResourceExhausted,
+            _ => nri_ttrpc::Code::Unknown,
         }
     }
 

@@ -319,6 +319,7 @@
 extern crate self as nri_plugin;
 
 mod builder;
+mod encoded;
 mod error;
 mod flags;
 mod handle;
@@ -332,6 +333,7 @@ mod stub;
 mod sync_chunk;
 
 pub use builder::{Builder, ConnectMode, ReconnectPolicy};
+pub use encoded::Encoded;
 pub use error::{BoxError, Error, Phase};
 pub use flags::{FlagValue, GoFlags};
 pub use handle::PluginHandle;

@@ -140,6 +140,14 @@ pub(crate) struct RequestRefused {
 }
 
 impl RequestRefused {
+    /// A request that would not decode, for `reason`.
+    pub(crate) fn malformed(reason: String) -> Self {
+        RequestRefused {
+            malformed: true,
+            reason,
+        }
+    }
+
     /// The status answered to the runtime.
     pub(crate) fn status(&self) -> nri_ttrpc::Status {
         let code = if self.malformed {

@@ -5,13 +5,14 @@ use std::future::{Future, Ready, ready};
 use std::time::Duration;
 
 use nri_api::api::{
-    Container, ContainerUpdate, CreateContainerResponse, Event, LinuxResources, PodSandbox,
-    StopContainerResponse, UpdateContainerResponse, ValidateContainerAdjustmentRequest,
+    Container, ContainerUpdate, CreateContainerRequest, CreateContainerResponse, Event,
+    LinuxResources, PodSandbox, StopContainerResponse, UpdateContainerResponse,
+    ValidateContainerAdjustmentRequest,
 };
 use nri_api::{EventMask, RuntimeNriVersion};
 use nri_ttrpc::{Code, Status};
 
-use crate::{Error, PluginHandle, SyncChunk};
+use crate::{Encoded, Error, PluginHandle, SyncChunk};
 
 /// What a handler returns.
 pub type HandlerResult<T> = Result<T, HandlerError>;
@@ -20,8 +21,10 @@ pub type HandlerResult<T> = Result<T, HandlerError>;
 /// the answer (code `UNKNOWN` unless chosen with [`HandlerError::with_code`],
 /// message = the error's text with its causes).
 ///
-/// Any `std::error::Error` converts with `?`; use [`HandlerError::msg`] for
-/// plain text. [`HandlerError::unimplemented`] answers `UNIMPLEMENTED`
+/// Any `std::error::Error` converts with `?` (the SDK's
+/// [`Error::MalformedRequest`] and [`Error::RequestTooLarge`] with codes
+/// `INVALID_ARGUMENT` and `RESOURCE_EXHAUSTED`); use [`HandlerError::msg`]
+/// for plain text. [`HandlerError::unimplemented`] answers `UNIMPLEMENTED`
 /// (rarely what a plugin wants: a v0.12 runtime takes it as "use
 /// `StateChange` instead" for the events that have a `StateChange` form,
 /// and fails the request for the others).
@@ -112,7 +115,12 @@ impl<E: std::error::Error + Send + Sync + 'static> From<E> for HandlerError {
             message.push_str(&s.to_string());
             source = s.source();
         }
-        HandlerError::msg(message)
+        // The SDK's own request errors keep the code the SDK answers them
+        // with when it decodes a request itself.
+        let code = (&err as &dyn std::any::Any)
+            .downcast_ref::<Error>()
+            .map_or(Code::Unknown, Error::handler_code);
+        HandlerError::msg(message).with_code(code)
     }
 }
 
@@ -382,6 +390,55 @@ pub trait Plugin: Send + Sync + 'static {
         container: Container,
     ) -> impl Future<Output = HandlerResult<CreateContainerResponse>> + Send {
         unhandled((pod, container))
+    }
+
+    /// A container is being created, with the request still encoded: the
+    /// plugin decodes what it needs of it ([`Encoded::pod`],
+    /// [`Encoded::container`], or [`Encoded::decode`] for all of it) or
+    /// nothing at all. Implement this instead of
+    /// [`create_container`](Plugin::create_container) when the plugin
+    /// often answers without looking at the whole request (for instance
+    /// when it acts on some containers only and can tell them from the
+    /// container alone): decoding is most of what an event costs a plugin.
+    /// The SDK calls this method for every `CreateContainer`; the default
+    /// decodes the whole request and calls `create_container` (a request
+    /// that is malformed or too large is answered `INVALID_ARGUMENT` or
+    /// `RESOURCE_EXHAUSTED` without calling it). Either method subscribes
+    /// the plugin to `CreateContainer`; with both, the SDK calls only this
+    /// one.
+    ///
+    /// ```
+    /// use nri_plugin::api::{ContainerAdjustment, CreateContainerRequest, CreateContainerResponse};
+    /// use nri_plugin::{Encoded, HandlerResult, Plugin};
+    ///
+    /// struct DebugEnv;
+    ///
+    /// #[nri_plugin::plugin]
+    /// impl Plugin for DebugEnv {
+    ///     async fn create_container_encoded(
+    ///         &self,
+    ///         request: Encoded<CreateContainerRequest>,
+    ///     ) -> HandlerResult<CreateContainerResponse> {
+    ///         // The pod is never decoded.
+    ///         let container = request.container()?;
+    ///         if container.annotation("debug.example.com/env").is_none() {
+    ///             return Ok(CreateContainerResponse::default());
+    ///         }
+    ///         let mut adjust = ContainerAdjustment::default();
+    ///         adjust.add_env("DEBUG", "1");
+    ///         Ok(CreateContainerResponse { adjust: Some(adjust), ..Default::default() })
+    ///     }
+    /// }
+    /// ```
+    fn create_container_encoded(
+        &self,
+        request: Encoded<CreateContainerRequest>,
+    ) -> impl Future<Output = HandlerResult<CreateContainerResponse>> + Send {
+        async move {
+            let r = request.decode()?;
+            let (pod, container) = (r.pod.unwrap_or_default(), r.container.unwrap_or_default());
+            self.create_container(pod, container).await
+        }
     }
 
     /// A container was created.

@@ -26,8 +26,8 @@ use crate::builder::Config;
 use crate::handle::{Shared, lock};
 use crate::limits::{SyncBudget, check_request};
 use crate::{
-    ConfigureInfo, Error, HandlerError, HandlerResult, Phase, Plugin, PluginHandle, RuntimeInfo,
-    SyncChunk, SyncKind, SyncMode,
+    ConfigureInfo, Encoded, Error, HandlerError, HandlerResult, Phase, Plugin, PluginHandle,
+    RuntimeInfo, SyncChunk, SyncKind, SyncMode,
 };
 
 /// Per-connection state shared by the service and the connection driver.
@@ -149,6 +149,20 @@ impl<P: Plugin> PluginService<P> {
             }
             Err(e) => Err(self.handler_error(event, method, e)),
         }
+    }
+
+    /// Hands a `CreateContainer` request to the plugin undecoded.
+    fn create_container_encoded(
+        &self,
+        request: Encoded<CreateContainerRequest>,
+        slot: &mut HandlerSlot,
+    ) {
+        let s = self.clone();
+        slot.set(async move {
+            let res = s.plugin.create_container_encoded(request).await;
+            let m = method::CREATE_CONTAINER;
+            s.answer(Event::CreateContainer, m, res, |v| encode(&v))
+        });
     }
 
     /// Whether an error of `event`'s method is answered with success.
@@ -527,10 +541,15 @@ impl<P: Plugin> PluginHandlers for PluginService<P> {
             slot.set(std::future::ready(Ok(Bytes::new())));
             return None;
         }
-        if m == PluginMethod::Synchronize {
-            return self.admit_synchronize(payload, slot);
+        match m {
+            PluginMethod::Synchronize => self.admit_synchronize(payload, slot),
+            // The plugin decodes what it needs (by default, everything).
+            PluginMethod::CreateContainer => {
+                self.create_container_encoded(Encoded::new(payload), slot);
+                None
+            }
+            _ => Some(payload),
         }
-        Some(payload)
     }
 
     fn decode<M: Message + prost::Name + Default>(
@@ -624,14 +643,10 @@ impl<P: Plugin> PluginHandlers for PluginService<P> {
         });
     }
 
+    // Not reached: `raw` takes every CreateContainer undecoded. Kept
+    // correct all the same.
     fn create_container(&self, r: CreateContainerRequest, slot: &mut HandlerSlot) {
-        let s = self.clone();
-        slot.set(async move {
-            let (pod, ctr) = (r.pod.unwrap_or_default(), r.container.unwrap_or_default());
-            let res = s.plugin.create_container(pod, ctr).await;
-            let m = method::CREATE_CONTAINER;
-            s.answer(Event::CreateContainer, m, res, |v| encode(&v))
-        });
+        self.create_container_encoded(Encoded::from_message(&r), slot);
     }
 
     fn post_create_container(&self, r: PostCreateContainerRequest, slot: &mut HandlerSlot) {

@@ -115,6 +115,11 @@ pub struct Cell {
     /// budgets zero), beside the same cell with the defaults.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub plain: bool,
+    /// Our plugins decode the whole CreateContainer request, as the Go
+    /// stub does, instead of nothing (their answer does not depend on it):
+    /// beside the same cell with the defaults, what decoding costs.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub decoding: bool,
 }
 
 /// Options of a benchmark run.
@@ -286,6 +291,7 @@ fn latency_cell(
         stacks: stacks.to_vec(),
         pace_ms: None,
         plain: false,
+        decoding: false,
     }
 }
 
@@ -304,6 +310,7 @@ fn sync_cell(id: &str, label: String, stacks: Vec<Stack>) -> Cell {
         stacks,
         pace_ms: None,
         plain: false,
+        decoding: false,
     }
 }
 

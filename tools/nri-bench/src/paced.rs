@@ -8,10 +8,17 @@
 //! Each is run twice in one run, with the defaults and in "plain" mode (no
 //! spinning anywhere: our runtime's and our plugins' spin budgets zero), so
 //! that what the latency machinery costs and buys is an A/B pair.
+//!
+//! Our bench plugin answers CreateContainer without decoding the request
+//! (`Plugin::create_container_encoded`: its answer does not depend on it),
+//! where the Go stub has to decode all of it. The "decoding" twins of the
+//! paced cell and of the K=1 back-to-back cells have our plugins decode the
+//! whole request, as a plugin that reads it all would: what decoding costs,
+//! beside the cells with the defaults.
 
 use crate::matrix::{BenchOptions, Cell, Stack};
 use crate::report::{BenchReport, TargetCheck};
-use crate::targets::{Want, ratio_check};
+use crate::targets::{Want, ratio_check, ratio_check_between};
 use crate::{Event, Flavour, Mode};
 
 /// Milliseconds between two calls of the paced cell.
@@ -22,6 +29,10 @@ const PACED_N: usize = 5000;
 
 /// Environment of `nri-bench-plugin`: its spin budget in µs.
 pub const ENV_PLUGIN_SPIN_US: &str = "NRI_BENCH_PLUGIN_SPIN_US";
+
+/// Environment of `nri-bench-plugin`: what it decodes of a CreateContainer
+/// request (`none`, its default; `container`; `all`).
+pub const ENV_PLUGIN_DECODE: &str = "NRI_BENCH_PLUGIN_DECODE";
 
 /// The paced cells (go/go, go/rust, rust/rust; the plain one without
 /// go/go, which has nothing to turn off) and the plain twins of the
@@ -35,11 +46,11 @@ pub(crate) fn cells(o: &BenchOptions) -> Vec<Cell> {
             .filter(|s| o.with_go || *s == Stack::RustRust)
             .collect()
     };
-    let paced = |plain: bool| Cell {
-        id: format!("paced-noop-k1{}", if plain { "-plain" } else { "" }),
+    let paced = |plain: bool, decoding: bool| Cell {
+        id: format!("paced-noop-k1{}", suffix(plain, decoding)),
         label: format!(
             "CreateContainer noop K=1, one every {PACE_MS} ms{}",
-            if plain { ", plain" } else { "" }
+            label_suffix(plain, decoding)
         ),
         mode: Mode::Latency,
         event: Event::CreateContainer,
@@ -48,44 +59,76 @@ pub(crate) fn cells(o: &BenchOptions) -> Vec<Cell> {
         n,
         warmup: (n / 20).max(10),
         concurrency: 1,
-        stacks: if plain {
+        stacks: if plain || decoding {
             with_go(&[Stack::GoRust, Stack::RustRust])
         } else {
             with_go(&[Stack::GoGo, Stack::GoRust, Stack::RustRust])
         },
         pace_ms: Some(PACE_MS),
         plain,
+        decoding,
     };
-    let mut cells = vec![paced(false), paced(true)];
+    let mut cells = vec![paced(false, false), paced(true, false), paced(false, true)];
     if o.quick {
-        // The plain twins double the back-to-back cells: not in the smoke run.
+        // The twins double the back-to-back cells: not in the smoke run.
         return cells;
     }
-    for flavour in [Flavour::Noop, Flavour::Adjusting] {
-        for k in [1usize, 4, 8] {
-            let n = (o.n / k).max(200);
-            cells.push(Cell {
-                id: format!("create-{}-k{k}-plain", flavour.as_str()),
-                label: format!("CreateContainer {} K={k}, plain", flavour.as_str()),
-                mode: Mode::Latency,
-                event: Event::CreateContainer,
-                flavour,
-                k,
-                n,
-                warmup: (n / 20).max(10),
-                concurrency: 1,
-                stacks: vec![Stack::RustRust],
-                pace_ms: None,
-                plain: true,
-            });
+    // Back to back, rust/rust: the plain twins, then the decoding twins.
+    for (plain, decoding) in [(true, false), (false, true)] {
+        for flavour in [Flavour::Noop, Flavour::Adjusting] {
+            for k in [1usize, 4, 8] {
+                let n = (o.n / k).max(200);
+                cells.push(Cell {
+                    id: format!(
+                        "create-{}-k{k}{}",
+                        flavour.as_str(),
+                        suffix(plain, decoding)
+                    ),
+                    label: format!(
+                        "CreateContainer {} K={k}{}",
+                        flavour.as_str(),
+                        label_suffix(plain, decoding)
+                    ),
+                    mode: Mode::Latency,
+                    event: Event::CreateContainer,
+                    flavour,
+                    k,
+                    n,
+                    warmup: (n / 20).max(10),
+                    concurrency: 1,
+                    stacks: vec![Stack::RustRust],
+                    pace_ms: None,
+                    plain,
+                    decoding,
+                });
+            }
         }
     }
     cells
 }
 
-/// Adds what `cell` asks of a run beyond the common flags: the pace, and
-/// in plain mode zero spin budgets for our runtime (`--spin-budget`) and
-/// our plugins (their environment).
+/// The id suffix of a twin cell.
+fn suffix(plain: bool, decoding: bool) -> &'static str {
+    match (plain, decoding) {
+        (true, _) => "-plain",
+        (false, true) => "-decoding",
+        (false, false) => "",
+    }
+}
+
+/// The label suffix of a twin cell.
+fn label_suffix(plain: bool, decoding: bool) -> &'static str {
+    match (plain, decoding) {
+        (true, _) => ", plain",
+        (false, true) => ", plugins decode the request",
+        (false, false) => "",
+    }
+}
+
+/// Adds what `cell` asks of a run beyond the common flags: the pace; in
+/// plain mode zero spin budgets for our runtime (`--spin-budget`) and our
+/// plugins (their environment); for a decoding twin, our plugins decoding
+/// the whole request (their environment).
 pub(crate) fn configure(cmd: &mut std::process::Command, cell: &Cell, stack: Stack) {
     if let Some(ms) = cell.pace_ms {
         cmd.arg("--pace").arg(format!("{ms}ms"));
@@ -95,6 +138,9 @@ pub(crate) fn configure(cmd: &mut std::process::Command, cell: &Cell, stack: Sta
             cmd.arg("--spin-budget").arg("0us");
         }
         cmd.env(ENV_PLUGIN_SPIN_US, "0");
+    }
+    if cell.decoding {
+        cmd.env(ENV_PLUGIN_DECODE, "all");
     }
 }
 
@@ -114,6 +160,18 @@ pub(crate) fn targets(report: &BenchReport) -> Vec<TargetCheck> {
         ));
         t.push(default_vs_plain(report, gr));
     }
+    if report.cell("paced-noop-k1-decoding").is_some() {
+        t.push(ratio_check_between(
+            report,
+            "plugins_cpu_us_per_event",
+            ("paced-noop-k1-decoding", gr),
+            ("paced-noop-k1", gg),
+            format!(
+                "plugin CPU per CreateContainer under the Go runtime, one every {PACE_MS} ms, plugin decodes the request"
+            ),
+            Want::AtMost(0.25),
+        ));
+    }
     if report.cell("create-noop-k1").is_some() {
         for f in ["noop", "adjusting"] {
             for k in [1, 4, 8] {
@@ -125,6 +183,20 @@ pub(crate) fn targets(report: &BenchReport) -> Vec<TargetCheck> {
                     gg,
                     format!("CreateContainer {f} K={k} runtime CPU per event (Rust stack)"),
                     Want::AtMost(0.25),
+                ));
+            }
+        }
+    }
+    if report.cell("create-noop-k1-decoding").is_some() {
+        for f in ["noop", "adjusting"] {
+            for k in [1, 4, 8] {
+                t.push(ratio_check_between(
+                    report,
+                    "latency_median_us",
+                    (&format!("create-{f}-k{k}-decoding"), rr),
+                    (&format!("create-{f}-k{k}"), gg),
+                    format!("CreateContainer {f} K={k} median latency (Rust stack, plugins decode the request)"),
+                    Want::AtMost(0.2),
                 ));
             }
         }

@@ -12,6 +12,7 @@ pub(crate) enum Want {
     AtLeast(f64),
 }
 
+/// `metric` of stack `num` over that of stack `den`, both in `cell`.
 pub(crate) fn ratio_check(
     report: &BenchReport,
     cell: &str,
@@ -21,13 +22,26 @@ pub(crate) fn ratio_check(
     name: String,
     want: Want,
 ) -> TargetCheck {
+    ratio_check_between(report, metric, (cell, num), (cell, den), name, want)
+}
+
+/// `metric` of stack `num` in cell `num_cell` over that of stack `den` in
+/// cell `den_cell`: for a twin cell (which does not run the Go stack)
+/// against the Go stack of the cell it is the twin of.
+pub(crate) fn ratio_check_between(
+    report: &BenchReport,
+    metric: &str,
+    (num_cell, num): (&str, Stack),
+    (den_cell, den): (&str, Stack),
+    name: String,
+    want: Want,
+) -> TargetCheck {
     let target = match want {
         Want::AtMost(x) => format!("<= {x:.2}x"),
         Want::AtLeast(x) => format!(">= {x:.1}x"),
     };
-    let pair = report
-        .cell(cell)
-        .and_then(|c| Some((c.metric(num, metric)?, c.metric(den, metric)?)));
+    let value = |cell: &str, stack: Stack| report.cell(cell).and_then(|c| c.metric(stack, metric));
+    let pair = value(num_cell, num).zip(value(den_cell, den));
     match pair {
         Some((a, b)) if b.median > 0.0 => {
             let r = a.median / b.median;

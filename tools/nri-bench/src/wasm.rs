@@ -65,6 +65,7 @@ pub(crate) fn cells(o: &BenchOptions) -> Vec<Cell> {
                 stacks: stacks.clone(),
                 pace_ms: None,
                 plain: false,
+                decoding: false,
             });
         }
     }

@@ -15,7 +15,12 @@
 //! CreateContainer returns nothing (`noop`) or, for `adjusting`, env
 //! `BENCH_PLUGIN_<idx>=<idx>-<name>` and annotation
 //! `bench.example.com/plugin-<idx>=<idx>-<name>`; StartContainer does
-//! nothing. A launching runtime's `NRI_PLUGIN_NAME` / `NRI_PLUGIN_IDX` take
+//! nothing. Its answer to CreateContainer does not depend on the request,
+//! so it takes it undecoded (`create_container_encoded`) and decodes none
+//! of it, where the Go stub has to decode all of it;
+//! `NRI_BENCH_PLUGIN_DECODE=all` decodes the whole request (and `container`
+//! the container only), to measure what a plugin that reads the request
+//! pays. A launching runtime's `NRI_PLUGIN_NAME` / `NRI_PLUGIN_IDX` take
 //! precedence (the name only when `--name` is not given);
 //! `NRI_BENCH_PLUGIN_SPIN_US` overrides the SDK's spin budget. One
 //! `current_thread` tokio runtime, logs at `--log-level` (default `warn`)
@@ -26,13 +31,41 @@
 use std::process::ExitCode;
 
 use nri_plugin::api::{
-    Container, ContainerAdjustment, ContainerUpdate, CreateContainerResponse, KeyValue, PodSandbox,
+    Container, ContainerAdjustment, ContainerUpdate, CreateContainerRequest,
+    CreateContainerResponse, KeyValue, PodSandbox,
 };
-use nri_plugin::{Builder, Error, HandlerResult, Plugin, SyncChunk, SyncKind, SyncMode};
+use nri_plugin::{Builder, Encoded, Error, HandlerResult, Plugin, SyncChunk, SyncKind, SyncMode};
 
 struct BenchPlugin {
     /// `Some((env key, annotation key, value))` for the adjusting flavour.
     adjust: Option<(String, String, String)>,
+    /// What of a CreateContainer request it decodes.
+    decode: Decode,
+}
+
+/// What the bench plugin decodes of each CreateContainer request
+/// ([`nri_bench::ENV_PLUGIN_DECODE`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Decode {
+    /// Nothing: its answer does not depend on the request (`none`).
+    Nothing,
+    /// The container only (`container`).
+    Container,
+    /// The whole request, as the Go stub does (`all`).
+    All,
+}
+
+impl Decode {
+    fn from_env(v: Option<&str>) -> Result<Decode, String> {
+        match v {
+            None | Some("none") => Ok(Decode::Nothing),
+            Some("container") => Ok(Decode::Container),
+            Some("all") => Ok(Decode::All),
+            Some(other) => Err(format!(
+                "invalid NRI_BENCH_PLUGIN_DECODE {other:?} (none | container | all)"
+            )),
+        }
+    }
 }
 
 #[nri_plugin::plugin]
@@ -65,11 +98,19 @@ impl Plugin for BenchPlugin {
         Ok(Vec::new())
     }
 
-    async fn create_container(
+    async fn create_container_encoded(
         &self,
-        _pod: PodSandbox,
-        _container: Container,
+        request: Encoded<CreateContainerRequest>,
     ) -> HandlerResult<CreateContainerResponse> {
+        match self.decode {
+            Decode::Nothing => {}
+            Decode::Container => {
+                std::hint::black_box(request.container()?);
+            }
+            Decode::All => {
+                std::hint::black_box(request.decode()?);
+            }
+        }
         let adjust = self.adjust.as_ref().map(|(env, ann, value)| {
             let mut a = ContainerAdjustment::default();
             a.env.push(KeyValue {
@@ -211,7 +252,15 @@ async fn run(args: Args) -> ExitCode {
         (None, None) => "go-plugin".into(),
     };
     let full = format!("{idx}-{name}");
+    let decode = match Decode::from_env(env(nri_bench::ENV_PLUGIN_DECODE).as_deref()) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("nri-bench-plugin {full}: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let plugin = BenchPlugin {
+        decode,
         adjust: args.adjusting.then(|| {
             (
                 format!("BENCH_PLUGIN_{idx}"),
@@ -225,7 +274,7 @@ async fn run(args: Args) -> ExitCode {
         .index(idx)
         .sync_mode(SyncMode::Streaming);
     // The Go harness passes Go flags only; this knob is for side runs.
-    if let Some(us) = env("NRI_BENCH_PLUGIN_SPIN_US").and_then(|v| v.parse().ok()) {
+    if let Some(us) = env(nri_bench::ENV_PLUGIN_SPIN_US).and_then(|v| v.parse().ok()) {
         b = b.spin_budget(std::time::Duration::from_micros(us));
     }
     if let Some(s) = args.socket {
