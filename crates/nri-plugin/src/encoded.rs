@@ -29,7 +29,7 @@ const CREATE_CONTAINER_CONTAINER: u32 = 2;
 /// [`container`](Encoded::container) decode one part and skip the other.
 /// A plugin that decides from the container alone never pays for the pod,
 /// and one that answers without looking never decodes at all: decoding is
-/// most of what an event costs a plugin (about two thirds of its CPU time
+/// most of what an event costs a plugin (about 60% of its CPU time
 /// for the 4 KB requests of the benchmarks).
 ///
 /// Every decode is checked first as the SDK checks the requests it decodes

@@ -285,6 +285,16 @@
 //! glibc only), so the freed memory goes back to the OS instead of staying
 //! in the allocator's arenas.
 //!
+//! **CPU per event.** Decoding a request is most of what an event costs a
+//! plugin: for the benchmark's CreateContainer (a 1.4 KB pod and a 2.7 KB
+//! container) about 60% of the plugin's CPU time at a node's pace, the rest
+//! being the kernel, the wake-up and the answer. A plugin that can decide
+//! from part of the request, or answers without looking, implements
+//! [`Plugin::create_container_encoded`] instead of
+//! [`Plugin::create_container`] and decodes only what it reads from the
+//! [`Encoded`] request (the container alone, the pod alone, or nothing).
+//! See docs/benchmarks/nri.md for the numbers.
+//!
 //! **Binary size and idle RSS.** Most of a small plugin's idle RSS is code
 //! (its own text and the shared glibc pages), not heap. Build plugins with
 //! a size-optimized profile, for example the workspace's `min-size`

@@ -13,7 +13,9 @@
 //! [`Phase::Synchronizing`](crate::Phase::Synchronizing)). Every other
 //! request may decode to at most [`DECODED_RATIO`] times its wire size
 //! (plus [`DECODED_SIZE_FLOOR`]); larger ones are refused with
-//! `RESOURCE_EXHAUSTED` and never decoded.
+//! `RESOURCE_EXHAUSTED` and never decoded. A `CreateContainer` handed over
+//! undecoded ([`Encoded`](crate::Encoded)) is checked the same way, part by
+//! part, when the plugin decodes it.
 
 use crate::Error;
 

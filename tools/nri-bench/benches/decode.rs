@@ -1,7 +1,9 @@
 //! What a plugin does with a CreateContainer request before its handler
 //! runs: the pre-decoding scan that bounds the decoded size
 //! (`nri_api::scan`) and prost's decoding, on the benchmark's realistic
-//! request (the pod and container of `nri_bench::shape`, about 4 KB);
+//! request (the pod and container of `nri_bench::shape`, about 4 KB), and
+//! the same through `nri_plugin::Encoded` (all of it, the container alone,
+//! the pod alone);
 //! and the runtime's encoding of that request, into a `Vec<u8>` (what
 //! `nri-runtime` does) and into a `BytesMut` (what it did: prost writes
 //! each string with `put_slice`, which `BytesMut` does not inline; 2.3
@@ -36,6 +38,18 @@ fn create_container_request(c: &mut Criterion) {
     });
     g.bench_function("decode", |b| {
         b.iter(|| CreateContainerRequest::decode(black_box(&bytes[..])).unwrap());
+    });
+    // What a plugin's `create_container_encoded` pays: the whole request,
+    // the container alone, the pod alone (each checked, then decoded).
+    let encoded = nri_plugin::Encoded::<CreateContainerRequest>::new(bytes.clone().into());
+    g.bench_function("encoded_all", |b| {
+        b.iter(|| black_box(&encoded).decode().unwrap());
+    });
+    g.bench_function("encoded_container", |b| {
+        b.iter(|| black_box(&encoded).container().unwrap());
+    });
+    g.bench_function("encoded_pod", |b| {
+        b.iter(|| black_box(&encoded).pod().unwrap());
     });
     g.finish();
     let pod = nri_bench::shape::pod(0);
