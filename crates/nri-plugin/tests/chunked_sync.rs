@@ -7,19 +7,14 @@ mod common;
 use common::*;
 use nri_api::api::{SynchronizeRequest, SynchronizeResponse};
 use nri_api::method;
-use nri_plugin::{Builder, SyncKind};
+use nri_plugin::SyncKind;
 
 #[tokio::test]
 async fn chunks_are_reassembled() {
     let rt = FakeRuntime::new();
     let (mut rec, mut calls) = Recorder::new();
     rec.sync_updates = vec![recorder_update("c0-0")];
-    let stub = Builder::new(rec)
-        .name("test")
-        .index("10")
-        .socket_path(&rt.path)
-        .build()
-        .unwrap();
+    let stub = test_stub(rec, &rt);
     let handle = stub.handle();
     let driver = async {
         let conn = rt.accept_configured().await;

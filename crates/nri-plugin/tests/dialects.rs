@@ -14,7 +14,6 @@ use nri_api::api::{
     ValidateContainerAdjustmentRequest, ValidateContainerAdjustmentResponse,
 };
 use nri_api::method;
-use nri_plugin::Builder;
 use prost::Message;
 
 async fn empty_call<Req: Message>(conn: &RuntimeConn, m: &str, req: &Req) {
@@ -30,12 +29,7 @@ async fn empty_call<Req: Message>(conn: &RuntimeConn, m: &str, req: &Req) {
 async fn every_event_through_dedicated_rpcs_and_state_change() {
     let rt = FakeRuntime::new();
     let (rec, mut calls) = Recorder::new();
-    let stub = Builder::new(rec)
-        .name("test")
-        .index("10")
-        .socket_path(&rt.path)
-        .build()
-        .unwrap();
+    let stub = test_stub(rec, &rt);
     let handle = stub.handle();
     let driver = async {
         let conn = rt.accept_ready().await;
@@ -250,12 +244,7 @@ async fn every_event_through_dedicated_rpcs_and_state_change() {
 async fn validator_rejection_is_an_answer_not_an_error() {
     let rt = FakeRuntime::new();
     let (rec, _calls) = Recorder::new();
-    let stub = Builder::new(rec)
-        .name("test")
-        .index("10")
-        .socket_path(&rt.path)
-        .build()
-        .unwrap();
+    let stub = test_stub(rec, &rt);
     let handle = stub.handle();
     let driver = async {
         let conn = rt.accept_ready().await;

@@ -16,7 +16,7 @@ use nri_api::api::{
     ContainerAdjustment, CreateContainerRequest, CreateContainerResponse, Event, Mount,
 };
 use nri_api::method;
-use nri_plugin::{Builder, Code, Encoded, HandlerResult, Plugin};
+use nri_plugin::{Code, Encoded, HandlerResult, Plugin};
 use prost::Message;
 
 /// Adjusts containers whose name starts with `debug-`, decoding only the
@@ -83,12 +83,7 @@ fn the_encoded_method_subscribes_to_create_container() {
 #[tokio::test]
 async fn the_plugin_decodes_the_part_it_needs_and_answers() {
     let rt = FakeRuntime::new();
-    let stub = Builder::new(ByName::default())
-        .name("test")
-        .index("10")
-        .socket_path(&rt.path)
-        .build()
-        .unwrap();
+    let stub = test_stub(ByName::default(), &rt);
     let handle = stub.handle();
     let driver = async {
         let conn = rt.accept(Register::Accept).await;
@@ -137,12 +132,7 @@ async fn a_plugin_that_does_not_look_does_not_decode() {
     // Nothing is checked before the method runs: a request the plugin never
     // decodes cannot fail it.
     let rt = FakeRuntime::new();
-    let stub = Builder::new(Blind)
-        .name("test")
-        .index("10")
-        .socket_path(&rt.path)
-        .build()
-        .unwrap();
+    let stub = test_stub(Blind, &rt);
     let handle = stub.handle();
     let driver = async {
         let conn = rt.accept_ready().await;
@@ -162,12 +152,7 @@ async fn a_plugin_that_does_not_look_does_not_decode() {
 async fn without_the_method_create_container_gets_the_whole_request() {
     let rt = FakeRuntime::new();
     let (rec, mut calls) = Recorder::new();
-    let stub = Builder::new(rec)
-        .name("test")
-        .index("10")
-        .socket_path(&rt.path)
-        .build()
-        .unwrap();
+    let stub = test_stub(rec, &rt);
     let handle = stub.handle();
     let driver = async {
         let conn = rt.accept_ready().await;
@@ -182,12 +167,7 @@ async fn without_the_method_create_container_gets_the_whole_request() {
             .unwrap();
         // The broken request never reached the plugin; the good one did,
         // pod and container.
-        let call = loop {
-            let c = next_call(&mut calls).await;
-            if c.what.starts_with("CreateContainer") {
-                break c;
-            }
-        };
+        let call = next_call_of(&mut calls, "CreateContainer").await;
         assert_eq!((call.pod.as_str(), call.container.as_str()), ("p0", "c1"));
         handle.stop();
         conn

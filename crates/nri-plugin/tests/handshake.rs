@@ -73,12 +73,7 @@ async fn registers_configures_synchronizes_and_stops() {
 async fn configure_gets_config_text_and_sync_kind_initial() {
     let rt = FakeRuntime::new();
     let (rec, _calls) = Recorder::new();
-    let stub = Builder::new(rec)
-        .name("test")
-        .index("10")
-        .socket_path(&rt.path)
-        .build()
-        .unwrap();
+    let stub = test_stub(rec, &rt);
     let handle = stub.handle();
     let driver = async {
         let conn = rt.accept(Register::Accept).await;
@@ -105,12 +100,7 @@ async fn configure_gets_config_text_and_sync_kind_initial() {
 async fn run_twice_concurrently_is_already_started() {
     let rt = FakeRuntime::new();
     let (rec, _calls) = Recorder::new();
-    let stub = Builder::new(rec)
-        .name("test")
-        .index("10")
-        .socket_path(&rt.path)
-        .build()
-        .unwrap();
+    let stub = test_stub(rec, &rt);
     let handle = stub.handle();
     let first = stub.run();
     tokio::pin!(first);
@@ -132,12 +122,7 @@ async fn run_twice_concurrently_is_already_started() {
 async fn connection_lost_reports_the_phase() {
     let rt = FakeRuntime::new();
     let (rec, _calls) = Recorder::new();
-    let stub = Builder::new(rec)
-        .name("test")
-        .index("10")
-        .socket_path(&rt.path)
-        .build()
-        .unwrap();
+    let stub = test_stub(rec, &rt);
     let driver = async {
         let conn = rt.accept_ready().await;
         conn.close();

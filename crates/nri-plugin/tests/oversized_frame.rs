@@ -62,12 +62,7 @@ async fn read_until_closed(raw: &mut tokio::net::UnixStream) -> Vec<u8> {
 #[tokio::test]
 async fn oversized_frame_closes_the_connection_with_a_typed_error() {
     let rt = FakeRuntime::new();
-    let stub = Builder::new(Recorder::new().0)
-        .name("test")
-        .index("10")
-        .socket_path(&rt.path)
-        .build()
-        .unwrap();
+    let stub = test_stub(Recorder::new().0, &rt);
     let run = tokio::spawn(async move { stub.run().await });
     let mut raw = rt.accept_raw().await;
     raw.write_all(&OVERSIZED_HEADER).await.unwrap();

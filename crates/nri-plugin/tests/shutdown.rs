@@ -5,18 +5,13 @@
 mod common;
 
 use common::*;
-use nri_plugin::{Builder, Error};
+use nri_plugin::Error;
 
 #[tokio::test]
 async fn runtime_shutdown_ends_run() {
     let rt = FakeRuntime::new();
     let (rec, mut calls) = Recorder::new();
-    let stub = Builder::new(rec)
-        .name("test")
-        .index("10")
-        .socket_path(&rt.path)
-        .build()
-        .unwrap();
+    let stub = test_stub(rec, &rt);
     let driver = async {
         let conn = rt.accept_ready().await;
         next_call(&mut calls).await;
@@ -36,12 +31,7 @@ async fn runtime_shutdown_ends_run() {
 async fn shutdown_without_close_ends_after_a_grace_period() {
     let rt = FakeRuntime::new();
     let (rec, _calls) = Recorder::new();
-    let stub = Builder::new(rec)
-        .name("test")
-        .index("10")
-        .socket_path(&rt.path)
-        .build()
-        .unwrap();
+    let stub = test_stub(rec, &rt);
     let driver = async {
         let conn = rt.accept_ready().await;
         conn.shutdown().await.unwrap();
@@ -55,12 +45,7 @@ async fn shutdown_without_close_ends_after_a_grace_period() {
 async fn stop_before_connecting_returns_ok() {
     let rt = FakeRuntime::new();
     let (rec, _calls) = Recorder::new();
-    let stub = Builder::new(rec)
-        .name("test")
-        .index("10")
-        .socket_path(&rt.path)
-        .build()
-        .unwrap();
+    let stub = test_stub(rec, &rt);
     stub.handle().stop();
     assert!(stub.handle().is_stopped());
     stub.run().await.unwrap();

@@ -152,12 +152,7 @@ async fn a_synchronization_that_never_ends_times_out() {
 async fn an_event_that_would_decode_to_far_more_than_its_size_is_refused() {
     let rt = FakeRuntime::new();
     let (rec, mut calls) = Recorder::new();
-    let stub = Builder::new(rec)
-        .name("test")
-        .index("10")
-        .socket_path(&rt.path)
-        .build()
-        .unwrap();
+    let stub = test_stub(rec, &rt);
     let handle = stub.handle();
     let driver = async {
         let conn = rt.accept_ready().await;
@@ -179,12 +174,7 @@ async fn an_event_that_would_decode_to_far_more_than_its_size_is_refused() {
             container: Some(container("c1", "p0")),
         };
         let _: CreateContainerResponse = conn.call(method::CREATE_CONTAINER, &ok).await.unwrap();
-        let call = loop {
-            let c = next_call(&mut calls).await;
-            if c.what.starts_with("CreateContainer") {
-                break c;
-            }
-        };
+        let call = next_call_of(&mut calls, "CreateContainer").await;
         assert_eq!(call.container, "c1");
         handle.stop();
         conn

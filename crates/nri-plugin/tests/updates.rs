@@ -12,12 +12,7 @@ use nri_plugin::{Builder, Error};
 async fn unsolicited_updates_and_evictions_reach_the_runtime() {
     let rt = FakeRuntime::new();
     let (rec, mut calls) = Recorder::new();
-    let stub = Builder::new(rec)
-        .name("test")
-        .index("10")
-        .socket_path(&rt.path)
-        .build()
-        .unwrap();
+    let stub = test_stub(rec, &rt);
     let handle = stub.handle();
 
     let err = handle

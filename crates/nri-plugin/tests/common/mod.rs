@@ -247,6 +247,26 @@ pub async fn next_call(rx: &mut mpsc::UnboundedReceiver<Call>) -> Call {
         .expect("recorder channel closed")
 }
 
+/// The next call whose name starts with `what` (earlier calls skipped).
+pub async fn next_call_of(rx: &mut mpsc::UnboundedReceiver<Call>, what: &str) -> Call {
+    loop {
+        let c = next_call(rx).await;
+        if c.what.starts_with(what) {
+            return c;
+        }
+    }
+}
+
+/// A stub of `plugin` named `10-test` that dials `rt`.
+pub fn test_stub<P: Plugin>(plugin: P, rt: &FakeRuntime) -> nri_plugin::Stub<P> {
+    nri_plugin::Builder::new(plugin)
+        .name("test")
+        .index("10")
+        .socket_path(&rt.path)
+        .build()
+        .unwrap()
+}
+
 /// Events from `Event::ALL_EVENTS` as a mask.
 pub fn mask(events: &[Event]) -> EventMask {
     EventMask::from_events(events)
