@@ -109,7 +109,8 @@ impl<M: Message + prost::Name + Default> Encoded<M> {
     /// memory (it is not decoded), [`Error::MalformedRequest`] when it
     /// cannot be decoded.
     pub fn decode(&self) -> Result<M, Error> {
-        decode_checked(&self.bytes)
+        check_request::<M>(&self.bytes, &[]).map_err(refused::<M>)?;
+        M::decode(&*self.bytes).map_err(|e| malformed::<M>(0, e))
     }
 }
 
@@ -163,12 +164,6 @@ impl<M: Message + prost::Name + Default> Encoded<M> {
         }
         Ok(value)
     }
-}
-
-/// Decodes `bytes` as an `M` once [`check_request`] allows it.
-fn decode_checked<M: Message + prost::Name + Default>(bytes: &[u8]) -> Result<M, Error> {
-    check_request::<M>(bytes, &[]).map_err(refused::<M>)?;
-    M::decode(bytes).map_err(|e| malformed::<M>(0, e))
 }
 
 /// The error of a request of type `M` that [`check_request`] refused.

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::harness::TokioFlavour;
+use crate::paced::Twin;
 use crate::{Event, Flavour, Mode};
 
 /// Which runtime and which plugins a run uses.
@@ -111,15 +112,10 @@ pub struct Cell {
     /// pace): the paced cells.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pace_ms: Option<u64>,
-    /// "Plain" mode: no spinning anywhere (our runtime's and plugins' spin
-    /// budgets zero), beside the same cell with the defaults.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub plain: bool,
-    /// Our plugins decode the whole CreateContainer request, as the Go
-    /// stub does, instead of nothing (their answer does not depend on it):
-    /// beside the same cell with the defaults, what decoding costs.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub decoding: bool,
+    /// Which twin of a cell this is: the defaults, "plain" mode or the
+    /// decoding twin (see [`Twin`]).
+    #[serde(skip_serializing_if = "Twin::is_defaults")]
+    pub twin: Twin,
 }
 
 /// Options of a benchmark run.
@@ -290,8 +286,7 @@ fn latency_cell(
         concurrency: 1,
         stacks: stacks.to_vec(),
         pace_ms: None,
-        plain: false,
-        decoding: false,
+        twin: Twin::Defaults,
     }
 }
 
@@ -309,8 +304,7 @@ fn sync_cell(id: &str, label: String, stacks: Vec<Stack>) -> Cell {
         concurrency: 1,
         stacks,
         pace_ms: None,
-        plain: false,
-        decoding: false,
+        twin: Twin::Defaults,
     }
 }
 

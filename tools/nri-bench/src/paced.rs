@@ -16,6 +16,8 @@
 //! whole request, as a plugin that reads it all would: what decoding costs,
 //! beside the cells with the defaults.
 
+use serde::Serialize;
+
 use crate::matrix::{BenchOptions, Cell, Stack};
 use crate::report::{BenchReport, TargetCheck};
 use crate::targets::{Want, ratio_check, ratio_check_between};
@@ -46,11 +48,11 @@ pub(crate) fn cells(o: &BenchOptions) -> Vec<Cell> {
             .filter(|s| o.with_go || *s == Stack::RustRust)
             .collect()
     };
-    let paced = |plain: bool, decoding: bool| Cell {
-        id: format!("paced-noop-k1{}", suffix(plain, decoding)),
+    let paced = |twin: Twin| Cell {
+        id: format!("paced-noop-k1{}", twin.id_suffix()),
         label: format!(
             "CreateContainer noop K=1, one every {PACE_MS} ms{}",
-            label_suffix(plain, decoding)
+            twin.label_suffix()
         ),
         mode: Mode::Latency,
         event: Event::CreateContainer,
@@ -59,35 +61,33 @@ pub(crate) fn cells(o: &BenchOptions) -> Vec<Cell> {
         n,
         warmup: (n / 20).max(10),
         concurrency: 1,
-        stacks: if plain || decoding {
-            with_go(&[Stack::GoRust, Stack::RustRust])
-        } else {
-            with_go(&[Stack::GoGo, Stack::GoRust, Stack::RustRust])
+        stacks: match twin {
+            Twin::Defaults => with_go(&[Stack::GoGo, Stack::GoRust, Stack::RustRust]),
+            Twin::Plain | Twin::Decoding => with_go(&[Stack::GoRust, Stack::RustRust]),
         },
         pace_ms: Some(PACE_MS),
-        plain,
-        decoding,
+        twin,
     };
-    let mut cells = vec![paced(false, false), paced(true, false), paced(false, true)];
+    let mut cells = vec![
+        paced(Twin::Defaults),
+        paced(Twin::Plain),
+        paced(Twin::Decoding),
+    ];
     if o.quick {
         // The twins double the back-to-back cells: not in the smoke run.
         return cells;
     }
     // Back to back, rust/rust: the plain twins, then the decoding twins.
-    for (plain, decoding) in [(true, false), (false, true)] {
+    for twin in [Twin::Plain, Twin::Decoding] {
         for flavour in [Flavour::Noop, Flavour::Adjusting] {
             for k in [1usize, 4, 8] {
                 let n = (o.n / k).max(200);
                 cells.push(Cell {
-                    id: format!(
-                        "create-{}-k{k}{}",
-                        flavour.as_str(),
-                        suffix(plain, decoding)
-                    ),
+                    id: format!("create-{}-k{k}{}", flavour.as_str(), twin.id_suffix()),
                     label: format!(
                         "CreateContainer {} K={k}{}",
                         flavour.as_str(),
-                        label_suffix(plain, decoding)
+                        twin.label_suffix()
                     ),
                     mode: Mode::Latency,
                     event: Event::CreateContainer,
@@ -98,8 +98,7 @@ pub(crate) fn cells(o: &BenchOptions) -> Vec<Cell> {
                     concurrency: 1,
                     stacks: vec![Stack::RustRust],
                     pace_ms: None,
-                    plain,
-                    decoding,
+                    twin,
                 });
             }
         }
@@ -107,21 +106,44 @@ pub(crate) fn cells(o: &BenchOptions) -> Vec<Cell> {
     cells
 }
 
-/// The id suffix of a twin cell.
-fn suffix(plain: bool, decoding: bool) -> &'static str {
-    match (plain, decoding) {
-        (true, _) => "-plain",
-        (false, true) => "-decoding",
-        (false, false) => "",
-    }
+/// A cell run with the defaults, or one of its twins beside it in the
+/// same run: what the latency machinery and decoding cost, as A/B pairs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Twin {
+    /// What ships.
+    #[default]
+    Defaults,
+    /// "Plain" mode: no spinning anywhere (our runtime's and plugins' spin
+    /// budgets zero).
+    Plain,
+    /// Our plugins decode the whole CreateContainer request, as the Go
+    /// stub does, instead of nothing (their answer does not depend on it).
+    Decoding,
 }
 
-/// The label suffix of a twin cell.
-fn label_suffix(plain: bool, decoding: bool) -> &'static str {
-    match (plain, decoding) {
-        (true, _) => ", plain",
-        (false, true) => ", plugins decode the request",
-        (false, false) => "",
+impl Twin {
+    /// Whether this is the cell with the defaults (it carries no twin tag).
+    pub(crate) fn is_defaults(&self) -> bool {
+        *self == Twin::Defaults
+    }
+
+    /// The id suffix of a twin cell.
+    fn id_suffix(self) -> &'static str {
+        match self {
+            Twin::Defaults => "",
+            Twin::Plain => "-plain",
+            Twin::Decoding => "-decoding",
+        }
+    }
+
+    /// The label suffix of a twin cell.
+    fn label_suffix(self) -> &'static str {
+        match self {
+            Twin::Defaults => "",
+            Twin::Plain => ", plain",
+            Twin::Decoding => ", plugins decode the request",
+        }
     }
 }
 
@@ -133,14 +155,17 @@ pub(crate) fn configure(cmd: &mut std::process::Command, cell: &Cell, stack: Sta
     if let Some(ms) = cell.pace_ms {
         cmd.arg("--pace").arg(format!("{ms}ms"));
     }
-    if cell.plain {
-        if matches!(stack, Stack::RustRust | Stack::RustGo) {
-            cmd.arg("--spin-budget").arg("0us");
+    match cell.twin {
+        Twin::Defaults => {}
+        Twin::Plain => {
+            if matches!(stack, Stack::RustRust | Stack::RustGo) {
+                cmd.arg("--spin-budget").arg("0us");
+            }
+            cmd.env(ENV_PLUGIN_SPIN_US, "0");
         }
-        cmd.env(ENV_PLUGIN_SPIN_US, "0");
-    }
-    if cell.decoding {
-        cmd.env(ENV_PLUGIN_DECODE, "all");
+        Twin::Decoding => {
+            cmd.env(ENV_PLUGIN_DECODE, "all");
+        }
     }
 }
 

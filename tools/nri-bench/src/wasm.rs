@@ -10,6 +10,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use crate::matrix::{BenchOptions, Cell, Stack};
+use crate::paced::Twin;
 use crate::report::{BenchReport, CellReport, MetricSummary, TargetCheck};
 use crate::targets::{Want, ratio_check};
 use crate::{Error, Event, Flavour, Mode};
@@ -64,8 +65,7 @@ pub(crate) fn cells(o: &BenchOptions) -> Vec<Cell> {
                 concurrency: 1,
                 stacks: stacks.clone(),
                 pace_ms: None,
-                plain: false,
-                decoding: false,
+                twin: Twin::Defaults,
             });
         }
     }
