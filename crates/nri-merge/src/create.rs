@@ -40,16 +40,26 @@ use crate::updates::{Eviction, collect_evictions, merge_updates, note};
 pub struct CreateResult<P = PodSandbox, C = Container> {
     pod: P,
     pristine: C,
-    /// The container as adjusted by the plugins applied so far, up to the
-    /// adjustments in `unreflected`; `None` while no plugin adjusted it
-    /// (then it is the pristine one).
+    /// The container as adjusted by the plugins applied so far; `None`
+    /// until it is first asked for (so that with one plugin, or when only
+    /// the last one adjusts it, it is never copied). Once it is there, each
+    /// adjustment is written into it as it merges.
     container: Option<Container>,
-    /// Adjustments merged but not yet written into `container`: that is
-    /// done when the container is asked for, so the last plugin's (and
-    /// with one plugin, the only) adjustment never costs a copy of it.
-    unreflected: Vec<(PluginId, ContainerAdjustment)>,
+    /// Every response that merged, in order: written into the container
+    /// when it is first asked for, and replayed when a response fails to
+    /// merge (see [`apply`](Self::apply)).
+    applied: Vec<Applied>,
     reply: Reply,
     plugins: Vec<PluginId>,
+}
+
+/// One plugin's response that merged.
+#[derive(Debug, Clone)]
+struct Applied {
+    plugin: PluginId,
+    adjust: Option<ContainerAdjustment>,
+    updates: Vec<ContainerUpdate>,
+    evictions: Vec<ContainerEviction>,
 }
 
 /// What the plugins' responses merge into.
@@ -68,7 +78,7 @@ impl<P: Borrow<PodSandbox>, C: Borrow<Container>> CreateResult<P, C> {
             pod,
             pristine: container,
             container: None,
-            unreflected: Vec::new(),
+            applied: Vec::new(),
             reply: Reply::default(),
             plugins: Vec::new(),
         }
@@ -88,14 +98,17 @@ impl<P: Borrow<PodSandbox>, C: Borrow<Container>> CreateResult<P, C> {
     /// plugin must see. (`&mut`: the adjustments are written into a copy of
     /// the container only when it is asked for.)
     pub fn container(&mut self) -> &Container {
-        if !self.unreflected.is_empty() {
-            let pristine = self.pristine.borrow();
-            let container = self.container.get_or_insert_with(|| pristine.clone());
-            for (plugin, a) in self.unreflected.drain(..) {
-                reflect(container, &plugin, &a);
+        let pristine = self.pristine.borrow();
+        if self.container.is_none() && self.applied.iter().any(|r| r.adjust.is_some()) {
+            let mut container = pristine.clone();
+            for r in &self.applied {
+                if let Some(a) = &r.adjust {
+                    reflect(&mut container, &r.plugin, a);
+                }
             }
+            self.container = Some(container);
         }
-        (self.container.as_ref()).unwrap_or(self.pristine.borrow())
+        self.container.as_ref().unwrap_or(pristine)
     }
 
     /// The CreateContainer request for the next plugin.
@@ -162,21 +175,22 @@ impl<P: Borrow<PodSandbox>, C: Borrow<Container>> CreateResult<P, C> {
             check_adjustment(plugin, a)?;
         }
         if adjust.is_some() || !updates.is_empty() || !evictions.is_empty() {
-            // All or nothing: merged into a copy of the reply (small: what
-            // the plugins changed so far), which replaces the reply only
-            // when the whole response merged.
-            let mut reply = self.reply.clone();
-            reply.merge(
-                self.pristine.borrow(),
-                plugin,
-                adjust.as_ref(),
+            let response = Applied {
+                plugin: plugin.clone(),
+                adjust,
                 updates,
                 evictions,
-            )?;
-            self.reply = reply;
-            if let Some(a) = adjust {
-                self.unreflected.push((plugin.clone(), a));
+            };
+            let pristine = self.pristine.borrow();
+            // Merged in place. All or nothing: a response that fails to
+            // merge may have left part of itself in the reply (and the
+            // container), so they are rebuilt from the responses that
+            // merged before it (rare: a conflict, an invalid update).
+            if let Err(e) = (self.reply).merge(pristine, self.container.as_mut(), &response) {
+                self.rebuild();
+                return Err(e);
             }
+            self.applied.push(response);
         }
         note(&mut self.plugins, plugin);
         Ok(())
@@ -191,6 +205,23 @@ impl<P: Borrow<PodSandbox>, C: Borrow<Container>> CreateResult<P, C> {
         self.apply(plugin, response.adjust, response.update, response.evict)
     }
 
+    /// Rebuilds the reply, and the container if it is there, from the
+    /// responses that merged, in their order.
+    fn rebuild(&mut self) {
+        let pristine = self.pristine.borrow();
+        let mut reply = Reply::default();
+        let mut container = self.container.as_ref().map(|_| pristine.clone());
+        for r in &self.applied {
+            if let Err(e) = reply.merge(pristine, container.as_mut(), r) {
+                // Cannot happen: each merged before, in this order, onto
+                // the same start; keep what was merged rather than panic.
+                tracing::error!(plugin = %r.plugin, error = %e, "nri-merge: replaying a response that merged failed");
+            }
+        }
+        self.reply = reply;
+        self.container = container;
+    }
+
     /// The merged response for the runtime: adjustment, updates of other
     /// containers, evictions (upstream never fills `evict`; we do).
     pub fn into_response(self) -> CreateContainerResponse {
@@ -203,39 +234,40 @@ impl<P: Borrow<PodSandbox>, C: Borrow<Container>> CreateResult<P, C> {
 }
 
 impl Reply {
-    /// Merges one plugin's response. On error this reply may be partly
-    /// changed (the caller drops it).
+    /// Merges one plugin's response, writing its adjustment into
+    /// `container` when that is given. On error this reply (and the
+    /// container) may be partly changed.
     fn merge(
         &mut self,
         pristine: &Container,
-        plugin: &PluginId,
-        adjust: Option<&ContainerAdjustment>,
-        updates: Vec<ContainerUpdate>,
-        evictions: Vec<ContainerEviction>,
+        container: Option<&mut Container>,
+        r: &Applied,
     ) -> Result<(), Error> {
         let id = pristine.id.as_str();
-        if let Some(a) = adjust {
-            // Merging only writes the container, never reads it: a scratch
-            // one takes what the merge writes (see `reflect`).
+        if let Some(a) = &r.adjust {
+            // Merging only writes the container, never reads it: when the
+            // container is not there yet, a scratch one takes the writes.
             let mut scratch = Container::default();
-            merge_adjustment(
+            let container = container.unwrap_or(&mut scratch);
+            let plugin = r.plugin.as_str();
+            merge_adjustment(&mut self.owners, &mut self.adjust, container, id, plugin, a)?;
+        }
+        if !r.updates.is_empty() {
+            let updates = r.updates.clone();
+            merge_updates(
                 &mut self.owners,
-                &mut self.adjust,
-                &mut scratch,
-                id,
-                plugin.as_str(),
-                a,
+                &mut self.updates,
+                &r.plugin,
+                updates,
+                Some(id),
+                None,
             )?;
         }
-        merge_updates(
-            &mut self.owners,
-            &mut self.updates,
-            plugin,
-            updates,
-            Some(id),
-            None,
-        )?;
-        collect_evictions(&mut self.evictions, plugin, evictions, Some(id))
+        if !r.evictions.is_empty() {
+            let evictions = r.evictions.clone();
+            collect_evictions(&mut self.evictions, &r.plugin, evictions, Some(id))?;
+        }
+        Ok(())
     }
 }
 

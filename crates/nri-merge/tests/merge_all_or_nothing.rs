@@ -75,3 +75,26 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// The same, with the container asked for only at the end: failed
+    /// responses before the collector first writes the container leave no
+    /// trace in it either.
+    #[test]
+    fn a_failed_response_leaves_no_trace_in_the_container_asked_for_last(
+        adjustments in proptest::collection::vec(adjustment(), 1..6)
+    ) {
+        let mut all = result();
+        let mut merged_only = result();
+        for (i, a) in adjustments.iter().enumerate() {
+            let plugin = format!("{:02}-p{i}", 10 + i);
+            if apply(&mut all, &plugin, a.clone()).is_ok() {
+                apply(&mut merged_only, &plugin, a.clone())
+                    .expect("a response that merged before merges again");
+            }
+            prop_assert_eq!(all.adjustment(), merged_only.adjustment());
+            prop_assert_eq!(all.owners(), merged_only.owners());
+        }
+        prop_assert_eq!(all.container(), merged_only.container());
+    }
+}
