@@ -95,8 +95,9 @@ impl<P: Borrow<PodSandbox>, C: Borrow<Container>> CreateResult<P, C> {
     }
 
     /// The container as adjusted by the plugins applied so far: what the next
-    /// plugin must see. (`&mut`: the adjustments are written into a copy of
-    /// the container only when it is asked for.)
+    /// plugin must see. (`&mut`: the container is copied, and the
+    /// adjustments so far written into the copy, when it is first asked
+    /// for; later adjustments are written into it as they merge.)
     pub fn container(&mut self) -> &Container {
         let pristine = self.pristine.borrow();
         if self.container.is_none() && self.applied.iter().any(|r| r.adjust.is_some()) {
