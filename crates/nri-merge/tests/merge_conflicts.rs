@@ -216,74 +216,6 @@ fn failed_apply_leaves_collector_unchanged() {
     assert_eq!(r.plugins(), [pid("10-a")]);
 }
 
-/// A response whose adjustment merged but whose update (or eviction)
-/// then failed leaves nothing either: not in the merged adjustment, not
-/// in the container the next plugin sees (already written by then), not
-/// in the owners.
-#[test]
-fn a_response_failing_after_its_adjustment_merged_leaves_nothing() {
-    let mut r = result();
-    let mut u = ContainerUpdate::new("other");
-    u.set_linux_cpu_shares(3);
-    r.apply(
-        &pid("10-a"),
-        Some(adj(|a| {
-            a.add_env("A10", "1");
-        })),
-        vec![u],
-        vec![],
-    )
-    .unwrap();
-    // The container the next plugin sees is written from here on.
-    let before_ctr = r.container().clone();
-    let before_adj = r.adjustment().clone();
-    let before_owners = r.owners().clone();
-    let before_updates = r.updates().to_vec();
-    let mut conflicting = ContainerUpdate::new("other");
-    conflicting.set_linux_cpu_shares(4);
-    let e = r.apply(
-        &pid("20-b"),
-        Some(adj(|a| {
-            a.add_env("B20", "2").add_annotation("b", "2");
-        })),
-        vec![conflicting],
-        vec![],
-    );
-    assert!(matches!(e, Err(Error::Conflict { .. })), "{e:?}");
-    let own = nri_api::api::ContainerEviction::new(r.pristine().id.clone(), "no");
-    let e = r.apply(
-        &pid("30-c"),
-        Some(adj(|a| {
-            a.add_env("C30", "3");
-        })),
-        vec![],
-        vec![own],
-    );
-    assert!(matches!(e, Err(Error::InvalidUpdate { .. })), "{e:?}");
-    assert_eq!(r.container(), &before_ctr);
-    assert_eq!(r.adjustment(), &before_adj);
-    assert_eq!(r.owners(), &before_owners);
-    assert_eq!(r.updates(), before_updates.as_slice());
-    assert!(r.evictions().is_empty());
-    // And the collector goes on as if they had never come.
-    apply(
-        &mut r,
-        "40-d",
-        adj(|a| {
-            a.add_env("D40", "4");
-        }),
-    )
-    .unwrap();
-    assert_eq!(
-        r.container()
-            .env
-            .iter()
-            .filter(|e| e.starts_with("D40=") || e.starts_with("B20=") || e.starts_with("C30="))
-            .count(),
-        1
-    );
-}
-
 #[test]
 fn setting_after_another_plugins_removal_conflicts_with_the_remover() {
     let mut r = result();
@@ -399,6 +331,29 @@ fn failed_apply_after_updates_and_evictions_keeps_the_earlier_ones() {
         vec![],
     );
     assert!(matches!(e, Err(Error::Conflict { .. })));
+    // Responses whose adjustment merged before their update, or their
+    // eviction, failed.
+    let mut conflicting = ContainerUpdate::new("other");
+    conflicting.set_linux_cpu_shares(4);
+    let e = r.apply(
+        &pid("21-e"),
+        Some(adj(|a| {
+            a.add_env("E", "5").add_annotation("e", "5");
+        })),
+        vec![conflicting],
+        vec![],
+    );
+    assert!(matches!(e, Err(Error::Conflict { .. })), "{e:?}");
+    let own = nri_api::api::ContainerEviction::new(r.pristine().id.clone(), "no");
+    let e = r.apply(
+        &pid("22-f"),
+        Some(adj(|a| {
+            a.add_env("F", "6");
+        })),
+        vec![],
+        vec![own],
+    );
+    assert!(matches!(e, Err(Error::InvalidUpdate { .. })), "{e:?}");
     assert_eq!(r.adjustment(), &before_adj);
     assert_eq!(r.container(), &before_ctr);
     assert_eq!(r.owners(), &before_owners);
