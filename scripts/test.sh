@@ -19,7 +19,9 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$CACHE/target}
 export NRI_INTEROP_BIN=${NRI_INTEROP_BIN:-$ROOT/interop/bin}
 export NRI_REQUIRE_INTEROP=1
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step says when it starts (time since this script started), so a
+# slow suite shows in the log.
+step() { printf '\n==> %s (at %dm%02ds)\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 need_apt=()
 command -v gcc >/dev/null || need_apt+=(gcc)
 command -v pkg-config >/dev/null || need_apt+=(pkg-config)
@@ -81,3 +83,5 @@ if [ "${NRI_SKIP_FUZZ:-0}" != 1 ]; then
   step "fuzz (short runs)"
   bash scripts/fuzz.sh "${NRI_FUZZ_SECONDS:-20}"
 fi
+
+step "all tests passed"
