@@ -246,29 +246,23 @@ impl Reply {
     ) -> Result<(), Error> {
         let id = pristine.id.as_str();
         if let Some(a) = &r.adjust {
-            // Merging only writes the container, never reads it: when the
-            // container is not there yet, a scratch one takes the writes.
+            // What merging gives (owners, merged adjustment) does not
+            // depend on the container it writes to: when the container is
+            // not there yet, a scratch one takes the writes.
             let mut scratch = Container::default();
             let container = container.unwrap_or(&mut scratch);
             let plugin = r.plugin.as_str();
             merge_adjustment(&mut self.owners, &mut self.adjust, container, id, plugin, a)?;
         }
-        if !r.updates.is_empty() {
-            let updates = r.updates.clone();
-            merge_updates(
-                &mut self.owners,
-                &mut self.updates,
-                &r.plugin,
-                updates,
-                Some(id),
-                None,
-            )?;
-        }
-        if !r.evictions.is_empty() {
-            let evictions = r.evictions.clone();
-            collect_evictions(&mut self.evictions, &r.plugin, evictions, Some(id))?;
-        }
-        Ok(())
+        merge_updates(
+            &mut self.owners,
+            &mut self.updates,
+            &r.plugin,
+            &r.updates,
+            Some(id),
+            None,
+        )?;
+        collect_evictions(&mut self.evictions, &r.plugin, &r.evictions, Some(id))
     }
 }
 

@@ -42,7 +42,7 @@ impl Eviction {
 pub(crate) fn collect_evictions(
     out: &mut Vec<Eviction>,
     plugin: &PluginId,
-    evictions: Vec<ContainerEviction>,
+    evictions: &[ContainerEviction],
     forbidden: Option<&str>,
 ) -> Result<(), Error> {
     for e in evictions {
@@ -56,7 +56,7 @@ pub(crate) fn collect_evictions(
         if forbidden == Some(e.container_id.as_str()) {
             return Err(Error::InvalidUpdate {
                 plugin: plugin.to_string(),
-                container: e.container_id,
+                container: e.container_id.clone(),
                 reason: "eviction of the container being created (fail the creation instead)"
                     .into(),
             });
@@ -71,8 +71,8 @@ pub(crate) fn collect_evictions(
             continue;
         }
         out.push(Eviction {
-            container_id: e.container_id,
-            reason: e.reason,
+            container_id: e.container_id.clone(),
+            reason: e.reason.clone(),
             plugin: plugin.clone(),
         });
     }
@@ -96,7 +96,7 @@ pub(crate) fn merge_updates(
     owners: &mut Ownership,
     merged: &mut Vec<ContainerUpdate>,
     plugin: &PluginId,
-    updates: Vec<ContainerUpdate>,
+    updates: &[ContainerUpdate],
     forbidden: Option<&str>,
     mut target: Option<Target<'_>>,
 ) -> Result<(), Error> {
@@ -113,11 +113,11 @@ pub(crate) fn merge_updates(
         if forbidden == Some(id) {
             return Err(Error::InvalidUpdate {
                 plugin: p.to_owned(),
-                container: u.container_id,
+                container: u.container_id.clone(),
                 reason: "update of the container being created (adjust it instead)".into(),
             });
         }
-        check_update(plugin, &u)?;
+        check_update(plugin, u)?;
         let Some(src) = u.linux.as_ref().and_then(|l| l.resources.as_ref()) else {
             continue;
         };
@@ -247,7 +247,7 @@ impl UpdateResult {
             owners,
             merged,
             plugin,
-            updates,
+            &updates,
             None,
             Some(Target {
                 id: &self.container.id,
@@ -255,7 +255,7 @@ impl UpdateResult {
                 touched,
             }),
         )?;
-        collect_evictions(evicted, plugin, evictions, None)?;
+        collect_evictions(evicted, plugin, &evictions, None)?;
         self.state = next;
         note(&mut self.plugins, plugin);
         Ok(())
@@ -341,7 +341,7 @@ impl StopResult {
     pub fn apply(&mut self, plugin: &PluginId, updates: Vec<ContainerUpdate>) -> Result<(), Error> {
         let mut owners = self.owners.clone();
         let mut merged = self.updates.clone();
-        merge_updates(&mut owners, &mut merged, plugin, updates, None, None)?;
+        merge_updates(&mut owners, &mut merged, plugin, &updates, None, None)?;
         self.owners = owners;
         self.updates = merged;
         note(&mut self.plugins, plugin);

@@ -55,8 +55,7 @@ mod wasm;
 pub use cli::BenchArgs;
 pub use driver::{ENV_PROXY_K, ENV_PROXY_PLUGIN, run};
 pub use matrix::{BenchOptions, Cell, Stack};
-pub use paced::Twin;
-pub use paced::{ENV_PLUGIN_DECODE, ENV_PLUGIN_SPIN_US};
+pub use paced::{ENV_PLUGIN_DECODE, ENV_PLUGIN_SPIN_US, Twin};
 pub use report::{BenchReport, CellReport, Machine, MetricSummary, StackResult, TargetCheck};
 pub use table::print_table;
 
