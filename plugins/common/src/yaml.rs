@@ -8,6 +8,8 @@
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
+use crate::goyaml::{MAX_DEPTH, MAX_INPUT_BYTES, MAX_NODES, MAX_TEXT_BYTES, excerpt};
+
 /// Why a document could not be decoded; the message names the position
 /// (YAML) or the field and the problem.
 #[derive(Debug, thiserror::Error)]
@@ -22,19 +24,38 @@ pub enum DecodeError {
 }
 
 /// Parses a YAML document into JSON-like data. An empty (or blank)
-/// document is `null`.
+/// document is `null`. Within the bounds of [`goyaml`](crate::goyaml)
+/// (input size, nesting, nodes and scalar text, aliases counted as what
+/// they expand to); messages quote no more than an excerpt of the text.
 ///
 /// # Errors
 ///
-/// [`DecodeError::Syntax`].
+/// [`DecodeError::Syntax`], also beyond a bound.
 pub fn parse_yaml(text: &str) -> Result<Value, DecodeError> {
     if text.trim().is_empty() {
         return Ok(Value::Null);
     }
+    if text.len() > MAX_INPUT_BYTES {
+        return Err(DecodeError::Syntax(format!(
+            "document refused: more than {MAX_INPUT_BYTES} bytes of input"
+        )));
+    }
     let mut opts = serde_saphyr::Options::default();
     opts.legacy_octal_numbers = true;
+    opts.with_snippet = false;
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_depth = MAX_DEPTH;
+    budget.max_nodes = MAX_NODES;
+    budget.max_total_scalar_bytes = MAX_TEXT_BYTES;
+    budget.max_events = 4 * MAX_NODES;
+    budget.max_aliases = MAX_NODES;
+    budget.max_anchors = MAX_NODES;
+    budget.max_recorded_anchor_events = MAX_NODES;
+    budget.max_recorded_anchor_bytes = MAX_TEXT_BYTES;
+    budget.max_documents = 1;
+    opts.budget = Some(budget);
     serde_saphyr::from_str_with_options::<Value>(text, opts)
-        .map_err(|e| DecodeError::Syntax(e.to_string()))
+        .map_err(|e| DecodeError::Syntax(excerpt(&e.to_string(), 512).into_owned()))
 }
 
 /// Renames, in every object anywhere in `value`, a key that equals one of

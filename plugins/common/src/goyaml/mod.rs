@@ -22,8 +22,22 @@
 //! whose fields carry the Go JSON names. What Go drops silently (unknown
 //! keys, overwritten duplicates) is reported as [`Notice`]s, so a plugin
 //! can warn about it or, when strict, refuse it.
+//!
+//! # Bounds
+//!
+//! Annotations are written by anyone who can create a pod, so decoding
+//! one has a bounded cost whatever its text (Go's libraries have none of
+//! these bounds): at most [`MAX_INPUT_BYTES`] of input (refused before
+//! parsing), [`MAX_DEPTH`] levels of nesting, [`MAX_NODES`] nodes and
+//! [`MAX_TEXT_BYTES`] of scalar text built, an alias counted as what it
+//! expands to and an anchor as the copy kept of its node. Every step is
+//! linear in what it reads (no pairwise comparison of map keys), so the
+//! time is bounded too. Messages keep at most [`MAX_ERRORS`] errors, and
+//! quote at most [`MAX_EXCERPT_BYTES`] of a value and [`MAX_PATH_BYTES`] of
+//! a key path. Going over a bound is [`DecodeError::Limit`].
 
 mod gofmt;
+mod limits;
 mod resolve;
 mod sigs;
 mod tree;
@@ -33,6 +47,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+pub use limits::{
+    MAX_DEPTH, MAX_ERRORS, MAX_EXCERPT_BYTES, MAX_INPUT_BYTES, MAX_NODES, MAX_PATH_BYTES,
+    MAX_TEXT_BYTES, excerpt,
+};
 pub use sigs::decode_sigs_value;
 pub use v3::decode_v3_value;
 
@@ -41,9 +59,19 @@ pub use v3::decode_v3_value;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum DecodeError {
-    /// Not YAML (or beyond the size limits).
+    /// Not YAML.
     #[error("{0}")]
     Syntax(String),
+    /// Beyond one of the bounds of decoding (see the module docs); Go has
+    /// none of these, so it may decode what is refused here.
+    #[error("document refused: more than {limit} {what}")]
+    Limit {
+        /// What was counted (`bytes of input`, `nodes (aliases expanded)`,
+        /// ...).
+        what: &'static str,
+        /// Its bound.
+        limit: usize,
+    },
     /// YAML, but not something Go can decode into the target type.
     #[error("{0}")]
     Shape(String),
@@ -220,11 +248,15 @@ pub fn plain_str_is_string(s: &str) -> bool {
     )
 }
 
-/// `path` extended by a key.
-fn join_key(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_owned()
-    } else {
-        format!("{path}.{key}")
+/// A YAML key's text in a path.
+fn key_text(k: &resolve::Resolved) -> String {
+    use resolve::Resolved;
+    match k {
+        Resolved::Str(s) => s.clone(),
+        Resolved::Int(i) => i.to_string(),
+        Resolved::Uint(u) => u.to_string(),
+        Resolved::Float(f) => format!("{f}"),
+        Resolved::Bool(b) => b.to_string(),
+        Resolved::Null => "null".into(),
     }
 }

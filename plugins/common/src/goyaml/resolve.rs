@@ -220,7 +220,10 @@ pub(crate) fn resolve(
     if ok {
         Ok(r)
     } else {
-        Err(format!("cannot decode `{value}` as a !!{core}"))
+        Err(format!(
+            "cannot decode `{}` as a !!{core}",
+            super::limits::excerpt(value, super::limits::MAX_EXCERPT_BYTES)
+        ))
     }
 }
 

@@ -2,14 +2,15 @@
 //! (`yaml.v2`), to JSON with scalars turned into strings where the target
 //! field is a string, then `encoding/json` into the target.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 
 use super::gofmt::{format_g32, format_json_float};
+use super::limits::{MAX_EXCERPT_BYTES, Path, excerpt};
 use super::resolve::{Resolved, Schema, resolve};
 use super::tree::{CORE_TAG, Node, Scalar, parse};
-use super::{DecodeError, Decoded, Field, Notice, Shape, join_key};
+use super::{DecodeError, Decoded, Field, Notice, Shape, key_text};
 
 /// A value as `yaml.v2` decodes it into `interface{}`.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,23 +26,42 @@ fn is_merge(k: &Node) -> bool {
         if value == "<<" && (*plain && tag.is_none() || tag.as_deref() == Some(&format!("{CORE_TAG}merge"))))
 }
 
-/// Go `==` on interface values holding these.
-fn same_key(a: &Resolved, b: &Resolved) -> bool {
-    match (a, b) {
-        (Resolved::Float(x), Resolved::Float(y)) => x == y,
-        _ => a == b,
+/// A key as Go's `==` on interface values compares it, for hashing: the
+/// dynamic type and the value; `-0.0` is `0.0`; NaN equals nothing, so it
+/// has no identity (`None`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum KeyId {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Uint(u64),
+    Float(u64),
+    Str(String),
+}
+
+impl KeyId {
+    fn of(k: &Resolved) -> Option<KeyId> {
+        Some(match k {
+            Resolved::Null => KeyId::Null,
+            Resolved::Bool(b) => KeyId::Bool(*b),
+            Resolved::Int(i) => KeyId::Int(*i),
+            Resolved::Uint(u) => KeyId::Uint(*u),
+            Resolved::Float(f) if f.is_nan() => return None,
+            Resolved::Float(f) if *f == 0.0 => KeyId::Float(0),
+            Resolved::Float(f) => KeyId::Float(f.to_bits()),
+            Resolved::Str(s) => KeyId::Str(s.clone()),
+        })
     }
 }
 
-fn key_text(k: &Resolved) -> String {
-    match k {
-        Resolved::Str(s) => s.clone(),
-        Resolved::Int(i) => i.to_string(),
-        Resolved::Uint(u) => u.to_string(),
-        Resolved::Float(f) => format!("{f}"),
-        Resolved::Bool(b) => b.to_string(),
-        Resolved::Null => "null".into(),
-    }
+/// The entries of one mapping being decoded, with an index by key (so a
+/// mapping of n keys costs n lookups, not n² comparisons).
+#[derive(Default)]
+struct Entries {
+    /// Key, value, and whether the key was written in this mapping (not
+    /// merged in with `<<`).
+    list: Vec<(Resolved, Yv, bool)>,
+    index: HashMap<KeyId, usize>,
 }
 
 struct ToYv<'a> {
@@ -49,7 +69,7 @@ struct ToYv<'a> {
 }
 
 impl ToYv<'_> {
-    fn value(&mut self, n: &Node, path: &str) -> Result<Yv, DecodeError> {
+    fn value(&mut self, n: &Node, path: &Path<'_>) -> Result<Yv, DecodeError> {
         Ok(match n {
             Node::Scalar(s) => Yv::Scalar(
                 resolve(Schema::V2, &s.value, s.plain, s.tag.as_deref())
@@ -59,38 +79,38 @@ impl ToYv<'_> {
                 items
                     .iter()
                     .enumerate()
-                    .map(|(i, v)| self.value(v, &format!("{path}[{i}]")))
+                    .map(|(i, v)| self.value(v, &path.index(i)))
                     .collect::<Result<_, _>>()?,
             ),
             Node::Map(pairs) => {
-                let mut out = Vec::new();
+                let mut out = Entries::default();
                 self.mapping(pairs, path, &mut out, true)?;
-                Yv::Map(out.into_iter().map(|(k, v, _)| (k, v)).collect())
+                Yv::Map(out.list.into_iter().map(|(k, v, _)| (k, v)).collect())
             }
         })
     }
 
     /// Sets `k` in `out`. `explicit`: written in this mapping (not merged
     /// in with `<<`); an explicit key set twice is a duplicate.
-    fn insert(
-        &mut self,
-        out: &mut Vec<(Resolved, Yv, bool)>,
-        k: Resolved,
-        v: Yv,
-        path: &str,
-        explicit: bool,
-    ) {
-        match out.iter_mut().find(|(e, _, _)| same_key(e, &k)) {
-            Some(slot) => {
+    fn insert(&mut self, out: &mut Entries, k: Resolved, v: Yv, path: &Path<'_>, explicit: bool) {
+        let id = KeyId::of(&k);
+        match id.as_ref().and_then(|id| out.index.get(id)) {
+            Some(&i) => {
+                let slot = &mut out.list[i];
                 if explicit && slot.2 {
                     self.notices.push(Notice::DuplicateKey {
-                        path: join_key(path, &key_text(&k)),
+                        path: Path::Resolved(path, &k).render(),
                     });
                 }
                 slot.1 = v;
                 slot.2 |= explicit;
             }
-            None => out.push((k, v, explicit)),
+            None => {
+                if let Some(id) = id {
+                    out.index.insert(id, out.list.len());
+                }
+                out.list.push((k, v, explicit));
+            }
         }
     }
 
@@ -99,8 +119,8 @@ impl ToYv<'_> {
     fn mapping(
         &mut self,
         pairs: &[(Node, Node)],
-        path: &str,
-        out: &mut Vec<(Resolved, Yv, bool)>,
+        path: &Path<'_>,
+        out: &mut Entries,
         explicit: bool,
     ) -> Result<(), DecodeError> {
         for (k, v) in pairs {
@@ -125,10 +145,14 @@ impl ToYv<'_> {
             }
             let key = match self.value(k, path)? {
                 Yv::Scalar(r) => r,
-                _ => return Err(DecodeError::Shape(format!("invalid map key at {path:?}"))),
+                _ => {
+                    return Err(DecodeError::Shape(format!(
+                        "invalid map key at {:?}",
+                        path.render()
+                    )));
+                }
             };
-            let child = join_key(path, &key_text(&key));
-            let value = self.value(v, &child)?;
+            let value = self.value(v, &Path::Resolved(path, &key))?;
             self.insert(out, key, value, path, explicit);
         }
         Ok(())
@@ -160,43 +184,68 @@ pub(crate) fn equal_fold(a: &str, b: &str) -> bool {
     a.chars().map(fold).eq(b.chars().map(fold))
 }
 
-/// The field a JSON key goes to: the exact name, else the first field that
-/// matches ignoring case.
-fn find_field<'f>(fields: &'f [Field], key: &str) -> Option<&'f Field> {
+/// The field a JSON key goes to (by its position): the exact name, else
+/// the first field that matches ignoring case.
+fn find_field(fields: &[Field], key: &str) -> Option<usize> {
     fields
         .iter()
-        .find(|f| f.name == key)
-        .or_else(|| fields.iter().find(|f| equal_fold(f.name, key)))
+        .position(|f| f.name == key)
+        .or_else(|| fields.iter().position(|f| equal_fold(f.name, key)))
+}
+
+/// A JSON object key from a YAML key, as `sigs.k8s.io/yaml` writes it.
+fn json_key(k: &Resolved) -> Result<String, DecodeError> {
+    Ok(match k {
+        Resolved::Str(s) => s.clone(),
+        Resolved::Int(i) => i.to_string(),
+        Resolved::Float(f) => match format_g32(*f).as_str() {
+            "+Inf" => ".inf".into(),
+            "-Inf" => "-.inf".into(),
+            "NaN" => ".nan".into(),
+            s => s.to_owned(),
+        },
+        Resolved::Bool(b) => b.to_string(),
+        Resolved::Uint(_) | Resolved::Null => {
+            return Err(DecodeError::Shape(format!(
+                "unsupported map key {:?}",
+                excerpt(&key_text(k), MAX_EXCERPT_BYTES)
+            )));
+        }
+    })
+}
+
+/// A scalar as `sigs.k8s.io/yaml` turns it into JSON; `to_string`: the Go
+/// field is a string, so numbers and booleans become their text.
+fn scalar_json(r: &Resolved, to_string: bool) -> Result<Jv, DecodeError> {
+    if to_string {
+        let s = match r {
+            Resolved::Int(i) => Some(i.to_string()),
+            Resolved::Uint(u) => Some(u.to_string()),
+            Resolved::Float(f) => Some(format_g32(*f)),
+            Resolved::Bool(b) => Some(b.to_string()),
+            _ => None,
+        };
+        if let Some(s) = s {
+            return Ok(Jv::Str(s));
+        }
+    }
+    Ok(match r {
+        Resolved::Null => Jv::Null,
+        Resolved::Bool(b) => Jv::Bool(*b),
+        Resolved::Int(i) => Jv::Num(i.to_string()),
+        Resolved::Uint(u) => Jv::Num(u.to_string()),
+        Resolved::Float(f) => Jv::Num(format_json_float(*f).ok_or_else(|| {
+            DecodeError::Shape(format!("json: unsupported value: {}", format_g32(*f)))
+        })?),
+        Resolved::Str(s) => Jv::Str(s.clone()),
+    })
 }
 
 /// `convertToJSONableObject` of `sigs.k8s.io/yaml`, then the number
 /// formatting of `json.Marshal`.
 fn to_json(v: &Yv, target: Option<&Shape>) -> Result<Jv, DecodeError> {
     Ok(match v {
-        Yv::Scalar(r) => {
-            if target == Some(&Shape::Str) {
-                let s = match r {
-                    Resolved::Int(i) => Some(i.to_string()),
-                    Resolved::Uint(u) => Some(u.to_string()),
-                    Resolved::Float(f) => Some(format_g32(*f)),
-                    Resolved::Bool(b) => Some(b.to_string()),
-                    _ => None,
-                };
-                if let Some(s) = s {
-                    return Ok(Jv::Str(s));
-                }
-            }
-            match r {
-                Resolved::Null => Jv::Null,
-                Resolved::Bool(b) => Jv::Bool(*b),
-                Resolved::Int(i) => Jv::Num(i.to_string()),
-                Resolved::Uint(u) => Jv::Num(u.to_string()),
-                Resolved::Float(f) => Jv::Num(format_json_float(*f).ok_or_else(|| {
-                    DecodeError::Shape(format!("json: unsupported value: {}", format_g32(*f)))
-                })?),
-                Resolved::Str(s) => Jv::Str(s.clone()),
-            }
-        }
+        Yv::Scalar(r) => scalar_json(r, target == Some(&Shape::Str))?,
         Yv::Seq(items) => {
             let elem = match target {
                 Some(Shape::Seq(e)) => Some(*e),
@@ -212,25 +261,11 @@ fn to_json(v: &Yv, target: Option<&Shape>) -> Result<Jv, DecodeError> {
         Yv::Map(pairs) => {
             let mut obj = BTreeMap::new();
             for (k, v) in pairs {
-                let key = match k {
-                    Resolved::Str(s) => s.clone(),
-                    Resolved::Int(i) => i.to_string(),
-                    Resolved::Float(f) => match format_g32(*f).as_str() {
-                        "+Inf" => ".inf".into(),
-                        "-Inf" => "-.inf".into(),
-                        "NaN" => ".nan".into(),
-                        s => s.to_owned(),
-                    },
-                    Resolved::Bool(b) => b.to_string(),
-                    Resolved::Uint(_) | Resolved::Null => {
-                        return Err(DecodeError::Shape(format!(
-                            "unsupported map key {:?}",
-                            key_text(k)
-                        )));
-                    }
-                };
+                let key = json_key(k)?;
                 let sub = match target {
-                    Some(Shape::Struct(fields)) => find_field(fields, &key).map(|f| &f.shape),
+                    Some(Shape::Struct(fields)) => {
+                        find_field(fields, &key).map(|i| &fields[i].shape)
+                    }
                     Some(Shape::Map(e)) => Some(*e),
                     _ => None,
                 };
@@ -241,7 +276,7 @@ fn to_json(v: &Yv, target: Option<&Shape>) -> Result<Jv, DecodeError> {
     })
 }
 
-fn type_error(what: &str, shape: &Shape, path: &str) -> DecodeError {
+fn type_error(what: &str, shape: &Shape, path: &Path<'_>) -> DecodeError {
     let ty = match shape {
         Shape::Str => "string".to_owned(),
         Shape::Bool => "bool".to_owned(),
@@ -252,57 +287,101 @@ fn type_error(what: &str, shape: &Shape, path: &str) -> DecodeError {
         Shape::Map(_) | Shape::Struct(_) => "a mapping".to_owned(),
         Shape::Any => "any".to_owned(),
     };
-    let at = if path.is_empty() {
-        String::new()
-    } else {
-        format!(" (at {path})")
+    let at = match path {
+        Path::Root => String::new(),
+        p => format!(" (at {})", p.render()),
     };
     DecodeError::Shape(format!("cannot unmarshal {what} into {ty}{at}"))
 }
 
+/// What a JSON value is, for an error.
+fn describe(v: &Jv) -> String {
+    match v {
+        Jv::Bool(_) => "bool".to_owned(),
+        Jv::Num(t) => format!("number {}", excerpt(t, MAX_EXCERPT_BYTES)),
+        Jv::Str(s) => format!("string {:?}", excerpt(s, MAX_EXCERPT_BYTES)),
+        Jv::Arr(_) => "array".to_owned(),
+        Jv::Obj(_) => "object".to_owned(),
+        Jv::Null => "null".to_owned(),
+    }
+}
+
+/// `encoding/json` decoding of a number into a Go number of type `shape`.
+fn number(t: &str, shape: &Shape, path: &Path<'_>) -> Result<Value, DecodeError> {
+    let bad = || type_error(&describe(&Jv::Num(t.to_owned())), shape, path);
+    Ok(match shape {
+        Shape::Int(bits) => Value::from(
+            t.parse::<i64>()
+                .ok()
+                .filter(|n| *bits >= 64 || (*n >> (bits - 1)) == 0 || (*n >> (bits - 1)) == -1)
+                .ok_or_else(bad)?,
+        ),
+        Shape::Uint(bits) => Value::from(
+            t.parse::<u64>()
+                .ok()
+                .filter(|n| *bits >= 64 || (*n >> bits) == 0)
+                .filter(|_| !t.starts_with('+'))
+                .ok_or_else(bad)?,
+        ),
+        Shape::Float(bits) => Value::from(
+            t.parse::<f64>()
+                .ok()
+                .filter(|f| *bits >= 64 || (*f as f32).is_finite())
+                .ok_or_else(bad)?,
+        ),
+        _ => t.parse::<f64>().map(Value::from).unwrap_or(Value::Null),
+    })
+}
+
+/// `encoding/json` decoding of an object into the struct in `slot`.
+fn decode_struct(
+    obj: &BTreeMap<String, Jv>,
+    fields: &[Field],
+    slot: &mut Value,
+    path: &Path<'_>,
+    notices: &mut Vec<Notice>,
+) -> Result<(), DecodeError> {
+    let mut seen = vec![false; fields.len()];
+    for (k, v) in obj {
+        let child = path.key(k);
+        let Some(i) = find_field(fields, k) else {
+            notices.push(Notice::UnknownKey {
+                path: child.render(),
+            });
+            continue;
+        };
+        let f = &fields[i];
+        // `Path` and `path` both set the field: the later (in byte order)
+        // wins, as in Go.
+        if seen[i] {
+            notices.push(Notice::DuplicateKey {
+                path: child.render(),
+            });
+        }
+        seen[i] = true;
+        if let Some(map) = slot.as_object_mut() {
+            let field = map.entry(f.name).or_insert_with(|| f.shape.zero());
+            decode(v, &f.shape, field, &child, notices)?;
+        }
+    }
+    Ok(())
+}
+
 /// `encoding/json` decoding of `v` into `slot`, which holds the current
 /// value of a Go variable of type `shape`.
-#[allow(clippy::too_many_lines)]
 fn decode(
     v: &Jv,
     shape: &Shape,
     slot: &mut Value,
-    path: &str,
+    path: &Path<'_>,
     notices: &mut Vec<Notice>,
 ) -> Result<(), DecodeError> {
     match (v, shape) {
         (Jv::Null, Shape::Seq(_) | Shape::Map(_) | Shape::Any) => *slot = shape.zero(),
         (Jv::Null, _) => {}
         (Jv::Bool(b), Shape::Bool | Shape::Any) => *slot = Value::Bool(*b),
-        (Jv::Num(t), Shape::Int(bits)) => {
-            let n: i64 = t
-                .parse()
-                .ok()
-                .filter(|n: &i64| {
-                    *bits >= 64 || (*n >> (bits - 1)) == 0 || (*n >> (bits - 1)) == -1
-                })
-                .ok_or_else(|| type_error(&format!("number {t}"), shape, path))?;
-            *slot = Value::from(n);
-        }
-        (Jv::Num(t), Shape::Uint(bits)) => {
-            let n: u64 = t
-                .parse()
-                .ok()
-                .filter(|n: &u64| *bits >= 64 || (*n >> bits) == 0)
-                .filter(|_| !t.starts_with('+'))
-                .ok_or_else(|| type_error(&format!("number {t}"), shape, path))?;
-            *slot = Value::from(n);
-        }
-        (Jv::Num(t), Shape::Float(bits)) => {
-            let f: f64 = t
-                .parse()
-                .ok()
-                .filter(|f: &f64| *bits >= 64 || (*f as f32).is_finite())
-                .ok_or_else(|| type_error(&format!("number {t}"), shape, path))?;
-            *slot = Value::from(f);
-        }
-        (Jv::Num(t), Shape::Any) => {
-            *slot = t.parse::<f64>().map(Value::from).unwrap_or(Value::Null);
+        (Jv::Num(t), Shape::Int(_) | Shape::Uint(_) | Shape::Float(_) | Shape::Any) => {
+            *slot = number(t, shape, path)?;
         }
         (Jv::Str(s), Shape::Str | Shape::Any) => *slot = Value::String(s.clone()),
         (Jv::Arr(items), Shape::Seq(elem)) => {
@@ -315,15 +394,15 @@ fn decode(
                 if i >= cur.len() {
                     cur.push(elem.zero());
                 }
-                decode(item, elem, &mut cur[i], &format!("{path}[{i}]"), notices)?;
+                decode(item, elem, &mut cur[i], &path.index(i), notices)?;
             }
             *slot = Value::Array(cur);
         }
         (Jv::Arr(items), Shape::Any) => {
-            let mut out = Vec::new();
+            let mut out = Vec::with_capacity(items.len());
             for (i, item) in items.iter().enumerate() {
                 let mut v = Value::Null;
-                decode(item, &Shape::Any, &mut v, &format!("{path}[{i}]"), notices)?;
+                decode(item, &Shape::Any, &mut v, &path.index(i), notices)?;
                 out.push(v);
             }
             *slot = Value::Array(out);
@@ -332,27 +411,7 @@ fn decode(
             if !slot.is_object() {
                 *slot = shape.zero();
             }
-            let mut seen: Vec<&str> = Vec::new();
-            for (k, v) in obj {
-                let child = join_key(path, k);
-                match find_field(fields, k) {
-                    Some(f) => {
-                        // `Path` and `path` both set the field: the later
-                        // (in byte order) wins, as in Go.
-                        if seen.contains(&f.name) {
-                            notices.push(Notice::DuplicateKey {
-                                path: child.clone(),
-                            });
-                        }
-                        seen.push(f.name);
-                        if let Some(map) = slot.as_object_mut() {
-                            let field = map.entry(f.name).or_insert_with(|| f.shape.zero());
-                            decode(v, &f.shape, field, &child, notices)?;
-                        }
-                    }
-                    None => notices.push(Notice::UnknownKey { path: child }),
-                }
-            }
+            decode_struct(obj, fields, slot, path, notices)?;
         }
         (Jv::Obj(obj), Shape::Map(elem)) => {
             if !slot.is_object() {
@@ -360,7 +419,7 @@ fn decode(
             }
             for (k, v) in obj {
                 let mut e = elem.zero();
-                decode(v, elem, &mut e, &join_key(path, k), notices)?;
+                decode(v, elem, &mut e, &path.key(k), notices)?;
                 if let Some(map) = slot.as_object_mut() {
                     map.insert(k.clone(), e);
                 }
@@ -370,22 +429,12 @@ fn decode(
             let mut map = serde_json::Map::new();
             for (k, v) in obj {
                 let mut e = Value::Null;
-                decode(v, &Shape::Any, &mut e, &join_key(path, k), notices)?;
+                decode(v, &Shape::Any, &mut e, &path.key(k), notices)?;
                 map.insert(k.clone(), e);
             }
             *slot = Value::Object(map);
         }
-        (other, _) => {
-            let what = match other {
-                Jv::Bool(_) => "bool".to_owned(),
-                Jv::Num(t) => format!("number {t}"),
-                Jv::Str(s) => format!("string {s:?}"),
-                Jv::Arr(_) => "array".to_owned(),
-                Jv::Obj(_) => "object".to_owned(),
-                Jv::Null => "null".to_owned(),
-            };
-            return Err(type_error(&what, shape, path));
-        }
+        (other, _) => return Err(type_error(&describe(other), shape, path)),
     }
     Ok(())
 }
@@ -395,7 +444,9 @@ fn decode(
 ///
 /// # Errors
 ///
-/// [`DecodeError`] where Go returns an error.
+/// [`DecodeError`] where Go returns an error, and
+/// [`DecodeError::Limit`] beyond the bounds of decoding (see the module
+/// docs).
 pub fn decode_sigs_value(
     text: &str,
     shape: &Shape,
@@ -406,14 +457,18 @@ pub fn decode_sigs_value(
     let Some(node) = parse(text)? else {
         return Ok(Decoded { value, notices });
     };
+    // Each stage is dropped once the next is built: at most two copies of
+    // the document are held at a time.
     let yv = ToYv {
         notices: &mut notices,
     }
-    .value(&node, "")?;
+    .value(&node, &Path::Root)?;
+    drop(node);
     let jv = to_json(&yv, Some(shape))?;
+    drop(yv);
     // A top-level null leaves the variable as it was.
     if jv != Jv::Null {
-        decode(&jv, shape, &mut value, "", &mut notices)?;
+        decode(&jv, shape, &mut value, &Path::Root, &mut notices)?;
     }
     Ok(Decoded { value, notices })
 }

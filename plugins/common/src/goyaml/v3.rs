@@ -1,10 +1,13 @@
 //! `go.yaml.in/yaml/v3.Unmarshal` into a typed target.
 
+use std::collections::HashSet;
+
 use serde_json::Value;
 
+use super::limits::{Errors, MAX_EXCERPT_BYTES, Path, excerpt};
 use super::resolve::{Resolved, Schema, resolve};
 use super::tree::{CORE_TAG, Node, Scalar, parse};
-use super::{DecodeError, Decoded, Notice, Shape, join_key};
+use super::{DecodeError, Decoded, Notice, Shape};
 
 fn is_merge(k: &Node) -> bool {
     matches!(k, Node::Scalar(Scalar { value, plain, tag, .. })
@@ -13,7 +16,7 @@ fn is_merge(k: &Node) -> bool {
 
 fn describe(n: &Node) -> String {
     match n {
-        Node::Scalar(s) => format!("`{}`", s.value),
+        Node::Scalar(s) => format!("`{}`", excerpt(&s.value, MAX_EXCERPT_BYTES)),
         Node::Seq(_) => "a sequence".into(),
         Node::Map(_) => "a mapping".into(),
     }
@@ -29,19 +32,20 @@ fn line(n: &Node) -> usize {
 
 struct V3<'a> {
     notices: &'a mut Vec<Notice>,
-    errors: Vec<String>,
+    errors: Errors,
 }
 
 impl V3<'_> {
-    fn type_error(&mut self, n: &Node, shape: &Shape, path: &str) {
+    fn type_error(&mut self, n: &Node, shape: &Shape, path: &Path<'_>) {
         self.errors.push(format!(
-            "line {}: cannot unmarshal {} into {shape:?} (at {path})",
+            "line {}: cannot unmarshal {} into {shape:?} (at {})",
             line(n),
-            describe(n)
+            describe(n),
+            path.render()
         ));
     }
 
-    fn scalar(&mut self, s: &Scalar, n: &Node, shape: &Shape, slot: &mut Value, path: &str) {
+    fn scalar(&mut self, s: &Scalar, n: &Node, shape: &Shape, slot: &mut Value, path: &Path<'_>) {
         let resolved = match resolve(Schema::V3, &s.value, s.plain, s.tag.as_deref()) {
             Ok(r) => r,
             Err(e) => {
@@ -92,7 +96,7 @@ impl V3<'_> {
         }
     }
 
-    fn node(&mut self, n: &Node, shape: &Shape, slot: &mut Value, path: &str) {
+    fn node(&mut self, n: &Node, shape: &Shape, slot: &mut Value, path: &Path<'_>) {
         match n {
             Node::Scalar(s) => self.scalar(s, n, shape, slot, path),
             Node::Seq(items) => match shape {
@@ -100,16 +104,16 @@ impl V3<'_> {
                     let mut out = Vec::with_capacity(items.len());
                     for (i, item) in items.iter().enumerate() {
                         let mut v = elem.zero();
-                        self.node(item, elem, &mut v, &format!("{path}[{i}]"));
+                        self.node(item, elem, &mut v, &path.index(i));
                         out.push(v);
                     }
                     *slot = Value::Array(out);
                 }
                 Shape::Any => {
-                    let mut out = Vec::new();
+                    let mut out = Vec::with_capacity(items.len());
                     for (i, item) in items.iter().enumerate() {
                         let mut v = Value::Null;
-                        self.node(item, &Shape::Any, &mut v, &format!("{path}[{i}]"));
+                        self.node(item, &Shape::Any, &mut v, &path.index(i));
                         out.push(v);
                     }
                     *slot = Value::Array(out);
@@ -132,51 +136,61 @@ impl V3<'_> {
         }
     }
 
-    /// yaml.v3 refuses a mapping that repeats a key.
+    /// yaml.v3 refuses a mapping that repeats a key (reported where it is
+    /// repeated; one hash lookup per key).
     fn check_unique(&mut self, pairs: &[(Node, Node)]) {
-        for (i, (a, _)) in pairs.iter().enumerate() {
-            if let Node::Scalar(sa) = a {
-                if pairs[i + 1..]
-                    .iter()
-                    .any(|(b, _)| matches!(b, Node::Scalar(sb) if sb.value == sa.value))
-                {
+        let mut seen = HashSet::with_capacity(pairs.len());
+        for (k, _) in pairs {
+            if let Node::Scalar(sk) = k {
+                if !seen.insert(sk.value.as_str()) {
                     self.errors.push(format!(
                         "line {}: mapping key {:?} already defined",
-                        sa.line, sa.value
+                        sk.line,
+                        excerpt(&sk.value, MAX_EXCERPT_BYTES)
                     ));
                 }
             }
         }
     }
 
-    fn mapping(&mut self, pairs: &[(Node, Node)], shape: &Shape, slot: &mut Value, path: &str) {
+    fn merge(&mut self, v: &Node, shape: &Shape, slot: &mut Value, path: &Path<'_>) {
+        let bad = |n: &Node| {
+            format!(
+                "line {}: map merge requires map or sequence of maps as the value",
+                line(n)
+            )
+        };
+        match v {
+            Node::Map(p) => self.mapping(p, shape, slot, path),
+            Node::Seq(items) => {
+                for item in items.iter().rev() {
+                    match item {
+                        Node::Map(p) => self.mapping(p, shape, slot, path),
+                        other => self.errors.push(bad(other)),
+                    }
+                }
+            }
+            other => self.errors.push(bad(other)),
+        }
+    }
+
+    fn mapping(
+        &mut self,
+        pairs: &[(Node, Node)],
+        shape: &Shape,
+        slot: &mut Value,
+        path: &Path<'_>,
+    ) {
         for (k, v) in pairs {
             if is_merge(k) {
-                match v {
-                    Node::Map(p) => self.mapping(p, shape, slot, path),
-                    Node::Seq(items) => {
-                        for item in items.iter().rev() {
-                            match item {
-                                Node::Map(p) => self.mapping(p, shape, slot, path),
-                                other => self.errors.push(format!(
-                                    "line {}: map merge requires map or sequence of maps as the value",
-                                    line(other)
-                                )),
-                            }
-                        }
-                    }
-                    other => self.errors.push(format!(
-                        "line {}: map merge requires map or sequence of maps as the value",
-                        line(other)
-                    )),
-                }
+                self.merge(v, shape, slot, path);
                 continue;
             }
             let Node::Scalar(key) = k else {
                 self.type_error(k, &Shape::Str, path);
                 continue;
             };
-            let child = join_key(path, &key.value);
+            let child = path.key(&key.value);
             let Some(map) = slot.as_object_mut() else {
                 return;
             };
@@ -186,7 +200,9 @@ impl V3<'_> {
                         let field = map.entry(f.name).or_insert_with(|| f.shape.zero());
                         self.node(v, &f.shape, field, &child);
                     }
-                    None => self.notices.push(Notice::UnknownKey { path: child }),
+                    None => self.notices.push(Notice::UnknownKey {
+                        path: child.render(),
+                    }),
                 },
                 Shape::Map(elem) => {
                     let mut e = elem.zero();
@@ -208,8 +224,10 @@ impl V3<'_> {
 ///
 /// # Errors
 ///
-/// [`DecodeError`] where Go returns an error (all type errors, as Go
-/// collects them).
+/// [`DecodeError`] where Go returns an error (the type errors, as Go
+/// collects them, up to [`MAX_ERRORS`](super::MAX_ERRORS)), and
+/// [`DecodeError::Limit`] beyond the bounds of decoding (see the module
+/// docs).
 pub fn decode_v3_value(
     text: &str,
     shape: &Shape,
@@ -222,11 +240,11 @@ pub fn decode_v3_value(
     };
     let mut d = V3 {
         notices: &mut notices,
-        errors: Vec::new(),
+        errors: Errors::default(),
     };
-    d.node(&node, shape, &mut value, "");
+    d.node(&node, shape, &mut value, &Path::Root);
     if !d.errors.is_empty() {
-        return Err(DecodeError::Shape(d.errors.join("; ")));
+        return Err(DecodeError::Shape(d.errors.joined()));
     }
     // `null` lists and maps are Go's nil: empty.
     normalize(&mut value, shape);
