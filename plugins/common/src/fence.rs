@@ -29,7 +29,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::goyaml::{Decoded, Notice, Shape, decode_sigs_value};
+use crate::goyaml::{Decoded, MAX_EXCERPT_BYTES, Notice, Shape, decode_sigs_value, excerpt};
+
+/// Longest pod or annotation name in a refusal.
+const MAX_NAME_BYTES: usize = 512;
+/// Longest rule in a refusal (the allow-list as written can be long).
+const MAX_RULE_BYTES: usize = 1024;
 
 /// The configuration key of the allow-lists.
 pub const ALLOW_KEY: &str = "allow";
@@ -227,7 +232,9 @@ fn split(name: &str, kind: PrefixKind) -> Option<Vec<String>> {
 
 /// A request outside the allow-list: names the pod (`namespace/name`),
 /// the annotation, the value refused and the rule it broke. Made with
-/// [`Refused::new`], which logs it.
+/// [`Refused::new`], which logs it. Each part is cut to fit (see
+/// [`excerpt`]), so a refusal is at most a few KiB of message and log
+/// however large the value.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("pod {pod}: annotation {annotation:?}: {value} is not allowed by {rule}")]
 pub struct Refused {
@@ -249,11 +256,15 @@ impl Refused {
         value: impl Into<String>,
         rule: impl Into<String>,
     ) -> Self {
+        let cut = |s: String, max: usize| match excerpt(&s, max) {
+            std::borrow::Cow::Borrowed(_) => s,
+            std::borrow::Cow::Owned(o) => o,
+        };
         let r = Refused {
-            pod: pod.into(),
-            annotation: annotation.into(),
-            value: value.into(),
-            rule: rule.into(),
+            pod: cut(pod.into(), MAX_NAME_BYTES),
+            annotation: cut(annotation.into(), MAX_NAME_BYTES),
+            value: cut(value.into(), MAX_EXCERPT_BYTES * 2),
+            rule: cut(rule.into(), MAX_RULE_BYTES),
         };
         tracing::warn!(
             pod = %r.pod,

@@ -1,13 +1,17 @@
 //! Input the Go plugins drop without a word (unknown or repeated keys,
-//! unknown names): by default ours drop it too, with a warning that names
-//! the pod, the container, the annotation and its value; in strict mode
-//! (`-strict`, or `strict: true` in the plugin's configuration) it is an
-//! error instead.
+//! unknown names): by default ours drop it too, with one warning per
+//! annotation that names the pod, the container, the annotation, the
+//! first few things dropped (and how many in all) and an excerpt of the
+//! value; in strict mode (`-strict`, or `strict: true` in the plugin's
+//! configuration) it is an error instead. A warning is at most
+//! [`MAX_LOG_BYTES_PER_ANNOTATION`] bytes, however large the annotation
+//! and however many things it drops.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::goyaml::{
-    DecodeError, Decoded, Field, Notice, Shape, decode_sigs_value, decode_v3_value,
+    DecodeError, Decoded, Field, MAX_EXCERPT_BYTES, Notice, Shape, decode_sigs_value,
+    decode_v3_value, excerpt,
 };
 
 /// Where a value came from, for warnings and errors.
@@ -37,47 +41,163 @@ pub struct StrictError {
     pub what: String,
 }
 
+/// Things listed by name in one warning; the rest are counted.
+pub const MAX_LISTED: usize = 4;
+/// Most bytes of log one annotation can cause (its warning, its summary of
+/// what was injected, a refusal): names, values and lists in a log line
+/// are cut to fit (see [`excerpt`]).
+pub const MAX_LOG_BYTES_PER_ANNOTATION: usize = 4096;
+/// Longest excerpt of a name (pod, container, annotation key) in a log
+/// line.
+const MAX_NAME_BYTES: usize = 256;
+
 impl Source<'_> {
     fn target(&self) -> String {
         match (self.pod.is_empty(), self.container.is_empty()) {
             (true, _) => String::new(),
-            (false, true) => format!(" of pod {}", self.pod),
-            (false, false) => format!(" of {}/{}", self.pod, self.container),
+            (false, true) => format!(" of pod {}", excerpt(self.pod, MAX_NAME_BYTES)),
+            (false, false) => format!(
+                " of {}/{}",
+                excerpt(self.pod, MAX_NAME_BYTES),
+                excerpt(self.container, MAX_NAME_BYTES)
+            ),
         }
     }
 
-    /// Something Go drops silently: a warning naming the source, or with
-    /// `strict` the error.
+    fn refuse(&self, what: &str) -> StrictError {
+        StrictError {
+            annotation: excerpt(self.annotation, MAX_NAME_BYTES).into_owned(),
+            target: self.target(),
+            what: excerpt(what, MAX_EXCERPT_BYTES * 2).into_owned(),
+        }
+    }
+
+    /// One warning for this annotation: what was dropped (`listed`, cut to
+    /// fit, and how many in all) and an excerpt of the value.
+    fn warn(&self, count: usize, listed: &[String]) {
+        let mut what = listed.join("; ");
+        if count > listed.len() {
+            what.push_str(&format!("; and {} more", count - listed.len()));
+        }
+        tracing::warn!(
+            pod = %excerpt(self.pod, MAX_NAME_BYTES),
+            container = %excerpt(self.container, MAX_NAME_BYTES),
+            annotation = %excerpt(self.annotation, MAX_NAME_BYTES),
+            value = ?excerpt(self.value, MAX_EXCERPT_BYTES),
+            dropped = count,
+            "{what}; ignored, as the Go plugin does (-strict refuses it)"
+        );
+    }
+
+    /// Something Go drops silently: a warning naming the source (an
+    /// excerpt of the value), or with `strict` the error. For several
+    /// things of one annotation use [`Source::drops`], which warns once.
     ///
     /// # Errors
     ///
     /// [`StrictError`] when `strict`.
     pub fn dropped(&self, strict: bool, what: impl std::fmt::Display) -> Result<(), StrictError> {
+        let what = what.to_string();
         if strict {
-            return Err(StrictError {
-                annotation: self.annotation.to_owned(),
-                target: self.target(),
-                what: what.to_string(),
-            });
+            return Err(self.refuse(&what));
         }
-        tracing::warn!(
-            pod = %self.pod,
-            container = %self.container,
-            annotation = %self.annotation,
-            value = %self.value,
-            "{what}; ignored, as the Go plugin does (-strict refuses it)"
-        );
+        self.warn(1, &[excerpt(&what, MAX_EXCERPT_BYTES * 2).into_owned()]);
         Ok(())
     }
 
-    /// [`Source::dropped`] for each decoding notice.
+    /// [`Source::dropped`] for each decoding notice, in one warning.
     ///
     /// # Errors
     ///
     /// The first notice as a [`StrictError`] when `strict`.
     pub fn notices(&self, strict: bool, notices: &[Notice]) -> Result<(), StrictError> {
-        notices.iter().try_for_each(|n| self.dropped(strict, n))
+        let mut d = self.drops(strict);
+        notices.iter().try_for_each(|n| d.push(n))
     }
+
+    /// A collector of what this annotation drops: one warning when it is
+    /// dropped, listing the first [`MAX_LISTED`] things and counting the
+    /// rest; with `strict`, the first thing pushed is the error.
+    pub fn drops(&self, strict: bool) -> Drops<'_> {
+        Drops {
+            src: self,
+            strict,
+            listed: Vec::new(),
+            count: 0,
+        }
+    }
+}
+
+/// What one annotation drops, warned about once (see [`Source::drops`]).
+#[derive(Debug)]
+pub struct Drops<'a> {
+    src: &'a Source<'a>,
+    strict: bool,
+    listed: Vec<String>,
+    count: usize,
+}
+
+impl Drops<'_> {
+    /// One more thing dropped.
+    ///
+    /// # Errors
+    ///
+    /// [`StrictError`] when strict.
+    pub fn push(&mut self, what: impl std::fmt::Display) -> Result<(), StrictError> {
+        let what = what.to_string();
+        if self.strict {
+            return Err(self.src.refuse(&what));
+        }
+        self.count += 1;
+        if self.listed.len() < MAX_LISTED {
+            self.listed
+                .push(excerpt(&what, MAX_EXCERPT_BYTES * 2).into_owned());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Drops<'_> {
+    fn drop(&mut self) {
+        if self.count > 0 {
+            self.src.warn(self.count, &self.listed);
+        }
+    }
+}
+
+/// Longest [`listing`].
+pub const MAX_LISTING_BYTES: usize = 1024;
+
+/// `items` joined with `, `, cut at [`MAX_LISTING_BYTES`] (with how many
+/// were left out): what a plugin logs of the values it injected from one
+/// annotation, in one line, however many there are.
+///
+/// ```
+/// use nri_sample_common::listing;
+///
+/// assert_eq!(listing(["a", "b"]), "a, b");
+/// let many = listing((0..10_000).map(|i| i.to_string()));
+/// assert!(many.len() < 1100 && many.ends_with("more)"), "{many}");
+/// ```
+pub fn listing<T: std::fmt::Display>(items: impl IntoIterator<Item = T>) -> String {
+    let mut out = String::new();
+    let mut left = 0usize;
+    for item in items {
+        if left > 0 || out.len() >= MAX_LISTING_BYTES {
+            left += 1;
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(", ");
+        }
+        let text = item.to_string();
+        let room = MAX_LISTING_BYTES.saturating_sub(out.len()).max(16);
+        out.push_str(&excerpt(&text, room));
+    }
+    if left > 0 {
+        out.push_str(&format!(" (and {left} more)"));
+    }
+    out
 }
 
 /// The strict setting of a running plugin: the `-strict` flag, overridden
@@ -177,8 +297,9 @@ pub fn decode_annotation<T: serde::Serialize + serde::de::DeserializeOwned>(
     start: &T,
     strict: bool,
 ) -> Result<T, AnnotationError> {
-    let d = crate::goyaml::decode_sigs(src.value, shape, start)
-        .map_err(|e| AnnotationError::Decode(src.annotation.to_owned(), e))?;
+    let d = crate::goyaml::decode_sigs(src.value, shape, start).map_err(|e| {
+        AnnotationError::Decode(excerpt(src.annotation, MAX_NAME_BYTES).into_owned(), e)
+    })?;
     src.notices(strict, &d.notices)?;
     Ok(d.value)
 }

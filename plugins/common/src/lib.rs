@@ -36,7 +36,10 @@ mod yaml;
 
 pub use args::{COMMON_USAGE, CommonArgs, LogLevel, parse_args};
 pub use dump::{dump, erased::Dump, to_yaml};
-pub use lenient::{AnnotationError, Source, Strict, StrictError, decode_annotation, strict_key};
+pub use lenient::{
+    AnnotationError, Drops, MAX_LISTED, MAX_LISTING_BYTES, MAX_LOG_BYTES_PER_ANNOTATION, Source,
+    Strict, StrictError, decode_annotation, listing, strict_key,
+};
 pub use logging::{LogOutput, LogWriter, init_logging};
 pub use nri_plugin::FlagValue;
 pub use yaml::{DecodeError, decode_yaml, fold_keys, parse_yaml};

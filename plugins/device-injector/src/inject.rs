@@ -12,8 +12,10 @@ use nri_plugin::api::{
     OptionalUInt32,
 };
 use nri_sample_common::fence::Refused;
-use nri_sample_common::goyaml::{Field, Shape};
-use nri_sample_common::{AnnotationError, Source, container_annotation, decode_annotation};
+use nri_sample_common::goyaml::{Field, MAX_EXCERPT_BYTES, Shape, excerpt};
+use nri_sample_common::{
+    AnnotationError, Source, container_annotation, decode_annotation, listing,
+};
 
 use crate::fence::Fence;
 use serde::{Deserialize, Serialize};
@@ -240,8 +242,13 @@ fn devices(r: &Request<'_>, a: &mut ContainerAdjustment) -> Result<(), InjectErr
     for d in &list {
         r.fence.device(r, src.annotation, d)?;
     }
+    tracing::info!(
+        "{}: injected {} devices: {}",
+        r.name(),
+        list.len(),
+        listing(list.iter().map(|d| format!("{:?}", d.path)))
+    );
     for d in list {
-        tracing::info!("{}: injected device {:?}", r.name(), d.path);
         a.add_device(LinuxDevice {
             path: d.path,
             r#type: d.r#type,
@@ -267,8 +274,13 @@ fn cdi_devices(r: &Request<'_>, a: &mut ContainerAdjustment) -> Result<(), Injec
     for n in &names {
         r.fence.cdi_device(r, src.annotation, n)?;
     }
+    tracing::info!(
+        "{}: injected {} CDI devices: {}",
+        r.name(),
+        names.len(),
+        listing(names.iter().map(|n| format!("{n:?}")))
+    );
     for n in names {
-        tracing::info!("{}: injected CDI device {n:?}", r.name());
         a.add_cdi_device(n);
     }
     Ok(())
@@ -285,13 +297,16 @@ fn mounts(r: &Request<'_>, a: &mut ContainerAdjustment) -> Result<(), InjectErro
     for m in &list {
         r.fence.mount(r, src.annotation, m)?;
     }
+    tracing::info!(
+        "{}: injected {} mounts: {}",
+        r.name(),
+        list.len(),
+        listing(
+            list.iter()
+                .map(|m| format!("{:?} -> {:?}", m.source, m.destination))
+        )
+    );
     for m in list {
-        tracing::info!(
-            "{}: injected mount {:?} -> {:?}",
-            r.name(),
-            m.source,
-            m.destination
-        );
         a.add_mount(Mount {
             source: m.source,
             destination: m.destination,
@@ -315,7 +330,7 @@ fn io_priority(r: &Request<'_>, a: &mut ContainerAdjustment) -> Result<(), Injec
             tracing::info!(
                 "{}: injected I/O priority {}:{}",
                 r.name(),
-                p.class,
+                class.as_str_name(),
                 p.priority
             );
             a.set_linux_io_priority(LinuxIoPriority {
@@ -361,21 +376,31 @@ fn scheduler(r: &Request<'_>, a: &mut ContainerAdjustment) -> Result<(), InjectE
     r.fence.pod(r, src.annotation)?;
     r.fence.policy(r, src.annotation, policy.as_str_name())?;
     let mut flags = Vec::with_capacity(s.flags.len());
+    // One warning for all the unknown flags.
+    let mut drops = src.drops(r.strict);
     for f in &s.flags {
         let flag = match LinuxSchedulerFlag::from_str_name(f) {
             Some(flag) => flag,
             None => {
-                src.dropped(
-                    r.strict,
-                    format!("unknown scheduling flag {f:?}, taken as SCHED_FLAG_RESET_ON_FORK"),
-                )
-                .map_err(AnnotationError::from)?;
+                drops
+                    .push(format!(
+                        "unknown scheduling flag {f:?}, taken as SCHED_FLAG_RESET_ON_FORK"
+                    ))
+                    .map_err(AnnotationError::from)?;
                 LinuxSchedulerFlag::SchedFlagResetOnFork
             }
         };
         flags.push(flag as i32);
     }
-    tracing::info!("{}: adjusted scheduling attributes to {s:?}", r.name());
+    drop(drops);
+    tracing::info!(
+        "{}: adjusted scheduling attributes: policy {}, nice {}, priority {}, {} flags",
+        r.name(),
+        policy.as_str_name(),
+        s.nice,
+        s.priority,
+        flags.len()
+    );
     a.set_linux_scheduler(LinuxScheduler {
         policy: policy as i32,
         nice: s.nice,
@@ -400,13 +425,16 @@ fn net_devices(r: &Request<'_>, a: &mut ContainerAdjustment) -> Result<(), Injec
     for d in &list {
         r.fence.net_device(r, src.annotation, d)?;
     }
+    tracing::info!(
+        "{}: injected {} network devices: {}",
+        r.name(),
+        list.len(),
+        listing(
+            list.iter()
+                .map(|d| format!("{:?} -> {:?}", d.host_if, d.name))
+        )
+    );
     for d in list {
-        tracing::info!(
-            "{}: injected network device {:?} -> {:?}",
-            r.name(),
-            d.host_if,
-            d.name
-        );
         a.add_linux_net_device(d.host_if, LinuxNetDevice { name: d.name });
     }
     Ok(())
@@ -424,8 +452,13 @@ fn sysctls(r: &Request<'_>, a: &mut ContainerAdjustment) -> Result<(), InjectErr
     for k in map.keys() {
         r.fence.sysctl(r, src.annotation, k)?;
     }
+    tracing::info!(
+        "{}: adjusted {} sysctls: {}",
+        r.name(),
+        map.len(),
+        listing(map.iter().map(|(k, v)| format!("{k}={v:?}")))
+    );
     for (k, v) in map {
-        tracing::info!("{}: adjusted sysctl {k}={v}", r.name());
         a.set_linux_sysctl(k, v);
     }
     Ok(())
@@ -442,18 +475,32 @@ fn memory_policy(r: &Request<'_>, a: &mut ContainerAdjustment) -> Result<(), Inj
         reason,
     };
     // Go refuses an unknown (or empty) mode or flag.
-    let mode = MpolMode::from_str_name(&p.mode)
-        .ok_or_else(|| bad(format!("invalid memory policy mode {:?}", p.mode)))?;
+    let mode = MpolMode::from_str_name(&p.mode).ok_or_else(|| {
+        bad(format!(
+            "invalid memory policy mode {:?}",
+            excerpt(&p.mode, MAX_EXCERPT_BYTES)
+        ))
+    })?;
     let flags = p
         .flags
         .iter()
         .map(|f| {
-            MpolFlag::from_str_name(f)
-                .ok_or_else(|| bad(format!("invalid memory policy flag {f:?}")))
+            MpolFlag::from_str_name(f).ok_or_else(|| {
+                bad(format!(
+                    "invalid memory policy flag {:?}",
+                    excerpt(f, MAX_EXCERPT_BYTES)
+                ))
+            })
         })
         .collect::<Result<Vec<_>, _>>()?;
     r.fence.pod(r, src.annotation)?;
-    tracing::info!("{}: adjusted memory policy to {p:?}", r.name());
+    tracing::info!(
+        "{}: adjusted memory policy: {}, nodes {}, {} flags",
+        r.name(),
+        mode.as_str_name(),
+        listing([format!("{:?}", p.nodes)]),
+        flags.len()
+    );
     a.set_linux_memory_policy(mode, p.nodes, &flags);
     Ok(())
 }

@@ -287,3 +287,59 @@ fn errors_as_go() {
         assert!(e.to_string().contains(k), "{k}={v:?}: {e}");
     }
 }
+
+/// What one container's annotations make the plugin log: at most 4 KiB
+/// per annotation (a line per annotation, values cut to fit), however many
+/// items they hold and however many of them Go would drop. Before, each
+/// injected item was a line, and each dropped one a warning carrying the
+/// whole value.
+#[test]
+fn one_annotation_logs_a_few_kib_at_most() {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Default)]
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+    impl Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    let long = "x".repeat(200);
+    let devices: String = (0..700)
+        .map(|i| format!("- {{path: /dev/{long}{i}, type: c, major: 1, minor: 3, extra: 1}}\n"))
+        .collect();
+    let mounts: String = (0..1_000)
+        .map(|i| format!("- {{source: /{long}{i}, destination: /d{i}, type: bind}}\n"))
+        .collect();
+    let sysctls: String = (0..1_000)
+        .map(|i| format!("net.core.{long}{i}: '1'\n"))
+        .collect();
+    let flags = format!("flags: [{}]", "UNKNOWN, ".repeat(3_000));
+    let annotations = ann(&[
+        ("devices.noderesource.dev/container.c", &devices),
+        ("mounts.noderesource.dev/container.c", &mounts),
+        ("sysctl.noderesource.dev/container.c", &sysctls),
+        ("scheduling-policy.noderesource.dev/container.c", &flags),
+    ]);
+    // A first run registers the log call sites (a call site seen for the
+    // first time by two test threads at once can miss a scoped subscriber).
+    adjust(&annotations, "c").unwrap();
+    let sink = Sink::default();
+    let out = sink.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || out.clone())
+        .with_ansi(false)
+        .finish();
+    tracing::subscriber::with_default(subscriber, || {
+        adjust(&annotations, "c").unwrap();
+    });
+    let log = sink.0.lock().unwrap().len();
+    eprintln!("4 annotations of 700 to 3,000 items: {log} bytes of log");
+    assert!(log <= 4 * 4096, "{log} bytes of log for 4 annotations");
+}

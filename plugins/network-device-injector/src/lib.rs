@@ -22,7 +22,7 @@ use nri_plugin::api::{
 };
 use nri_plugin::{ConfigureInfo, EventMask, HandlerResult, NriVersion, Plugin, SyncKind};
 use nri_sample_common::fence::{ConfigError, Current, Refused};
-use nri_sample_common::goyaml::{Field, Shape};
+use nri_sample_common::goyaml::{Field, MAX_EXCERPT_BYTES, Shape, excerpt};
 use nri_sample_common::{AnnotationError, Source, Strict, StrictError, decode_annotation};
 use serde::{Deserialize, Serialize};
 
@@ -192,12 +192,17 @@ pub fn parse_netdevices(src: &Source<'_>, strict: bool) -> Result<Vec<NetDevice>
     let mut hosts = BTreeSet::new();
     let mut pods = BTreeSet::new();
     let mut out = Vec::with_capacity(devices.len());
+    // One warning for all the devices dropped (the first few named).
+    let mut drops = src.drops(strict);
     for (index, mut d) in devices.into_iter().enumerate() {
         if !d.address.is_empty() {
             let ip: IpAddr = d.address.parse().map_err(|_| Error::InvalidDevice {
                 key: key.to_owned(),
                 index,
-                reason: format!("error parsing address {:?}", d.address),
+                reason: format!(
+                    "error parsing address {:?}",
+                    excerpt(&d.address, MAX_EXCERPT_BYTES)
+                ),
             })?;
             if d.prefix == 0 {
                 d.prefix = if ip.is_ipv4() { 32 } else { 128 };
@@ -209,12 +214,12 @@ pub fn parse_netdevices(src: &Source<'_>, strict: bool) -> Result<Vec<NetDevice>
         let problem = if !valid_ifname(&d.name) {
             Some(format!(
                 "device #{index}: invalid host interface name {:?}",
-                d.name
+                excerpt(&d.name, MAX_EXCERPT_BYTES)
             ))
         } else if !valid_ifname(&d.new_name) {
             Some(format!(
                 "device #{index}: invalid pod interface name {:?}",
-                d.new_name
+                excerpt(&d.new_name, MAX_EXCERPT_BYTES)
             ))
         } else if hosts.contains(&d.name) {
             Some(format!(
@@ -231,7 +236,7 @@ pub fn parse_netdevices(src: &Source<'_>, strict: bool) -> Result<Vec<NetDevice>
         };
         if let Some(what) = problem {
             // Upstream's move of such a device fails and is not reported.
-            src.dropped(strict, format!("{what}; not moved"))?;
+            drops.push(format!("{what}; not moved"))?;
             continue;
         }
         hosts.insert(d.name.clone());
@@ -468,7 +473,9 @@ impl Plugin for NetDeviceInjector {
         if !devices.is_empty() {
             tracing::info!(
                 pod = %format!("{}/{}", pod.namespace, pod.name),
-                devices = ?devices.iter().map(|d| format!("{}->{}", d.name, d.pod_name())).collect::<Vec<_>>(),
+                devices = %nri_sample_common::listing(
+                    devices.iter().map(|d| format!("{}->{}", d.name, d.pod_name()))
+                ),
                 "pod asks for network devices"
             );
         }

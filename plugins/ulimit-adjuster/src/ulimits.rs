@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use nri_plugin::api::ContainerAdjustment;
 use nri_sample_common::fence::Refused;
-use nri_sample_common::goyaml::{Field, Shape};
+use nri_sample_common::goyaml::{Field, MAX_EXCERPT_BYTES, Shape, excerpt};
 use nri_sample_common::{AnnotationError, Source, decode_annotation};
 use serde::{Deserialize, Serialize};
 
@@ -154,7 +154,7 @@ pub fn parse_ulimits(
     for u in &mut list {
         u.r#type = canonical_type(&u.r#type).ok_or_else(|| UlimitError::Type {
             key: key.clone(),
-            raw: u.r#type.clone(),
+            raw: excerpt(&u.r#type, MAX_EXCERPT_BYTES).into_owned(),
         })?;
     }
     if let Some(u) = list.iter().find(|u| u.hard < u.soft) {
@@ -186,8 +186,15 @@ pub fn adjustment(
     let mut adjust = ContainerAdjustment::default();
     if let Some((key, list)) = parse_ulimits(annotations, pod, ctr, strict)? {
         fence.check(namespace, pod, &key, &list)?;
+        tracing::debug!(
+            %key,
+            rlimits = %nri_sample_common::listing(
+                list.iter()
+                    .map(|u| format!("{} (soft {}, hard {})", u.r#type, u.soft, u.hard))
+            ),
+            "adjust rlimits"
+        );
         for u in list {
-            tracing::debug!(%key, r#type = %u.r#type, hard = u.hard, soft = u.soft, "adjust rlimit");
             adjust.add_rlimit(u.r#type, u.hard, u.soft);
         }
     }
