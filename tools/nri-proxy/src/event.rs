@@ -47,12 +47,21 @@ pub(crate) enum Upcall {
 pub(crate) enum Answer {
     /// Nothing beyond success.
     Done,
-    /// CreateContainer's merged answer, and who owns which field of it.
-    Create(CreateContainerResponse, OwningPlugins),
+    /// CreateContainer's merged answer and who owns which field of it.
+    Create(Box<Created>),
     /// UpdateContainer's merged answer.
     Update(UpdateContainerResponse),
     /// StopContainer's merged answer.
     Stop(StopContainerResponse),
+}
+
+/// A creation's merged answer.
+#[derive(Debug)]
+pub(crate) struct Created {
+    /// The answer for the runtime.
+    pub(crate) response: CreateContainerResponse,
+    /// Who behind the proxy owns which field.
+    pub(crate) owners: OwningPlugins,
 }
 
 impl Upcall {
@@ -131,16 +140,51 @@ impl Upcall {
         }
     }
 
+    /// The lane of the event in the delivery order ([`crate::order`]): its
+    /// pod (the container's pod for a container event).
+    pub(crate) fn lane(&self) -> &str {
+        match self {
+            Upcall::Create(p, c)
+            | Upcall::ContainerNote(_, p, c)
+            | Upcall::Update(p, c, _)
+            | Upcall::Stop(p, c)
+            | Upcall::Remove(p, c)
+                if p.id.is_empty() =>
+            {
+                &c.pod_sandbox_id
+            }
+            _ => &self.pod().id,
+        }
+    }
+
+    /// Whether the plugins behind the proxy have been told of the object
+    /// the event is about (always true for a creation): the view holds
+    /// exactly what they were told.
+    pub(crate) fn is_known(&self, v: &View) -> bool {
+        match self {
+            Upcall::RunPod(_) | Upcall::Create(..) => true,
+            Upcall::UpdatePod(p, ..) | Upcall::PodNote(_, p) | Upcall::RemovePod(p) => {
+                v.pods.contains_key(&p.id)
+            }
+            Upcall::ContainerNote(_, _, c)
+            | Upcall::Update(_, c, _)
+            | Upcall::Stop(_, c)
+            | Upcall::Remove(_, c) => v.containers.contains_key(&c.id),
+        }
+    }
+
     /// Hands the event to the plugins behind the proxy through `a`, then
-    /// moves it into the view. A creation the plugins failed is stored only
-    /// if `store_failed` is set (the runtime has the object anyway, as
-    /// after a resynchronization); otherwise the runtime will not create it.
-    /// A creation is stored before its guard is released.
+    /// moves it into the view: the view holds what the plugins have been
+    /// told. A creation the plugins failed is stored too when some of them
+    /// were called (the runtime then undoes it with Stop/Remove events, or
+    /// a resynchronization finds it gone), and always with `runtime_has_it`
+    /// (the runtime was answered before, or listed it). A creation is
+    /// stored before its guard is released.
     pub(crate) async fn deliver(
         self,
         a: &Adaptation,
         state: &State,
-        store_failed: bool,
+        runtime_has_it: bool,
     ) -> Result<Answer, nri_runtime::Error> {
         let r = match &self {
             Upcall::RunPod(pod) => match a.run_pod_sandbox(pod).await {
@@ -155,17 +199,33 @@ impl Upcall {
                 Ok(out) => {
                     state.update(|v| self.store(v));
                     drop(out.guard);
-                    return Ok(Answer::Create(
-                        CreateContainerResponse {
+                    return Ok(Answer::Create(Box::new(Created {
+                        response: CreateContainerResponse {
                             adjust: Some(out.adjustment),
                             update: out.updates,
                             evict: out.evictions,
                         },
-                        out.owners,
-                    ));
+                        owners: out.owners,
+                    })));
                 }
                 Err(e) => Err(e),
             },
+            _ => self.deliver_other(a).await,
+        };
+        let told = match &r {
+            Ok(_) => true,
+            Err(e) => runtime_has_it || !self.is_creation() || reached_plugins(e),
+        };
+        if told {
+            state.update(|v| self.store(v));
+        }
+        r
+    }
+
+    /// Delivers an event that creates nothing.
+    async fn deliver_other(&self, a: &Adaptation) -> Result<Answer, nri_runtime::Error> {
+        match self {
+            Upcall::RunPod(_) | Upcall::Create(..) => Ok(Answer::Done),
             Upcall::UpdatePod(pod, overhead, resources) => a
                 .update_pod_sandbox(pod, overhead.clone(), resources.clone())
                 .await
@@ -194,12 +254,19 @@ impl Upcall {
                 })
             }),
             Upcall::Remove(pod, c) => a.remove_container(pod, c).await.map(|_| Answer::Done),
-        };
-        if r.is_ok() || store_failed || !self.is_creation() {
-            state.update(|v| self.store(v));
         }
-        r
     }
+}
+
+/// Whether a creation that failed with `e` may have reached some plugin:
+/// all failures but those raised before the first plugin is called.
+fn reached_plugins(e: &nri_runtime::Error) -> bool {
+    !matches!(
+        e,
+        nri_runtime::Error::RequiredPluginMissing { .. }
+            | nri_runtime::Error::InvalidState { .. }
+            | nri_runtime::Error::Stopping
+    )
 }
 
 /// The UpdateContainer answer: the library ends its updates with the

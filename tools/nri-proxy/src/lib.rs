@@ -37,9 +37,11 @@
 mod callbacks;
 pub mod cli;
 mod config;
+mod delivery;
 mod error;
 mod event;
 mod metrics;
+mod order;
 mod owners;
 mod proxy;
 mod resync;

@@ -22,13 +22,15 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(5);
 /// (prefix `nri`).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ProxyMetrics {
-    /// Upstream events waiting for the events of a resynchronization to
-    /// reach the plugins first.
+    /// Upstream events waiting for their turn: earlier events of their
+    /// pod, or a resynchronization's, to reach the plugins first.
     pub(crate) held: Gauge,
-    /// Upstream events answered without the plugins because a
-    /// resynchronization's events still held them at the deadline (they
-    /// reach the plugins afterwards).
+    /// Upstream events answered without the plugins because their turn
+    /// had not come at the deadline (they reach the plugins afterwards).
     pub(crate) late: Counter,
+    /// Creations refused because the plugins were too far behind the
+    /// runtime.
+    pub(crate) backlog_refusals: Counter,
     /// Resynchronizations that found differences.
     pub(crate) resyncs: Counter,
     /// Events delivered for resynchronizations.
@@ -42,13 +44,18 @@ impl ProxyMetrics {
         let r = registry.sub_registry_with_prefix("nri_proxy");
         r.register(
             "events_held",
-            "Runtime events waiting for a resynchronization's events to reach the plugins",
+            "Runtime events waiting for earlier events (of their pod, or of a resynchronization) to reach the plugins",
             m.held.clone(),
         );
         r.register(
             "late_events",
-            "Runtime events answered without the plugins, delivered after a resynchronization's events",
+            "Runtime events answered without the plugins, delivered in their turn afterwards",
             m.late.clone(),
+        );
+        r.register(
+            "backlog_refusals",
+            "Creations refused because the plugins were too many events behind the runtime",
+            m.backlog_refusals.clone(),
         );
         r.register(
             "resyncs",

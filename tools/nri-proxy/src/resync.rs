@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use nri_api::api::{ContainerState, Event};
 use nri_runtime::Adaptation;
-use tokio::sync::OwnedRwLockWriteGuard;
 
 use crate::event::Upcall;
 use crate::metrics::ProxyMetrics;
@@ -36,19 +35,14 @@ pub(crate) fn events(ch: Changes) -> Vec<Upcall> {
     out
 }
 
-/// Delivers the differences one event at a time, holding `turn` (the
-/// write side of the delivery order) until the last one is answered, so
-/// that the runtime's later events reach the plugins after them. Answers
+/// Delivers the differences one event at a time (in the turn of the
+/// resynchronization's place in the delivery order, held by the caller
+/// until this returns, so that the runtime's later events reach the
+/// plugins after them). Answers
 /// are only logged: the runtime has already done what they could have
 /// changed. The view follows each event, failed or not (the runtime has
 /// the object either way).
-pub(crate) async fn deliver(
-    a: Adaptation,
-    state: Arc<State>,
-    ch: Changes,
-    turn: OwnedRwLockWriteGuard<()>,
-    metrics: ProxyMetrics,
-) {
+pub(crate) async fn deliver(a: Adaptation, state: Arc<State>, ch: Changes, metrics: ProxyMetrics) {
     tracing::info!(
         gone_pods = ch.gone_pods.len(),
         gone_containers = ch.gone_containers.len(),
@@ -68,6 +62,5 @@ pub(crate) async fn deliver(
             );
         }
     }
-    drop(turn);
     tracing::info!("nri-proxy: resynchronization delivered");
 }

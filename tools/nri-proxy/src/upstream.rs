@@ -4,7 +4,6 @@
 //! proxy's answer.
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
@@ -16,12 +15,12 @@ use nri_api::api::{
 };
 use nri_plugin::{ConfigureInfo, HandlerError, HandlerResult, Plugin, SyncKind};
 use nri_runtime::Adaptation;
-use prometheus_client::metrics::gauge::Gauge;
-use tokio::sync::{OwnedRwLockReadGuard, watch};
+use tokio::sync::{oneshot, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::ProxyConfig;
+use crate::delivery::{Context, failed};
 use crate::event::{Answer, Upcall};
 use crate::metrics::ProxyMetrics;
 use crate::owners::Recent;
@@ -43,10 +42,6 @@ pub(crate) struct Upstream {
     metrics: ProxyMetrics,
     /// The runtime's request timeout, in nanoseconds (from `Configure`).
     request_timeout: AtomicU64,
-    /// The runtime's registration timeout, in nanoseconds (from
-    /// `Configure`): with the request timeout, the budget of the proxy's
-    /// Synchronize answer.
-    registration_timeout: AtomicU64,
     /// Set once the runtime's first Synchronize is in the view.
     pub(crate) synced: watch::Sender<bool>,
     /// Deliveries after the fact: a resynchronization's events, and
@@ -61,33 +56,14 @@ pub(crate) struct Upstream {
     owners: Recent,
 }
 
-fn failed(e: nri_runtime::Error) -> HandlerError {
-    HandlerError::msg(format!("nri-proxy: {e}"))
-}
-
-/// A place in the delivery order, not yet reached.
-type WaitTurn = Pin<Box<dyn Future<Output = OwnedRwLockReadGuard<()>> + Send>>;
-
-/// Counts one upstream event in `nri_proxy_events_held` while it lives.
-struct Held(Gauge);
-
-impl Held {
-    fn new(g: &Gauge) -> Self {
-        g.inc();
-        Held(g.clone())
-    }
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        self.0.dec();
-    }
-}
-
 /// Why a creation is refused without calling the plugins.
 const NOT_STARTED: &str = "the proxy has not started its plugins yet";
-const BEHIND_RESYNC: &str =
-    "the proxy's plugins were still getting the events of a resynchronization with the runtime";
+
+/// Events waiting for their turn or being delivered beyond which a
+/// creation is refused: a plugin side that falls that far behind the
+/// runtime takes no new objects until it has caught up (the events of
+/// the objects that exist still queue, a bounded number each).
+pub(crate) const MAX_PENDING_EVENTS: usize = 4096;
 
 impl Upstream {
     pub(crate) fn new(
@@ -97,14 +73,12 @@ impl Upstream {
         metrics: ProxyMetrics,
     ) -> Self {
         let timeout = config.runtime.request_timeout;
-        let registration = config.runtime.registration_timeout;
         Upstream {
             adaptation,
             state,
             config,
             metrics,
             request_timeout: AtomicU64::new(nanos(timeout)),
-            registration_timeout: AtomicU64::new(nanos(registration)),
             synced: watch::channel(false).0,
             later: Mutex::new(JoinSet::new()),
             own_name: OnceLock::new(),
@@ -119,74 +93,57 @@ impl Upstream {
         set.spawn(task);
     }
 
-    /// A creation refused without calling the plugins when one of them is
-    /// required for it.
-    fn refuse_if_required(&self, up: &Upcall, cause: &str) -> HandlerResult<()> {
-        let rt = &self.config.runtime;
-        if !up.is_creation() || rt.is_exempt(&up.pod().namespace) {
-            return Ok(());
+    fn context(&self) -> Context {
+        Context {
+            adaptation: self.adaptation.clone(),
+            state: self.state.clone(),
+            config: self.config.clone(),
+            metrics: self.metrics.clone(),
         }
-        match rt.required_plugins(up.event()).next() {
-            Some(name) => Err(HandlerError::msg(format!(
-                "nri-proxy: required plugin {name:?} is not available for {}: {cause}",
-                up.event().pretty_name()
-            ))),
-            None => Ok(()),
-        }
+    }
+
+    /// The time the plugins have for one upstream request.
+    fn budget(&self) -> Duration {
+        let timeout = Duration::from_nanos(self.request_timeout.load(Ordering::Relaxed));
+        self.config.budget(timeout)
     }
 
     /// One upstream event: before the plugin side has started, only the
-    /// view changes; otherwise the event reaches the plugins in its turn
-    /// (after a resynchronization's events), within the runtime's budget.
+    /// view changes; otherwise it takes its place in the delivery order
+    /// and is delivered by a task the proxy owns ([`crate::delivery`]),
+    /// which decides the answer.
     async fn handle(&self, up: Upcall) -> HandlerResult<Answer> {
+        let cx = self.context();
         if !self.state.update_unless_started(|v| up.apply(v)) {
-            self.refuse_if_required(&up, NOT_STARTED)?;
+            cx.refuse_if_required(&up, NOT_STARTED)?;
             return Ok(Answer::Done);
         }
-        let timeout = Duration::from_nanos(self.request_timeout.load(Ordering::Relaxed));
-        let deadline = Instant::now() + self.config.budget(timeout);
-        let order = self.state.order.clone();
-        let turn = match order.clone().try_read_owned() {
-            Ok(turn) => turn,
-            Err(_) => {
-                let held = Held::new(&self.metrics.held);
-                let mut wait: WaitTurn = Box::pin(order.read_owned());
-                match tokio::time::timeout_at(deadline, &mut wait).await {
-                    Ok(turn) => turn,
-                    Err(_) => return self.answer_late(up, wait, held),
-                }
-            }
-        };
-        let a = self.adaptation.with_deadline(deadline);
-        let r = up.deliver(&a, &self.state, false).await.map_err(failed);
-        drop(turn);
-        r
-    }
-
-    /// The event's turn did not come within the budget: the runtime is
-    /// answered without the plugins (a creation that needs a required
-    /// plugin is refused), and the event reaches them in its turn, its
-    /// answer only logged.
-    fn answer_late(&self, up: Upcall, wait: WaitTurn, held: Held) -> HandlerResult<Answer> {
-        self.refuse_if_required(&up, BEHIND_RESYNC)?;
-        tracing::warn!(
-            event = up.event().pretty_name(),
-            id = up.id(),
-            "nri-proxy: answering the runtime without the plugins: they are still getting the events of a resynchronization; the event follows those"
-        );
-        self.metrics.late.inc();
-        let (a, state) = (self.adaptation.clone(), self.state.clone());
-        self.spawn_later(async move {
-            let _turn = wait.await;
-            drop(held);
-            let (event, id) = (up.event(), up.id().to_owned());
-            // The runtime was answered with success: it has the object
-            // whatever the plugins say now.
-            if let Err(e) = up.deliver(&a, &state, true).await {
-                tracing::warn!(event = event.pretty_name(), %id, error = %e, "nri-proxy: a late event failed");
-            }
-        });
-        Ok(Answer::Done)
+        let deadline = Instant::now() + self.budget();
+        let order = &self.state.order;
+        if up.is_creation() && order.pending() >= MAX_PENDING_EVENTS {
+            self.metrics.backlog_refusals.inc();
+            tracing::warn!(
+                pending = order.pending(),
+                event = up.event().pretty_name(),
+                id = up.id(),
+                "nri-proxy: refusing a creation: the plugins are too far behind the runtime"
+            );
+            return Err(HandlerError::msg(format!(
+                "nri-proxy: refusing {} {}: the plugins behind the proxy are {} events behind the runtime",
+                up.event().pretty_name(),
+                up.id(),
+                order.pending()
+            )));
+        }
+        // Taken before the first wait: the arrival order is the order.
+        let place = order.event(up.lane());
+        let (reply, answer) = oneshot::channel();
+        self.spawn_later(cx.deliver(up, place, deadline, reply));
+        answer.await.unwrap_or_else(|_| {
+            Err(HandlerError::msg(
+                "nri-proxy: the event's delivery ended without an answer (the proxy is stopping)",
+            ))
+        })
     }
 
     async fn handle_done(&self, up: Upcall) -> HandlerResult<()> {
@@ -231,49 +188,29 @@ impl Upstream {
         req
     }
 
-    /// Starts a resynchronization with the runtime's lists. Its place in
-    /// the delivery order (the write side) is queued before the runtime
-    /// gets the Synchronize answer, so every event the runtime sends after
-    /// that waits for it; the differences are taken when that turn comes,
-    /// against a view that every earlier delivery has reached (an object
-    /// whose creation event is still with the plugins is not new again).
-    /// Earlier deliveries (a previous resynchronization's, a slow
-    /// plugin's) may hold the order for longer than the runtime waits for
-    /// the answer: the wait is cut at the smaller of the runtime's
-    /// registration and request timeouts (from `Configure`; containerd
-    /// times Synchronize with the request timeout, a runtime may bound the
-    /// whole registration with the other) minus the safety margin, and the
-    /// resynchronization follows in its turn.
-    async fn resync_in_turn(&self, pods: Vec<PodSandbox>, containers: Vec<Container>) {
-        let timeout = Duration::from_nanos(
-            self.registration_timeout
-                .load(Ordering::Relaxed)
-                .min(self.request_timeout.load(Ordering::Relaxed)),
-        );
-        let deadline = Instant::now() + self.config.budget(timeout);
-        let mut wait = Box::pin(self.state.order.clone().write_owned());
-        let turn = tokio::time::timeout_at(deadline, &mut wait).await.ok();
-        if turn.is_none() {
-            tracing::warn!(
-                budget = ?self.config.budget(timeout),
-                "nri-proxy: earlier events are still being delivered; answering the runtime's Synchronize, the resynchronization follows them"
-            );
-        }
+    /// Starts a resynchronization with the runtime's lists: its place in
+    /// the delivery order is taken before the runtime gets the Synchronize
+    /// answer, so every event the runtime sends after that reaches the
+    /// plugins after its events; the differences are taken when its turn
+    /// comes, against a view that every earlier delivery has reached (an
+    /// object whose creation event was still with the plugins is not new
+    /// again, one whose delivery was cut short upstream is there to be
+    /// removed). The answer does not wait for it.
+    fn resync(&self, pods: Vec<PodSandbox>, containers: Vec<Container>) {
+        let place = self.state.order.barrier();
         let (a, state, m) = (
             self.adaptation.clone(),
             self.state.clone(),
             self.metrics.clone(),
         );
         self.spawn_later(async move {
-            let turn = match turn {
-                Some(t) => t,
-                None => wait.await,
-            };
+            place.turn().await;
             let changes = state.lock().view.resync(pods, containers);
             if !changes.is_empty() {
                 m.resyncs.inc();
-                crate::resync::deliver(a, state, changes, turn, m).await;
+                crate::resync::deliver(a, state.clone(), changes, m).await;
             }
+            drop(place);
         });
     }
 }
@@ -294,8 +231,6 @@ impl Plugin for Upstream {
                 .contains(Event::ValidateContainerAdjustment);
         self.request_timeout
             .store(nanos(rt.request_timeout), Ordering::Relaxed);
-        self.registration_timeout
-            .store(nanos(rt.registration_timeout), Ordering::Relaxed);
         self.validating.store(validate, Ordering::Relaxed);
         tracing::info!(
             runtime = %rt.name,
@@ -340,7 +275,7 @@ impl Plugin for Upstream {
         );
         self.synced.send_replace(true);
         if let Some((pods, containers)) = lists {
-            self.resync_in_turn(pods, containers).await;
+            self.resync(pods, containers);
         }
         Ok(Vec::new())
     }
@@ -379,11 +314,12 @@ impl Plugin for Upstream {
         container: Container,
     ) -> HandlerResult<CreateContainerResponse> {
         match self.handle(Upcall::Create(pod, container)).await? {
-            Answer::Create(r, owners) => {
+            Answer::Create(created) => {
+                let created = *created;
                 if self.validating.load(Ordering::Relaxed) {
-                    self.owners.keep(owners);
+                    self.owners.keep(created.owners);
                 }
-                Ok(r)
+                Ok(created.response)
             }
             _ => Ok(CreateContainerResponse::default()),
         }

@@ -111,12 +111,9 @@ pub(crate) struct Gate {
 #[derive(Debug, Default)]
 pub(crate) struct State {
     gate: Mutex<Gate>,
-    /// Keeps the plugins' events in the runtime's order across a
-    /// resynchronization: its events hold it for writing while they are
-    /// delivered, every upstream event for reading while it is (the lock
-    /// is fair, so an event that arrives after the resynchronization
-    /// reaches the plugins after its events).
-    pub(crate) order: Arc<tokio::sync::RwLock<()>>,
+    /// The order of deliveries: the runtime's order per pod, and
+    /// resynchronizations between what came before and after them.
+    pub(crate) order: Arc<crate::order::Order>,
 }
 
 impl State {

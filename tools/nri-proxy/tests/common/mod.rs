@@ -130,6 +130,11 @@ pub struct TestPlugin {
     pub hold_create: Option<Arc<tokio::sync::Semaphore>>,
     pub log: Arc<Mutex<Vec<String>>>,
     pub synced: Arc<Mutex<Vec<Synced>>>,
+    /// Containers whose CreateContainer this plugin has answered.
+    pub answered: Arc<Mutex<Vec<String>>>,
+    /// Container events that arrived while the plugin had not answered
+    /// (or been synchronized with) the container's creation.
+    pub overtaken: Arc<Mutex<Vec<String>>>,
 }
 
 impl TestPlugin {
@@ -153,6 +158,14 @@ impl TestPlugin {
     }
     fn note(&self, e: &str, id: &str) {
         self.log.lock().unwrap().push(format!("{e}:{id}"));
+    }
+    /// Notes a container event, and whether it overtook the creation.
+    fn note_ctr(&self, e: &str, id: &str) {
+        self.note(e, id);
+        let synced = (self.synced.lock().unwrap().iter()).any(|(_, c)| c.iter().any(|x| x == id));
+        if !synced && !self.answered.lock().unwrap().iter().any(|x| x == id) {
+            self.overtaken.lock().unwrap().push(format!("{e}:{id}"));
+        }
     }
 }
 
@@ -194,6 +207,7 @@ impl Plugin for TestPlugin {
         if let Some(h) = &self.hold_create {
             h.acquire().await.unwrap().forget();
         }
+        self.answered.lock().unwrap().push(c.id.clone());
         let mut adjust = ContainerAdjustment::default();
         if let Some((k, v)) = &self.env {
             adjust.env.push(KeyValue {
@@ -207,7 +221,7 @@ impl Plugin for TestPlugin {
         })
     }
     async fn start_container(&self, _pod: PodSandbox, c: Container) -> HandlerResult<()> {
-        self.note("StartContainer", &c.id);
+        self.note_ctr("StartContainer", &c.id);
         Ok(())
     }
     async fn stop_container(
@@ -215,11 +229,11 @@ impl Plugin for TestPlugin {
         _pod: PodSandbox,
         c: Container,
     ) -> HandlerResult<StopContainerResponse> {
-        self.note("StopContainer", &c.id);
+        self.note_ctr("StopContainer", &c.id);
         Ok(StopContainerResponse::default())
     }
     async fn remove_container(&self, _pod: PodSandbox, c: Container) -> HandlerResult<()> {
-        self.note("RemoveContainer", &c.id);
+        self.note_ctr("RemoveContainer", &c.id);
         Ok(())
     }
 }
@@ -289,4 +303,51 @@ pub fn env_of(a: &ContainerAdjustment) -> Vec<String> {
         .iter()
         .map(|kv| format!("{}={}", kv.key, kv.value))
         .collect()
+}
+
+// ------------------------------------------------------------ lifecycles
+
+/// Checks that one plugin's events (after its Synchronize `synced`) form a
+/// valid lifecycle per pod and container: nothing created twice, nothing
+/// started, stopped or removed before it was created (or synchronized),
+/// nothing after its removal. Returns the containers and pods it holds at
+/// the end (ids, sorted), for a comparison with the runtime's.
+pub fn lifecycle(synced: &Synced, events: &[String]) -> Result<Synced, String> {
+    use std::collections::BTreeMap;
+    #[derive(PartialEq, Clone, Copy, Debug)]
+    enum S {
+        Live,
+        Removed,
+    }
+    let mut pods: BTreeMap<String, S> = synced.0.iter().map(|p| (p.clone(), S::Live)).collect();
+    let mut ctrs: BTreeMap<String, S> = synced.1.iter().map(|c| (c.clone(), S::Live)).collect();
+    for (i, e) in events.iter().enumerate() {
+        let (ev, id) = e.split_once(':').ok_or_else(|| format!("bad entry {e}"))?;
+        let map = if ev.contains("PodSandbox") {
+            &mut pods
+        } else {
+            &mut ctrs
+        };
+        let now = map.get(id).copied();
+        let next = match (ev, now) {
+            ("RunPodSandbox" | "CreateContainer", None) => S::Live,
+            ("RunPodSandbox" | "CreateContainer", Some(_)) => {
+                return Err(format!("#{i} {e}: created twice in {events:?}"));
+            }
+            (_, None) => return Err(format!("#{i} {e}: before its creation in {events:?}")),
+            (_, Some(S::Removed)) => {
+                return Err(format!("#{i} {e}: after its removal in {events:?}"));
+            }
+            ("RemovePodSandbox" | "RemoveContainer", Some(S::Live)) => S::Removed,
+            (_, Some(S::Live)) => S::Live,
+        };
+        map.insert(id.to_owned(), next);
+    }
+    let live = |m: BTreeMap<String, S>| {
+        m.into_iter()
+            .filter(|(_, s)| *s == S::Live)
+            .map(|(id, _)| id)
+            .collect::<Vec<_>>()
+    };
+    Ok((live(pods), live(ctrs)))
 }
