@@ -167,7 +167,7 @@ pub(crate) enum Conn {
     },
     /// A WebAssembly plugin in this process.
     #[cfg(feature = "wasm")]
-    Wasm(crate::wasm::host::WasmConn),
+    Wasm(crate::wasm::conn::WasmConn),
 }
 
 impl Conn {
@@ -459,6 +459,9 @@ impl Plugin {
             Err(f) => {
                 metrics.plugin_invocation(&self.name, operation, Err(f.class()));
                 match f.class() {
+                    ErrorClass::Timeout if self.cut_short(f) => {
+                        tracing::info!(plugin = %self.id, operation, "NRI plugin's call cut short by the event's deadline; not a strike");
+                    }
                     ErrorClass::Timeout => {
                         let n = self.strikes.fetch_add(1, Ordering::Relaxed) + 1;
                         metrics.plugin_strikes(&self.name, operation, n);
@@ -470,8 +473,38 @@ impl Plugin {
                     ErrorClass::Disconnected => self.close("connection lost"),
                     _ => {}
                 }
+                // A WebAssembly plugin whose instance the call discarded
+                // is closed once the call is accounted (its supervisor
+                // then sees the strike).
+                if self.conn.is_closed() {
+                    self.close("connection lost");
+                }
             }
         }
+    }
+
+    /// Whether `f` is a WebAssembly call's timeout shorter than the
+    /// plugin's own (the event's deadline cut it short): the guest goes
+    /// on within its own time (see `WasmConn::call`), so it is no strike.
+    fn cut_short(&self, f: &PluginFailure) -> bool {
+        #[cfg(feature = "wasm")]
+        if matches!(self.conn, Conn::Wasm(_)) {
+            return matches!(f, PluginFailure::Timeout { timeout } if *timeout < self.timeout);
+        }
+        let _ = f;
+        false
+    }
+
+    /// Consecutive timeouts so far.
+    pub(crate) fn strikes(&self) -> u32 {
+        self.strikes.load(Ordering::Relaxed)
+    }
+
+    /// Adds to a new incarnation of a plugin (a WebAssembly plugin
+    /// re-instantiated, once synchronized) the strikes of the one it
+    /// replaces.
+    pub(crate) fn carry_strikes(&self, n: u32) {
+        self.strikes.fetch_add(n, Ordering::Relaxed);
     }
 
     /// Sends `Shutdown` (the runtime is stopping) within `timeout`, timed

@@ -401,10 +401,18 @@ fn modules_breaking_the_abi_are_refused_at_load() {
         .field(r#"(func (export "_initialize") (loop (br 0)))"#);
     let err = check_module(&init.wasm(), &limits, Duration::from_millis(200)).unwrap_err();
     assert!(matches!(err, WasmError::Instantiate { .. }), "{err:?}");
-    // Initial memory (one 64 KiB page) over the cap.
+    // Initial memory (one 64 KiB page) over the cap: counted before it
+    // is compiled.
     let small = WasmLimits::default().with_max_memory(1 << 15);
     let err = check_module(&w.wasm(), &small, t).unwrap_err();
-    assert!(matches!(err, WasmError::Instantiate { .. }), "{err:?}");
+    assert_eq!(
+        err,
+        WasmError::OverLimit {
+            resource: "bytes of initial memory".into(),
+            found: 1 << 16,
+            max: 1 << 15
+        }
+    );
     assert!(matches!(
         check_module(b"\0asm\x01\0\0\0garbage", &limits, t),
         Err(WasmError::Compile { .. })

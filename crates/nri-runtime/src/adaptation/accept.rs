@@ -77,8 +77,13 @@ impl Shared {
         }
     }
 
-    /// Waits until a launched plugin's connection closes, then forgets it.
+    /// Waits until a launched plugin's connection closes, then forgets it
+    /// (a WebAssembly plugin is re-instantiated, see `wasm/restart.rs`).
     pub(super) async fn supervise(self: Arc<Self>, plugin: Arc<Plugin>) {
+        #[cfg(feature = "wasm")]
+        if matches!(plugin.conn, crate::plugin::Conn::Wasm(_)) {
+            return self.supervise_wasm(plugin).await;
+        }
         plugin.wait_closed().await;
         self.registry.remove(&plugin);
         plugin.close("connection closed");

@@ -25,6 +25,15 @@ const SYNC_LIMITS: SyncLimits = SyncLimits {
     message: SYNC_MESSAGE_LIMIT,
     part: SYNC_PART_SIZE,
 };
+/// A WebAssembly plugin gets its snapshot in one message whatever its
+/// size, as upstream's WebAssembly host gives it (no socket, so no message
+/// cap and no split): guests are written for that, and one that cannot
+/// answer a split Synchronize would otherwise be refused on a dense node.
+/// The guest's memory bounds what it can take.
+const WASM_SYNC_LIMITS: SyncLimits = SyncLimits {
+    message: usize::MAX,
+    part: SYNC_PART_SIZE,
+};
 
 impl Shared {
     /// Synchronize behind the barrier, then the deferred deliveries, then
@@ -93,7 +102,11 @@ impl Shared {
         plugin: &Arc<Plugin>,
         objects: SyncObjects,
     ) -> Result<Vec<nri_api::api::ContainerUpdate>, RegistrationFailure> {
-        let mut encoder = SyncEncoder::new(objects, SYNC_LIMITS);
+        let limits = match plugin.origin {
+            crate::plugin::PluginOrigin::Wasm => WASM_SYNC_LIMITS,
+            _ => SYNC_LIMITS,
+        };
+        let mut encoder = SyncEncoder::new(objects, limits);
         if encoder.is_single() {
             let payload = encoder.next_message().await.unwrap_or_default();
             drop(encoder);

@@ -6,11 +6,15 @@
 //!   max-memory: 64MiB        # bytes, or a number with B, KiB, MiB, GiB
 //!   max-module-size: 256MiB
 //!   fuel-slice: 2000000      # instructions between two deadline checks
+//!   max-table-elements: 100000
+//!   restart-backoff: 100ms   # first wait before a re-instantiation
+//!   max-restart-backoff: 30s
 //! ```
 
 use serde::Deserialize;
 
 use super::WasmLimits;
+use crate::config_file::ConfigDuration;
 
 /// The section as written; every key optional.
 #[derive(Debug, Default, Deserialize)]
@@ -19,6 +23,9 @@ pub(crate) struct FileWasm {
     max_memory: Option<Size>,
     max_module_size: Option<Size>,
     fuel_slice: Option<u64>,
+    max_table_elements: Option<u32>,
+    restart_backoff: Option<ConfigDuration>,
+    max_restart_backoff: Option<ConfigDuration>,
 }
 
 impl FileWasm {
@@ -47,6 +54,33 @@ impl FileWasm {
         if let Some(v) = self.fuel_slice {
             limits.fuel_slice = positive("fuel-slice", v)?;
         }
+        if let Some(v) = self.max_table_elements {
+            limits.max_table_elements = positive("max-table-elements", u64::from(v))? as u32;
+        }
+        let duration = |key: &'static str, d: ConfigDuration| {
+            let d = std::time::Duration::from(d);
+            if d.is_zero() {
+                Err((key, format!("wasm.{key} must be positive")))
+            } else {
+                Ok(d)
+            }
+        };
+        let first = match self.restart_backoff {
+            Some(d) => duration("restart-backoff", d)?,
+            None => limits.restart_backoff,
+        };
+        let max = match self.max_restart_backoff {
+            Some(d) => duration("max-restart-backoff", d)?,
+            None => limits.max_restart_backoff,
+        };
+        if max < first {
+            return Err((
+                "max-restart-backoff",
+                "wasm.max-restart-backoff must not be shorter than wasm.restart-backoff".into(),
+            ));
+        }
+        limits.restart_backoff = first;
+        limits.max_restart_backoff = max;
         Ok(())
     }
 }

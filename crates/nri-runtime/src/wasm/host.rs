@@ -1,41 +1,27 @@
-//! One WebAssembly plugin: its engine, store and instance ([`Guest`]), and
-//! the plugin connection the runtime calls ([`WasmConn`]).
-//!
-//! Calls are serialized per plugin (one lock around the instance) and run
-//! on a blocking thread, in slices of fuel: after each slice the call's
-//! deadline and the plugin's closing are checked (wasmi has no epoch
-//! interruption). A trap, an exit, a deadline passed or an answer that
-//! breaks the ABI leave the guest in an unknown state: the instance is
-//! dropped and the plugin closed.
+//! One instance of a WebAssembly plugin ([`Guest`]) and the calls into
+//! it: the ABI's sequence (`malloc`, the method, `free`), run in slices of
+//! fuel. After each slice the call's deadline and the plugin's closing are
+//! checked (wasmi has no epoch interruption); the host functions check
+//! them too. A call's first slice runs on the caller's task, the rest on
+//! a blocking thread (see `conn.rs`).
 
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 use wasmi::{
-    Engine, Func, Instance, Memory, Module, ResumableCall, ResumableCallHostTrap,
-    ResumableCallOutOfFuel, Store, StoreLimitsBuilder, Val, WasmParams, WasmResults,
+    Func, Instance, Memory, ResumableCall, ResumableCallHostTrap, ResumableCallOutOfFuel, Store,
+    Val, WasmParams, WasmResults,
 };
 
+use super::WasmError;
 use super::abi::{self, Answer, Packed};
 use super::wasi::{self, HostState, SleepEnd};
-use super::{WasmError, WasmLimits};
-use crate::failure::PluginFailure;
 
 /// Largest answer a guest may return: the protocol's message cap, as for
 /// socket plugins.
 const MAX_ANSWER: usize = nri_ttrpc::codec::MAX_MESSAGE_LEN;
-/// Fuel the module's own start function (if any) may use, in slices.
-const START_SLICES: u64 = 100;
-/// Fuel a call runs on the caller's task before the rest of it moves to a
-/// blocking thread (when the guest's slice is smaller, one slice). At
-/// wasmi's pace of a few hundred instructions per microsecond this is
-/// well under 100 µs of guest work: the executor is never held longer,
-/// and a guest that answers within it (a no-op, a filter that looks at a
-/// label) costs no thread hop at all.
-const INLINE_FUEL: u64 = 20_000;
 
 /// How a guest call went wrong.
 #[derive(Debug)]
@@ -56,7 +42,7 @@ pub(crate) enum CallError {
 
 impl CallError {
     /// Whether the guest can still be called after this.
-    fn leaves_guest_usable(&self) -> bool {
+    pub(crate) fn leaves_guest_usable(&self) -> bool {
         matches!(self, CallError::Status(_) | CallError::NoMethod)
     }
 }
@@ -70,15 +56,16 @@ fn engine_error(e: &wasmi::Error) -> CallError {
 
 /// A loaded, initialized guest.
 pub(crate) struct Guest {
-    store: Store<HostState>,
-    memory: Memory,
-    malloc: Func,
-    free: Func,
-    methods: HashMap<&'static str, Func>,
-    slice: u64,
+    pub(super) store: Store<HostState>,
+    pub(super) memory: Memory,
+    pub(super) malloc: Func,
+    pub(super) free: Func,
+    pub(super) methods: HashMap<&'static str, Func>,
+    pub(super) slice: u64,
     /// Fuel a call may use on the async executor before the rest of it
-    /// moves to a blocking thread: [`INLINE_FUEL`], at most one slice.
-    inline_fuel: u64,
+    /// moves to a blocking thread: `image::INLINE_FUEL`, at most one
+    /// slice.
+    pub(super) inline_fuel: u64,
 }
 
 impl std::fmt::Debug for Guest {
@@ -89,23 +76,8 @@ impl std::fmt::Debug for Guest {
     }
 }
 
-/// The engine a guest is compiled for: fuel metered.
-fn engine() -> Engine {
-    let mut cfg = wasmi::Config::default();
-    cfg.consume_fuel(true);
-    // Functions are translated lazily, on their first call; translation
-    // costs no fuel (the deadline still bounds it), since running out of
-    // fuel while translating ends the call instead of pausing it.
-    cfg.fuel_cost(wasmi::CustomFuelCosts {
-        bytes_copied_per_fuel: 64,
-        fuel_per_bytes_translated: 0,
-        fuel_per_bytes_validated: 0,
-    });
-    Engine::new(&cfg)
-}
-
 /// The export `name` of `instance`, checked to be a function `P -> R`.
-fn export<P: WasmParams, R: WasmResults>(
+pub(super) fn export<P: WasmParams, R: WasmResults>(
     instance: &Instance,
     store: &Store<HostState>,
     name: &str,
@@ -124,8 +96,8 @@ enum Next {
     Start(Func, [Val; 2], usize),
     /// Resume after the fuel ran out.
     Fuel(ResumableCallOutOfFuel),
-    /// Run this `poll_oneoff` off the executor, then resume.
-    Poll(ResumableCallHostTrap, wasi::PollArgs),
+    /// Run this host function off the executor, then resume.
+    Host(ResumableCallHostTrap, wasi::Deferred),
 }
 
 impl Next {
@@ -179,92 +151,9 @@ struct Budget<'a> {
 }
 
 impl Guest {
-    /// Compiles and instantiates `wasm`, runs its initializer and checks
-    /// its API version and exports, all before `deadline`.
-    pub(crate) fn load(
-        plugin: &str,
-        wasm: &[u8],
-        limits: &WasmLimits,
-        deadline: Instant,
-    ) -> Result<Self, WasmError> {
-        let engine = engine();
-        let module = Module::new(&engine, wasm).map_err(|e| WasmError::Compile {
-            message: e.to_string(),
-        })?;
-        let linker = super::wasi::linker(&module)?;
-        let state = HostState {
-            plugin: plugin.to_owned(),
-            limits: StoreLimitsBuilder::new()
-                .memory_size(limits.max_memory)
-                .memories(1)
-                .instances(1)
-                .trap_on_grow_failure(true)
-                .build(),
-            deadline: Some(deadline),
-            epoch: Instant::now(),
-            closed: CancellationToken::new(),
-            inline: false,
-        };
-        let mut store = Store::new(&engine, state);
-        store.limiter(|s| &mut s.limits);
-        let instantiate = |message: String| WasmError::Instantiate { message };
-        let slice = limits.fuel_slice.max(1);
-        store
-            .set_fuel(slice.saturating_mul(START_SLICES))
-            .map_err(|e| instantiate(e.to_string()))?;
-        let instance = linker
-            .instantiate_and_start(&mut store, &module)
-            .map_err(|e| instantiate(e.to_string()))?;
-        let missing = |name: &str| WasmError::MissingExport {
-            name: name.to_owned(),
-        };
-        let memory = instance
-            .get_memory(&store, abi::EXPORT_MEMORY)
-            .ok_or_else(|| missing(abi::EXPORT_MEMORY))?;
-        let malloc = export::<i32, i32>(&instance, &store, abi::EXPORT_MALLOC)?;
-        let free = export::<i32, ()>(&instance, &store, abi::EXPORT_FREE)?;
-        let version = export::<(), i64>(&instance, &store, abi::EXPORT_API_VERSION)?;
-        let mut methods = HashMap::new();
-        for (method, name) in abi::METHOD_EXPORTS {
-            methods.insert(method, export::<(i32, i32), i64>(&instance, &store, name)?);
-        }
-        let init = instance.get_typed_func::<(), ()>(&store, abi::EXPORT_INITIALIZE);
-        let mut guest = Guest {
-            store,
-            memory,
-            malloc,
-            free,
-            methods,
-            slice,
-            inline_fuel: INLINE_FUEL.min(slice),
-        };
-        let failed = |e: CallError| instantiate(describe(&e));
-        if let Ok(init) = init {
-            match guest.run_blocking(*init.func(), &mut [], deadline) {
-                Ok(()) => {}
-                // An initializer that exits with status 0 is done (as
-                // upstream's host accepts it).
-                Err(CallError::Fatal(m)) if m == "guest exited with status 0" => {}
-                Err(e) => return Err(failed(e)),
-            }
-        }
-        let mut out = [Val::I64(0)];
-        guest
-            .run_blocking(version, &mut out, deadline)
-            .map_err(failed)?;
-        let found = out[0].i64().unwrap_or_default();
-        if found != abi::PLUGIN_API_VERSION {
-            return Err(WasmError::ApiVersion {
-                found,
-                expected: abi::PLUGIN_API_VERSION,
-            });
-        }
-        Ok(guest)
-    }
-
     /// Runs `f` (no parameters) to its end on this thread, in slices up
     /// to `deadline`.
-    fn run_blocking(
+    pub(super) fn run_blocking(
         &mut self,
         f: Func,
         out: &mut [Val],
@@ -319,9 +208,9 @@ impl Guest {
         let mut call = match next {
             Next::Start(f, params, n) => f.call_resumable(&mut self.store, &params[..n], out),
             Next::Fuel(c) => c.resume(&mut self.store, out),
-            Next::Poll(c, args) => {
+            Next::Host(c, deferred) => {
                 let (mem, state) = self.memory.data_and_store_mut(&mut self.store);
-                let errno = wasi::poll(mem, state, args).map_err(|e| fail(&e))?;
+                let errno = wasi::run_deferred(mem, state, deferred).map_err(|e| fail(&e))?;
                 c.resume(&mut self.store, &[Val::I32(errno)], out)
             }
         }
@@ -335,10 +224,10 @@ impl Guest {
             match call {
                 ResumableCall::Finished => return Ok(None),
                 ResumableCall::HostTrap(t) => {
-                    return match t.host_error().downcast_ref::<wasi::PollArgs>() {
-                        Some(args) if budget.inline_left.is_some() => {
-                            let args = *args;
-                            Ok(Some(Next::Poll(t, args)))
+                    return match t.host_error().downcast_ref::<wasi::Deferred>() {
+                        Some(deferred) if budget.inline_left.is_some() => {
+                            let deferred = *deferred;
+                            Ok(Some(Next::Host(t, deferred)))
                         }
                         _ => Err(fail(t.host_error())),
                     };
@@ -494,7 +383,7 @@ impl Guest {
 }
 
 /// `e` as text, for logs and load errors.
-fn describe(e: &CallError) -> String {
+pub(crate) fn describe(e: &CallError) -> String {
     match e {
         CallError::Status(s) => format!("guest returned an error: {s}"),
         CallError::Timeout => "deadline passed".into(),
@@ -502,266 +391,5 @@ fn describe(e: &CallError) -> String {
         CallError::Abi(e) => e.to_string(),
         CallError::Closed => "plugin closed".into(),
         CallError::NoMethod => "no export for the method".into(),
-    }
-}
-
-/// The runtime's handle on one WebAssembly plugin: the guest behind a lock
-/// (calls are serialized), closed with the plugin's token.
-pub(crate) struct WasmConn {
-    guest: Arc<tokio::sync::Mutex<Option<Guest>>>,
-    closed: CancellationToken,
-    name: String,
-}
-
-impl std::fmt::Debug for WasmConn {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WasmConn")
-            .field("plugin", &self.name)
-            .finish_non_exhaustive()
-    }
-}
-
-impl WasmConn {
-    pub(crate) fn new(name: String, mut guest: Guest, closed: CancellationToken) -> Self {
-        guest.set_closed(closed.clone());
-        Self {
-            guest: Arc::new(tokio::sync::Mutex::new(Some(guest))),
-            closed,
-            name,
-        }
-    }
-
-    pub(crate) fn is_closed(&self) -> bool {
-        self.closed.is_cancelled()
-    }
-
-    /// Closes the plugin; the instance is dropped now if no call runs, else
-    /// when the running call ends (at its next fuel slice).
-    pub(crate) fn close(&self) {
-        self.closed.cancel();
-        if let Ok(mut g) = self.guest.try_lock() {
-            g.take();
-        }
-    }
-
-    pub(crate) async fn closed(&self) {
-        self.closed.cancelled().await;
-    }
-
-    /// Calls `method` with `payload` within `timeout` (waiting for an
-    /// earlier call of this plugin counts toward it).
-    pub(crate) async fn call(
-        &self,
-        method: &str,
-        payload: Bytes,
-        timeout: Duration,
-    ) -> Result<Bytes, PluginFailure> {
-        let deadline = Instant::now() + timeout;
-        let lock = tokio::time::timeout(timeout, self.guest.clone().lock_owned()).await;
-        let Ok(guard) = lock else {
-            return Err(PluginFailure::Timeout { timeout });
-        };
-        self.run(guard, method, payload, deadline, timeout).await
-    }
-
-    /// Sends `Shutdown` within `timeout`. It does not wait for another call
-    /// of this plugin: the runtime is stopping, so a guest busy in a call
-    /// is closed instead, which ends that call within a fuel slice or a
-    /// sleep's closing check.
-    pub(crate) async fn shutdown(&self, timeout: Duration) -> Result<Bytes, PluginFailure> {
-        let deadline = Instant::now() + timeout;
-        let Ok(guard) = self.guest.clone().try_lock_owned() else {
-            tracing::debug!(plugin = %self.name, "WebAssembly plugin busy at Shutdown; closing it");
-            self.close();
-            return Err(closed_failure());
-        };
-        let method = nri_api::method::SHUTDOWN;
-        self.run(guard, method, Bytes::new(), deadline, timeout)
-            .await
-    }
-
-    /// Runs one call on the guest `guard` holds, until `deadline`.
-    ///
-    /// The call starts on this task and, if the guest answers within its
-    /// inline fuel, ends there; otherwise the rest runs on a blocking
-    /// thread whose handle this future awaits. If the future is dropped
-    /// then, the call still ends by itself at its deadline.
-    async fn run(
-        &self,
-        mut guard: tokio::sync::OwnedMutexGuard<Option<Guest>>,
-        method: &str,
-        payload: Bytes,
-        deadline: Instant,
-        timeout: Duration,
-    ) -> Result<Bytes, PluginFailure> {
-        if self.closed.is_cancelled() {
-            guard.take();
-            return Err(closed_failure());
-        }
-        let mut rest = None;
-        let first = match guard.as_mut() {
-            Some(g) => g.begin(method, payload, deadline).and_then(|mut call| {
-                let done = g.advance(&mut call, true, &self.closed)?;
-                if done.is_none() {
-                    rest = Some(call);
-                }
-                Ok(done)
-            }),
-            None => Err(CallError::Closed),
-        };
-        let res = match (first, rest) {
-            (Ok(Some(answer)), _) => Ok(answer),
-            (Ok(None), Some(mut call)) => {
-                let closed = self.closed.clone();
-                let name = self.name.clone();
-                let m = method.to_owned();
-                let task = tokio::task::spawn_blocking(move || {
-                    let res = match guard.as_mut() {
-                        Some(g) => g.advance(&mut call, false, &closed).and_then(|done| {
-                            // Off the executor a call runs to its end.
-                            done.ok_or_else(|| CallError::Fatal("guest call paused".into()))
-                        }),
-                        None => Err(CallError::Closed),
-                    };
-                    settle(&mut guard, res, &name, &m, &closed)
-                });
-                return task
-                    .await
-                    .map_err(|e| PluginFailure::Disconnected {
-                        reason: format!("WebAssembly call did not complete: {e}"),
-                    })?
-                    .map(Bytes::from)
-                    .map_err(|e| failure(e, method, timeout));
-            }
-            (Ok(None), None) => Err(CallError::Fatal("guest call paused".into())),
-            (Err(e), _) => Err(e),
-        };
-        settle(&mut guard, res, &self.name, method, &self.closed)
-            .map(Bytes::from)
-            .map_err(|e| failure(e, method, timeout))
-    }
-}
-
-/// The outcome `res` of a finished call, after closing the plugin if its
-/// guest is no longer usable.
-fn settle(
-    guest: &mut Option<Guest>,
-    res: Result<Vec<u8>, CallError>,
-    name: &str,
-    method: &str,
-    closed: &CancellationToken,
-) -> Result<Vec<u8>, CallError> {
-    if let Err(e) = &res
-        && !e.leaves_guest_usable()
-    {
-        if !matches!(e, CallError::Closed) {
-            tracing::warn!(plugin = %name, event = %method, error = %describe(e), "WebAssembly NRI plugin failed; closing it");
-        }
-        guest.take();
-        closed.cancel();
-    }
-    res
-}
-
-fn closed_failure() -> PluginFailure {
-    PluginFailure::Disconnected {
-        reason: "WebAssembly plugin closed".into(),
-    }
-}
-
-fn failure(e: CallError, method: &str, timeout: Duration) -> PluginFailure {
-    match e {
-        CallError::Status(message) => PluginFailure::Status {
-            code: i32::from(nri_ttrpc::Code::Unknown),
-            message,
-        },
-        CallError::Timeout => PluginFailure::Timeout { timeout },
-        CallError::Fatal(reason) => PluginFailure::Disconnected { reason },
-        CallError::Abi(e) => PluginFailure::InvalidResponse {
-            message: format!("{method} answer refused: {e}"),
-        },
-        CallError::Closed => closed_failure(),
-        CallError::NoMethod => PluginFailure::Unimplemented {
-            method: method.to_owned(),
-            message: "the WebAssembly plugin does not export it".into(),
-        },
-    }
-}
-
-/// The WAT guests of the integration tests.
-#[cfg(all(
-    test,
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
-#[path = "../../tests/wasm_util/mod.rs"]
-mod test_guests;
-
-#[cfg(all(
-    test,
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
-#[allow(clippy::unwrap_used, clippy::expect_used)]
-mod tests {
-    use std::sync::Arc;
-
-    use super::*;
-    use crate::wasm::WasmLimits;
-    use test_guests::{Wat, Work, a_thread_sleeps};
-
-    /// A guest whose CreateContainer sleeps one minute in WASI
-    /// `poll_oneoff`.
-    fn sleeper() -> Vec<u8> {
-        Wat::new(nri_api::EventMask::EMPTY)
-            .work(
-                "plugin_create_container",
-                Work::Sleep(Duration::from_secs(60)),
-            )
-            .wasm()
-    }
-
-    /// Closing a plugin whose guest sleeps in `poll_oneoff` (its call has
-    /// a minute left) ends the call within the sleep's closing check, not
-    /// at the call's deadline, and frees the thread it ran on.
-    #[tokio::test(flavor = "multi_thread")]
-    async fn closing_ends_a_call_sleeping_in_the_guest() {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let guest =
-            Guest::load("10-sleeper", &sleeper(), &WasmLimits::default(), deadline).unwrap();
-        let conn = Arc::new(WasmConn::new(
-            "10-sleeper".into(),
-            guest,
-            CancellationToken::new(),
-        ));
-        let call = tokio::spawn({
-            let conn = conn.clone();
-            async move {
-                conn.call(
-                    nri_api::method::CREATE_CONTAINER,
-                    Bytes::new(),
-                    Duration::from_secs(60),
-                )
-                .await
-            }
-        });
-        // Close once the guest sleeps in poll_oneoff.
-        let end = Instant::now() + Duration::from_secs(20);
-        while !a_thread_sleeps() {
-            assert!(Instant::now() < end, "the guest never slept");
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        let closing = Instant::now();
-        conn.close();
-        let res = tokio::time::timeout(Duration::from_secs(5), call)
-            .await
-            .expect("the call ended soon after the close")
-            .unwrap();
-        assert!(
-            matches!(res, Err(PluginFailure::Disconnected { .. })),
-            "{res:?}"
-        );
-        assert!(closing.elapsed() < Duration::from_secs(5));
-        assert!(!a_thread_sleeps(), "the guest's thread still sleeps");
     }
 }

@@ -10,10 +10,22 @@
 //! Synchronize, supervision) make a WASM plugin one more kind of plugin
 //! connection for the rest of the runtime.
 
+use std::time::Duration;
+
 pub mod abi;
+#[cfg(feature = "wasm")]
+mod census;
+#[cfg(feature = "wasm")]
+pub(crate) mod conn;
 pub(crate) mod file_config;
 #[cfg(feature = "wasm")]
 pub(crate) mod host;
+#[cfg(feature = "wasm")]
+mod image;
+#[cfg(feature = "wasm")]
+mod log;
+#[cfg(feature = "wasm")]
+mod restart;
 #[cfg(feature = "wasm")]
 mod start;
 #[cfg(feature = "wasm")]
@@ -47,26 +59,66 @@ pub fn check_module(
 
 /// Default of [`WasmLimits::max_memory`]: 64 MiB.
 pub const DEFAULT_WASM_MAX_MEMORY: usize = 64 * 1024 * 1024;
-/// Default of [`WasmLimits::fuel_slice`]: instructions a guest runs between
-/// two checks of its request's deadline (a few milliseconds of work).
+/// Default of [`WasmLimits::fuel_slice`]: fuel a guest uses between two
+/// checks of its request's deadline (at most about 10 ms of work; see
+/// `docs/runtime/wasm.md` for the measurement).
 pub const DEFAULT_WASM_FUEL_SLICE: u64 = 2_000_000;
 /// Default of [`WasmLimits::max_module_size`]: 256 MiB.
 pub const DEFAULT_WASM_MAX_MODULE_SIZE: u64 = 256 * 1024 * 1024;
+/// Default of [`WasmLimits::max_table_elements`]: 100,000 elements (400
+/// KB) per table; a Go-built guest has one table of about 11,000.
+pub const DEFAULT_WASM_MAX_TABLE_ELEMENTS: u32 = 100_000;
+/// Default of [`WasmLimits::restart_backoff`]: 100 ms.
+pub const DEFAULT_WASM_RESTART_BACKOFF: Duration = Duration::from_millis(100);
+/// Default of [`WasmLimits::max_restart_backoff`]: 30 s.
+pub const DEFAULT_WASM_MAX_RESTART_BACKOFF: Duration = Duration::from_secs(30);
 
-/// What one WebAssembly plugin may use.
+/// Most tables a module may have (each bounded by
+/// [`WasmLimits::max_table_elements`]).
+pub const WASM_MAX_TABLES: u32 = 4;
+/// Most globals a module may have (a Go-built guest has 8).
+pub const WASM_MAX_GLOBALS: u32 = 1_000;
+/// Most element segments a module may have (a Go-built guest has 1).
+pub const WASM_MAX_ELEMENT_SEGMENTS: u32 = 1_000;
+/// Most data segments a module may have (a Go-built guest has 100,000:
+/// Go writes its data in small segments).
+pub const WASM_MAX_DATA_SEGMENTS: u32 = 1_000_000;
+/// Most functions a module may have, its imports included (a Go-built
+/// guest has about 7,200).
+pub const WASM_MAX_FUNCTIONS: u32 = 1_000_000;
+/// Largest function body, in bytes (a Go-built guest's largest is about
+/// 41 KB): bounds the engine's translation of one function, which happens
+/// at its first call.
+pub const WASM_MAX_FUNCTION_SIZE: u32 = 1024 * 1024;
+/// Most imports a module may have (a Go-built guest has 29).
+pub const WASM_MAX_IMPORTS: u32 = 1_000;
+
+/// What one WebAssembly plugin may use, and how it is restarted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct WasmLimits {
     /// Largest linear memory of one plugin, in bytes (default 64 MiB). A
-    /// guest that grows past it traps, which closes it.
+    /// guest that grows past it traps, which discards its instance.
     pub max_memory: usize,
-    /// Instructions (wasmi fuel) a guest runs between two checks of its
-    /// request's deadline (default [`DEFAULT_WASM_FUEL_SLICE`]). Smaller
-    /// slices stop a runaway guest closer to its deadline, at a small cost
-    /// per slice.
+    /// Fuel (about one unit per instruction; host functions and bulk
+    /// copies are charged by the byte) a guest uses between two checks of
+    /// its request's deadline (default [`DEFAULT_WASM_FUEL_SLICE`]).
+    /// Smaller slices stop a runaway guest closer to its deadline, at a
+    /// small cost per slice.
     pub fuel_slice: u64,
     /// Largest `.wasm` file loaded (default 256 MiB).
     pub max_module_size: u64,
+    /// Most elements of one table, at instantiation and after growing
+    /// (default [`DEFAULT_WASM_MAX_TABLE_ELEMENTS`]). A module declaring a
+    /// larger table is refused at load; a guest growing one past it traps.
+    pub max_table_elements: u32,
+    /// Wait before the first re-instantiation of a plugin whose instance
+    /// was discarded (a timeout, a trap); doubled after each discarded
+    /// instance that did not live a minute, up to
+    /// [`WasmLimits::max_restart_backoff`] (default 100 ms).
+    pub restart_backoff: Duration,
+    /// Longest wait before a re-instantiation (default 30 s).
+    pub max_restart_backoff: Duration,
 }
 
 impl Default for WasmLimits {
@@ -75,6 +127,9 @@ impl Default for WasmLimits {
             max_memory: DEFAULT_WASM_MAX_MEMORY,
             fuel_slice: DEFAULT_WASM_FUEL_SLICE,
             max_module_size: DEFAULT_WASM_MAX_MODULE_SIZE,
+            max_table_elements: DEFAULT_WASM_MAX_TABLE_ELEMENTS,
+            restart_backoff: DEFAULT_WASM_RESTART_BACKOFF,
+            max_restart_backoff: DEFAULT_WASM_MAX_RESTART_BACKOFF,
         }
     }
 }
@@ -98,6 +153,22 @@ impl WasmLimits {
     #[must_use]
     pub fn with_max_module_size(mut self, bytes: u64) -> Self {
         self.max_module_size = bytes;
+        self
+    }
+
+    /// Sets [`WasmLimits::max_table_elements`].
+    #[must_use]
+    pub fn with_max_table_elements(mut self, elements: u32) -> Self {
+        self.max_table_elements = elements;
+        self
+    }
+
+    /// Sets [`WasmLimits::restart_backoff`] and
+    /// [`WasmLimits::max_restart_backoff`] (raised to `first` if smaller).
+    #[must_use]
+    pub fn with_restart_backoff(mut self, first: Duration, max: Duration) -> Self {
+        self.restart_backoff = first;
+        self.max_restart_backoff = max.max(first);
         self
     }
 }
@@ -166,6 +237,24 @@ pub enum WasmError {
         len: u32,
         /// Size of the guest's memory.
         memory: usize,
+    },
+    /// The module declares more of a resource than the host allows (see
+    /// `docs/runtime/wasm.md`, "Limits"): refused before it is compiled.
+    #[error("module has {found} {resource}, over the limit of {max}")]
+    OverLimit {
+        /// What is counted ("tables", "elements in one table", ...).
+        resource: String,
+        /// How many the module has.
+        found: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// Compiling, instantiating and initializing the module took longer
+    /// than the registration timeout.
+    #[error("loading took longer than the registration timeout of {timeout:?}")]
+    LoadTimeout {
+        /// The registration timeout.
+        timeout: Duration,
     },
     /// An answer is larger than the protocol's message cap.
     #[error("answer of {len} bytes is over the limit of {max}")]

@@ -2,10 +2,11 @@
 //! initialize it, Configure (with its drop-in configuration), then the
 //! same Synchronize, deferred deliveries and activation as any plugin.
 //! There is no registration: the identity is the file name, as for other
-//! launched plugins.
+//! launched plugins. A re-instantiation (`restart.rs`) goes through the
+//! same phases from a new instance of the compiled module.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use nri_api::api::{ConfigureRequest, ConfigureResponse};
 use nri_api::method;
@@ -13,12 +14,23 @@ use prost::Message;
 use tokio_util::sync::CancellationToken;
 
 use super::WasmError;
-use super::host::{Guest, WasmConn};
+use super::conn::{Origin, WasmConn};
+use super::host::Guest;
+use super::image::Image;
 use crate::adaptation::Shared;
 use crate::connect::{check_mask, millis};
 use crate::error::{Error, RegistrationFailure};
 use crate::launch::DiscoveredPlugin;
 use crate::plugin::{Conn, Plugin, PluginOrigin, PluginParts};
+
+/// The error of a load of plugin `d` that failed for `source`.
+pub(super) fn load_error(d: &DiscoveredPlugin, source: WasmError) -> Error {
+    Error::WasmLoad {
+        plugin: d.id.to_string(),
+        path: d.path.display().to_string(),
+        source,
+    }
+}
 
 impl Shared {
     /// Loads, configures and synchronizes the WebAssembly plugin `d`.
@@ -27,16 +39,45 @@ impl Shared {
         d: DiscoveredPlugin,
     ) -> Result<Arc<Plugin>, Error> {
         let full = d.id.to_string();
-        if !self.registry.reserve(&full) {
-            return Err(Error::Registration {
-                reason: RegistrationFailure::NameInUse {
-                    plugin: full.clone(),
-                },
-                plugin: full,
-            });
+        self.reserve_wasm(&full)?;
+        let started = Instant::now();
+        let loaded = self.load_wasm(&d).await;
+        let (origin, guest) = match loaded {
+            Ok(x) => x,
+            Err(e) => {
+                self.registry.release(&full);
+                return Err(e);
+            }
+        };
+        let c = origin.image.census();
+        tracing::info!(plugin = %full, path = %d.path.display(), load_ms = started.elapsed().as_secs_f64() * 1e3, functions = c.functions, table_elements = c.table_elements, memory_bytes = c.memory_bytes, "WebAssembly NRI plugin loaded");
+        self.admit_wasm(origin, guest, 0).await
+    }
+
+    /// Reserves the plugin's name.
+    pub(super) fn reserve_wasm(&self, full: &str) -> Result<(), Error> {
+        if self.registry.reserve(full) {
+            return Ok(());
         }
-        let res = self.clone().configure_wasm(&d).await;
-        let plugin = match res {
+        Err(Error::Registration {
+            reason: RegistrationFailure::NameInUse {
+                plugin: full.to_owned(),
+            },
+            plugin: full.to_owned(),
+        })
+    }
+
+    /// Configures and synchronizes a new instance `guest` of `origin`
+    /// (its name reserved), whose plugin starts with `strikes`; on
+    /// failure the reservation is released.
+    pub(super) async fn admit_wasm(
+        self: Arc<Self>,
+        origin: Arc<Origin>,
+        guest: Guest,
+        strikes: u32,
+    ) -> Result<Arc<Plugin>, Error> {
+        let full = origin.plugin.id.to_string();
+        let plugin = match self.configure_wasm(origin, guest).await {
             Ok(p) => p,
             Err(e) => {
                 self.registry.release(&full);
@@ -51,36 +92,83 @@ impl Shared {
                 reason,
             });
         }
+        // After Synchronize, whose answer clears strikes: the run of
+        // timeouts goes on until the plugin answers an event.
+        plugin.carry_strikes(strikes);
         tracing::info!(plugin = %full, "WebAssembly NRI plugin synchronized and active");
         Ok(plugin)
     }
 
-    async fn configure_wasm(self: Arc<Self>, d: &DiscoveredPlugin) -> Result<Arc<Plugin>, Error> {
-        let full = d.id.to_string();
-        let load_err = |source: WasmError| Error::WasmLoad {
-            plugin: full.clone(),
-            path: d.path.display().to_string(),
-            source,
-        };
+    /// Reads and compiles `d`, and makes its first instance, within the
+    /// registration timeout.
+    async fn load_wasm(&self, d: &DiscoveredPlugin) -> Result<(Arc<Origin>, Guest), Error> {
         let limits = self.config.wasm.clone();
-        let started = Instant::now();
-        let deadline = started + self.config.registration_timeout;
-        let (path, name) = (d.path.clone(), full.clone());
-        let loaded = tokio::task::spawn_blocking(move || {
-            let wasm = read_module(&path, limits.max_module_size)?;
-            Guest::load(&name, &wasm, &limits, deadline)
+        let (path, name) = (d.path.clone(), d.id.to_string());
+        let registration = self.config.registration_timeout;
+        let deadline = Instant::now() + registration;
+        let (image, guest) = self
+            .blocking_within(d, registration, move || {
+                let wasm = read_module(&path, limits.max_module_size)?;
+                let image = Image::compile(&wasm, &limits)?;
+                drop(wasm);
+                let guest = image.instantiate(&name, deadline)?;
+                Ok((Arc::new(image), guest))
+            })
+            .await?;
+        let origin = Arc::new(Origin {
+            plugin: d.clone(),
+            image,
+        });
+        Ok((origin, guest))
+    }
+
+    /// A new instance of `origin`'s module, within the registration
+    /// timeout.
+    pub(super) async fn instantiate_wasm(&self, origin: &Arc<Origin>) -> Result<Guest, Error> {
+        let registration = self.config.registration_timeout;
+        let deadline = Instant::now() + registration;
+        let (o, name) = (origin.clone(), origin.plugin.id.to_string());
+        self.blocking_within(&origin.plugin, registration, move || {
+            o.image.instantiate(&name, deadline)
         })
         .await
-        .map_err(|e| {
-            load_err(WasmError::Instantiate {
-                message: format!("loading task failed: {e}"),
-            })
-        })?;
-        let guest = loaded.map_err(load_err)?;
-        tracing::info!(plugin = %full, path = %d.path.display(), load_ms = started.elapsed().as_secs_f64() * 1e3, "WebAssembly NRI plugin loaded");
+    }
+
+    /// Runs `work` (a load) on a blocking thread and waits for it at most
+    /// `timeout`. Compiling cannot be paused: a load still running then
+    /// is refused here, and its thread ends by itself (compiling is
+    /// bounded by the module's size, instantiating by its fuel and the
+    /// deadline).
+    async fn blocking_within<T: Send + 'static>(
+        &self,
+        d: &DiscoveredPlugin,
+        timeout: Duration,
+        work: impl FnOnce() -> Result<T, WasmError> + Send + 'static,
+    ) -> Result<T, Error> {
+        let task = tokio::task::spawn_blocking(work);
+        match tokio::time::timeout(timeout, task).await {
+            Err(_) => Err(load_error(d, WasmError::LoadTimeout { timeout })),
+            Ok(Err(e)) => Err(load_error(
+                d,
+                WasmError::Instantiate {
+                    message: format!("loading task failed: {e}"),
+                },
+            )),
+            Ok(Ok(res)) => res.map_err(|e| load_error(d, e)),
+        }
+    }
+
+    /// Sends `Configure` to `guest` and makes the plugin of its answer.
+    async fn configure_wasm(
+        &self,
+        origin: Arc<Origin>,
+        guest: Guest,
+    ) -> Result<Arc<Plugin>, Error> {
+        let d = &origin.plugin;
+        let full = d.id.to_string();
         let closed = CancellationToken::new();
-        let conn = WasmConn::new(full.clone(), guest, closed.clone());
         let timeout = self.config.request_timeout_for(&d.id);
+        let id = d.id.clone();
         let creq = ConfigureRequest {
             config: d.config.clone(),
             runtime_name: self.config.runtime_name.clone(),
@@ -89,6 +177,7 @@ impl Shared {
             request_timeout: millis(self.config.request_timeout),
             nri_version: nri_api::NRI_VERSION.to_owned(),
         };
+        let conn = WasmConn::new(full.clone(), guest, closed.clone(), timeout, origin);
         let fail = |reason: RegistrationFailure| Error::Registration {
             plugin: full.clone(),
             reason,
@@ -114,12 +203,12 @@ impl Shared {
         let mask = check_mask(resp.events).map_err(fail)?;
         let declared = resp.failure_policy;
         let plugin = Arc::new(Plugin::new(PluginParts {
-            id: d.id.clone(),
+            strike_limit: self.strike_limit_for(&id, declared.as_ref()),
+            id,
             origin: PluginOrigin::Wasm,
             mask,
             timeout,
             conn: Conn::Wasm(conn),
-            strike_limit: self.strike_limit_for(&d.id, declared.as_ref()),
             declared,
             wake_hints: false,
             closed,

@@ -7,12 +7,8 @@
 //! WASI function the guest imports answers `ENOSYS`. An import from any
 //! other module refuses the guest.
 
-use std::io::Read;
 use std::time::{Duration, Instant, SystemTime};
 
-use nri_api::api::LogRequest;
-use nri_api::api::log_request::Level;
-use prost::Message;
 use wasmi::{Caller, Extern, FuncType, Linker, Memory, Module, Val, ValType};
 
 use super::WasmError;
@@ -40,10 +36,24 @@ const FDSTAT_SIZE: usize = 24;
 const FILETYPE_CHARACTER_DEVICE: u8 = 2;
 
 /// Most bytes one `fd_write` or log message is logged with; the rest is
-/// cut.
-const MAX_LOGGED: usize = 16 * 1024;
+/// neither read nor logged.
+pub(crate) const MAX_LOGGED: usize = 16 * 1024;
 /// Most bytes one `random_get` fills.
 const MAX_RANDOM: usize = 1024 * 1024;
+/// Most bytes a `random_get` fills on the async executor: a larger one
+/// pauses the call there and runs on its blocking thread (see
+/// [`Deferred`]).
+const INLINE_RANDOM: usize = 4096;
+/// Fuel one host function call costs, before what it charges by the
+/// byte: about what the call itself costs in time, in units of the
+/// guest's instructions (measured in `docs/runtime/wasm.md`).
+pub(crate) const HOST_CALL_FUEL: u64 = 200;
+/// Bytes a host function copies per unit of fuel (as the engine charges
+/// its bulk instructions, [`super::image::BYTES_PER_FUEL`]).
+pub(crate) const HOST_BYTES_PER_FUEL: u64 = super::image::BYTES_PER_FUEL as u64;
+/// Random bytes per unit of fuel (the kernel's generator is slower than a
+/// copy).
+const RANDOM_BYTES_PER_FUEL: u64 = 4;
 /// Most subscriptions one `poll_oneoff` takes.
 const MAX_SUBSCRIPTIONS: u32 = 1024;
 
@@ -51,7 +61,7 @@ const MAX_SUBSCRIPTIONS: u32 = 1024;
 /// resource limits, and the deadline of the call it is in.
 pub(crate) struct HostState {
     pub(crate) plugin: String,
-    pub(crate) limits: wasmi::StoreLimits,
+    pub(crate) limits: super::image::GuestLimits,
     /// Deadline of the running call (a `poll_oneoff` sleep that reaches it
     /// ends the call as timed out).
     pub(crate) deadline: Option<Instant>,
@@ -60,7 +70,8 @@ pub(crate) struct HostState {
     /// The plugin's closing: a `poll_oneoff` sleep ends early on it.
     pub(crate) closed: tokio_util::sync::CancellationToken,
     /// Whether the guest runs on the async executor (a call's first
-    /// slice): `poll_oneoff` then pauses the call instead of sleeping.
+    /// slice): `poll_oneoff` and a large `random_get` then pause the call
+    /// instead of running there.
     pub(crate) inline: bool,
 }
 
@@ -120,7 +131,8 @@ pub(crate) fn linker(module: &Module) -> Result<Linker<HostState>, WasmError> {
         }
         let ty = FuncType::new(ty.params().iter().copied(), [ValType::I32]);
         let name = n.to_owned();
-        l.func_new(WASI_MODULE, n, ty, move |caller, _, out| {
+        l.func_new(WASI_MODULE, n, ty, move |mut caller, _, out| {
+            enter(&mut caller, 0, HOST_BYTES_PER_FUEL)?;
             tracing::debug!(plugin = %caller.data().plugin, function = %name, "WASI call not supported (ENOSYS)");
             if let Some(o) = out.first_mut() {
                 *o = Val::I32(ENOSYS);
@@ -138,14 +150,6 @@ fn memory(caller: &Caller<'_, HostState>) -> Option<Memory> {
         .and_then(Extern::into_memory)
 }
 
-fn read(caller: &Caller<'_, HostState>, ptr: i32, len: usize) -> Option<Vec<u8>> {
-    let mem = memory(caller)?;
-    let start = ptr as u32 as usize;
-    mem.data(caller)
-        .get(start..start.checked_add(len)?)
-        .map(<[u8]>::to_vec)
-}
-
 fn write(caller: &mut Caller<'_, HostState>, ptr: i32, bytes: &[u8]) -> bool {
     let Some(mem) = memory(caller) else {
         return false;
@@ -153,8 +157,8 @@ fn write(caller: &mut Caller<'_, HostState>, ptr: i32, bytes: &[u8]) -> bool {
     mem.write(caller, ptr as u32 as usize, bytes).is_ok()
 }
 
-fn read_u32(caller: &Caller<'_, HostState>, ptr: usize) -> Option<u32> {
-    let b = read(caller, ptr as i32, 4)?;
+fn read_u32(mem: &[u8], ptr: usize) -> Option<u32> {
+    let b = mem.get(ptr..ptr.checked_add(4)?)?;
     Some(u32::from_le_bytes(b.try_into().ok()?))
 }
 
@@ -162,14 +166,48 @@ fn errno(ok: bool) -> i32 {
     if ok { ESUCCESS } else { EFAULT }
 }
 
+/// The start of every host function: ends the running call if its
+/// deadline has passed or its plugin was closed (a trap carrying a
+/// [`SleepEnd`], which the host classifies as the call's timeout or
+/// closing), then charges [`HOST_CALL_FUEL`] and `bytes` (at
+/// `bytes_per_fuel`) to the call. A charge over the fuel left empties
+/// it: the guest then pauses at its next instruction, where the deadline
+/// is checked again.
+pub(crate) fn enter(
+    caller: &mut Caller<'_, HostState>,
+    bytes: usize,
+    bytes_per_fuel: u64,
+) -> Result<(), wasmi::Error> {
+    let state = caller.data();
+    if state.closed.is_cancelled() {
+        return Err(wasmi::Error::host(SleepEnd::Closed));
+    }
+    if state.deadline.is_some_and(|d| Instant::now() >= d) {
+        return Err(wasmi::Error::host(SleepEnd::Deadline));
+    }
+    let fuel = HOST_CALL_FUEL.saturating_add(bytes as u64 / bytes_per_fuel.max(1));
+    if let Ok(left) = caller.get_fuel() {
+        let _ = caller.set_fuel(left.saturating_sub(fuel));
+    }
+    Ok(())
+}
+
+type HostResult = Result<i32, wasmi::Error>;
+
 fn define(l: &mut Linker<HostState>) -> Result<(), wasmi::errors::LinkerError> {
-    l.func_wrap("env", "log", log)?;
-    let zero_pair = |mut c: Caller<'_, HostState>, a: i32, b: i32| -> i32 {
-        errno(write(&mut c, a, &0u32.to_le_bytes()) && write(&mut c, b, &0u32.to_le_bytes()))
+    l.func_wrap("env", "log", super::log::log)?;
+    let zero_pair = |mut c: Caller<'_, HostState>, a: i32, b: i32| -> HostResult {
+        enter(&mut c, 8, HOST_BYTES_PER_FUEL)?;
+        Ok(errno(
+            write(&mut c, a, &0u32.to_le_bytes()) && write(&mut c, b, &0u32.to_le_bytes()),
+        ))
     };
     l.func_wrap(WASI_MODULE, "args_sizes_get", zero_pair)?;
     l.func_wrap(WASI_MODULE, "environ_sizes_get", zero_pair)?;
-    let nothing = |_: Caller<'_, HostState>, _: i32, _: i32| -> i32 { ESUCCESS };
+    let nothing = |mut c: Caller<'_, HostState>, _: i32, _: i32| -> HostResult {
+        enter(&mut c, 0, HOST_BYTES_PER_FUEL)?;
+        Ok(ESUCCESS)
+    };
     l.func_wrap(WASI_MODULE, "args_get", nothing)?;
     l.func_wrap(WASI_MODULE, "environ_get", nothing)?;
     l.func_wrap(WASI_MODULE, "clock_time_get", clock_time_get)?;
@@ -180,13 +218,19 @@ fn define(l: &mut Linker<HostState>) -> Result<(), wasmi::errors::LinkerError> {
         WASI_MODULE,
         "fd_prestat_get",
         // No preopened directories: EBADF ends the guest's search.
-        |_: Caller<'_, HostState>, _: i32, _: i32| -> i32 { EBADF },
+        |mut c: Caller<'_, HostState>, _: i32, _: i32| -> HostResult {
+            enter(&mut c, 0, HOST_BYTES_PER_FUEL)?;
+            Ok(EBADF)
+        },
     )?;
     l.func_wrap(WASI_MODULE, "random_get", random_get)?;
     l.func_wrap(
         WASI_MODULE,
         "sched_yield",
-        |_: Caller<'_, HostState>| -> i32 { ESUCCESS },
+        |mut c: Caller<'_, HostState>| -> HostResult {
+            enter(&mut c, 0, HOST_BYTES_PER_FUEL)?;
+            Ok(ESUCCESS)
+        },
     )?;
     l.func_wrap(
         WASI_MODULE,
@@ -199,115 +243,186 @@ fn define(l: &mut Linker<HostState>) -> Result<(), wasmi::errors::LinkerError> {
     Ok(())
 }
 
-/// `env.log(ptr, len) -> i64`: an encoded `LogRequest`, logged on target
-/// `nri::plugin` at its level. Answers an empty `Empty` (zero).
-fn log(caller: Caller<'_, HostState>, ptr: i32, len: i32) -> i64 {
-    let plugin = &caller.data().plugin;
-    let len = (len as u32 as usize).min(super::abi::ERROR_FLAG as usize);
-    let Some(req) = read(&caller, ptr, len).and_then(|b| LogRequest::decode(&*b).ok()) else {
-        tracing::debug!(target: "nri::plugin", plugin = %plugin, "WebAssembly plugin sent an unreadable log request");
-        return 0;
-    };
-    let msg = cut(&req.msg);
-    match Level::try_from(req.level).unwrap_or(Level::Unspecified) {
-        Level::Error => tracing::error!(target: "nri::plugin", plugin = %plugin, "{msg}"),
-        Level::Warn => tracing::warn!(target: "nri::plugin", plugin = %plugin, "{msg}"),
-        Level::Info => tracing::info!(target: "nri::plugin", plugin = %plugin, "{msg}"),
-        _ => tracing::debug!(target: "nri::plugin", plugin = %plugin, "{msg}"),
-    }
-    0
-}
-
-fn cut(s: &str) -> &str {
-    if s.len() <= MAX_LOGGED {
-        return s;
-    }
-    let mut end = MAX_LOGGED;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
-
-fn clock_time_get(mut caller: Caller<'_, HostState>, id: i32, _precision: i64, out: i32) -> i32 {
+fn clock_time_get(
+    mut caller: Caller<'_, HostState>,
+    id: i32,
+    _precision: i64,
+    out: i32,
+) -> HostResult {
+    enter(&mut caller, 8, HOST_BYTES_PER_FUEL)?;
     let nanos = match id {
         CLOCK_REALTIME => SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap_or_default(),
         CLOCK_MONOTONIC => caller.data().epoch.elapsed(),
-        _ => return EINVAL,
+        _ => return Ok(EINVAL),
     };
     let nanos = u64::try_from(nanos.as_nanos()).unwrap_or(u64::MAX);
-    errno(write(&mut caller, out, &nanos.to_le_bytes()))
+    Ok(errno(write(&mut caller, out, &nanos.to_le_bytes())))
 }
 
-/// `fd_write`: standard output and error go to the debug log; any other
-/// descriptor is `EBADF`.
-fn fd_write(mut caller: Caller<'_, HostState>, fd: i32, iovs: i32, n: i32, written: i32) -> i32 {
+/// Most iovec entries one `fd_write` reads.
+const MAX_IOVECS: usize = 1024;
+
+/// `fd_write`: standard output and error go to the debug log, at most
+/// [`MAX_LOGGED`] bytes of one write (the rest is not read, and reported
+/// written); any other descriptor is `EBADF`.
+fn fd_write(
+    mut caller: Caller<'_, HostState>,
+    fd: i32,
+    iovs: i32,
+    n: i32,
+    written: i32,
+) -> HostResult {
+    let entries = (n as u32 as usize).min(MAX_IOVECS);
+    enter(&mut caller, entries * 8, HOST_BYTES_PER_FUEL)?;
     let stream = match fd {
         1 => "stdout",
         2 => "stderr",
-        _ => return EBADF,
+        _ => return Ok(EBADF),
     };
-    let Some(bytes) = gather(&caller, iovs, n) else {
-        return EFAULT;
+    let Some(mem) = memory(&caller) else {
+        return Ok(EFAULT);
     };
+    let Some((bytes, total)) = gather(mem.data(&caller), iovs, entries) else {
+        return Ok(EFAULT);
+    };
+    enter(&mut caller, bytes.len(), HOST_BYTES_PER_FUEL)?;
     let text = String::from_utf8_lossy(&bytes);
-    let text = cut(text.trim_end_matches('\n'));
+    let text = super::log::cut(text.trim_end_matches('\n'));
     tracing::debug!(target: "nri::plugin", plugin = %caller.data().plugin, stream, "{text}");
-    let total = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
-    errno(write(&mut caller, written, &total.to_le_bytes()))
+    let total = u32::try_from(total).unwrap_or(u32::MAX);
+    Ok(errno(write(&mut caller, written, &total.to_le_bytes())))
 }
 
-/// The bytes of an iovec array (each entry `ptr u32, len u32`).
-fn gather(caller: &Caller<'_, HostState>, iovs: i32, n: i32) -> Option<Vec<u8>> {
+/// The first [`MAX_LOGGED`] bytes of the `n` iovecs at `iovs` (each entry
+/// `ptr u32, len u32`), and the sum of their lengths.
+fn gather(mem: &[u8], iovs: i32, n: usize) -> Option<(Vec<u8>, u64)> {
     let mut out = Vec::new();
+    let mut total = 0u64;
     let base = iovs as u32 as usize;
-    for i in 0..(n as u32 as usize).min(1024) {
+    for i in 0..n {
         let entry = base.checked_add(i.checked_mul(8)?)?;
-        let ptr = read_u32(caller, entry)?;
-        let len = read_u32(caller, entry.checked_add(4)?)? as usize;
+        let ptr = read_u32(mem, entry)?;
+        let len = read_u32(mem, entry.checked_add(4)?)? as usize;
+        total = total.saturating_add(len as u64);
         let take = len.min(MAX_LOGGED.saturating_sub(out.len()));
-        out.extend(read(caller, ptr as i32, take)?);
+        if take > 0 {
+            out.extend_from_slice(slice(mem, ptr as i32, take)?);
+        }
     }
-    Some(out)
+    Some((out, total))
 }
 
 /// `fd_read`: standard input is empty; any other descriptor is `EBADF`.
-fn fd_read(mut caller: Caller<'_, HostState>, fd: i32, _iovs: i32, _n: i32, nread: i32) -> i32 {
+fn fd_read(
+    mut caller: Caller<'_, HostState>,
+    fd: i32,
+    _iovs: i32,
+    _n: i32,
+    nread: i32,
+) -> HostResult {
+    enter(&mut caller, 4, HOST_BYTES_PER_FUEL)?;
     if fd != 0 {
-        return EBADF;
+        return Ok(EBADF);
     }
-    errno(write(&mut caller, nread, &0u32.to_le_bytes()))
+    Ok(errno(write(&mut caller, nread, &0u32.to_le_bytes())))
 }
 
 /// `fd_fdstat_get`: the three standard descriptors are blocking character
 /// devices; any other is `EBADF`.
-fn fd_fdstat_get(mut caller: Caller<'_, HostState>, fd: i32, out: i32) -> i32 {
+fn fd_fdstat_get(mut caller: Caller<'_, HostState>, fd: i32, out: i32) -> HostResult {
+    enter(&mut caller, FDSTAT_SIZE, HOST_BYTES_PER_FUEL)?;
     if !(0..=2).contains(&fd) {
-        return EBADF;
+        return Ok(EBADF);
     }
     let mut stat = [0u8; FDSTAT_SIZE];
     stat[0] = FILETYPE_CHARACTER_DEVICE;
-    errno(write(&mut caller, out, &stat))
+    Ok(errno(write(&mut caller, out, &stat)))
 }
 
-fn random_get(mut caller: Caller<'_, HostState>, buf: i32, len: i32) -> i32 {
-    let len = len as u32 as usize;
-    if len > MAX_RANDOM {
-        return EINVAL;
+/// `random_get`: up to [`MAX_RANDOM`] bytes from the kernel's generator,
+/// charged by the byte; a large one asked on the async executor pauses
+/// the call and runs on its blocking thread.
+fn random_get(mut caller: Caller<'_, HostState>, buf: i32, len: i32) -> HostResult {
+    let n = len as u32 as usize;
+    if n > MAX_RANDOM {
+        enter(&mut caller, 0, RANDOM_BYTES_PER_FUEL)?;
+        return Ok(EINVAL);
     }
-    let mut bytes = vec![0u8; len];
-    let filled = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
-    if filled.is_err() {
-        return ENOSYS;
+    if caller.data().inline && n > INLINE_RANDOM {
+        return Err(wasmi::Error::host(Deferred::Random { buf, len }));
     }
-    errno(write(&mut caller, buf, &bytes))
+    enter(&mut caller, n, RANDOM_BYTES_PER_FUEL)?;
+    let Some(mem) = memory(&caller) else {
+        return Ok(EFAULT);
+    };
+    Ok(fill_random(mem.data_mut(&mut caller), buf, n))
 }
 
-/// The arguments of a `poll_oneoff` call made while the guest runs on the
-/// async executor (its first slice): the call is paused there, without
-/// effect, and [`poll`] runs it off the executor before the guest resumes.
+/// Fills `mem[buf..buf + n]` from the kernel's generator: the errno.
+fn fill_random(mem: &mut [u8], buf: i32, n: usize) -> i32 {
+    let start = buf as u32 as usize;
+    let Some(dst) = start.checked_add(n).and_then(|end| mem.get_mut(start..end)) else {
+        return EFAULT;
+    };
+    let mut done = 0;
+    while done < dst.len() {
+        let rest = &mut dst[done..];
+        // SAFETY: getrandom(2) writes at most `rest.len()` bytes into the
+        // buffer it is given, which is `rest`, valid and exclusively
+        // borrowed for the call.
+        #[allow(unsafe_code)]
+        let got = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
+        match usize::try_from(got) {
+            Ok(k) if k > 0 => done += k,
+            _ if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {}
+            _ => return ENOSYS,
+        }
+    }
+    ESUCCESS
+}
+
+/// The arguments of a host function called while the guest runs on the
+/// async executor (its first slice) that must not run there: the call is
+/// paused without effect (a host trap carrying this), and
+/// [`run_deferred`] runs the function on the blocking thread the call
+/// moves to, before the guest resumes with its result.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Deferred {
+    /// `poll_oneoff` (it may sleep).
+    Poll(PollArgs),
+    /// A `random_get` of more than [`INLINE_RANDOM`] bytes.
+    Random {
+        /// Where.
+        buf: i32,
+        /// How many bytes.
+        len: i32,
+    },
+}
+
+impl std::fmt::Display for Deferred {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a host function that must run off the async executor")
+    }
+}
+
+impl wasmi::errors::HostError for Deferred {}
+
+/// Runs a [`Deferred`] host function on the guest's memory `mem`: its
+/// errno, or the trap that ends the call.
+pub(crate) fn run_deferred(
+    mem: &mut [u8],
+    state: &HostState,
+    d: Deferred,
+) -> Result<i32, wasmi::Error> {
+    match d {
+        Deferred::Poll(args) => poll(mem, state, args),
+        Deferred::Random { buf, len } => Ok(fill_random(mem, buf, len as u32 as usize)),
+    }
+}
+
+/// The arguments of a `poll_oneoff` call.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct PollArgs {
     subs: i32,
@@ -316,19 +431,11 @@ pub(crate) struct PollArgs {
     nevents: i32,
 }
 
-impl std::fmt::Display for PollArgs {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("poll_oneoff must run off the async executor")
-    }
-}
-
-impl wasmi::errors::HostError for PollArgs {}
-
 /// `poll_oneoff`: clock subscriptions sleep (a sleep that reaches the
 /// running call's deadline ends the call as timed out); a descriptor
 /// subscription is answered at once with `EBADF`.
 /// A guest running on the async executor is paused instead (see
-/// [`PollArgs`]).
+/// [`Deferred`]).
 fn poll_oneoff(
     mut caller: Caller<'_, HostState>,
     subs: i32,
@@ -343,8 +450,14 @@ fn poll_oneoff(
         nevents,
     };
     if caller.data().inline {
-        return Err(wasmi::Error::host(args));
+        return Err(wasmi::Error::host(Deferred::Poll(args)));
     }
+    let subscriptions = (n as u32).min(MAX_SUBSCRIPTIONS) as usize;
+    enter(
+        &mut caller,
+        subscriptions * (SUBSCRIPTION_SIZE + EVENT_SIZE),
+        HOST_BYTES_PER_FUEL,
+    )?;
     let Some(mem) = memory(&caller) else {
         return Ok(EFAULT);
     };
