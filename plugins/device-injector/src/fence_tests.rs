@@ -209,7 +209,31 @@ fn pods_outside_the_namespaces_are_refused_for_every_setting() {
     // A pod that asks for nothing is not affected.
     assert!(run(&f, "default", "other/key", "x").is_ok());
     assert!(run(&f, "default", DEV, "").is_ok());
-    assert!(run(&f, "default", DEV, "[]").is_ok());
+    assert!(run(&f, "default", DEV, " \n").is_ok());
+}
+
+/// The namespace is checked before the annotation is decoded: a pod
+/// outside the list cannot make the plugin decode anything, so a value
+/// that would not decode (or would cost the most the decoder allows) is
+/// refused for its namespace, and so is one that decodes to nothing.
+#[test]
+fn the_namespace_is_checked_before_decoding() {
+    let f = fenced();
+    let heavy = format!("[{}]", "{path: /dev/x, extra: 1}, ".repeat(1_500));
+    for (k, v) in [
+        (DEV, "- ["),
+        (DEV, "[]"),
+        (DEV, heavy.as_str()),
+        (MNT, "{not: a list}"),
+        (SYSCTL, "[1, 2]"),
+        (IO, "class: [x]"),
+        (SCHED, "policy: {a: b}"),
+        (NET, "- {hostIf: [x]}"),
+        (MPOL, "mode: MPOL_FOO"),
+    ] {
+        let r = refused(run(&f, "default", k, v));
+        assert_eq!(r.value, "namespace \"default\"", "{k}: {v}");
+    }
 }
 
 #[test]

@@ -225,6 +225,19 @@ impl Request<'_> {
         })
     }
 
+    /// [`Request::find`], with the pod's namespace checked against the
+    /// allow-list before anything is decoded when the value asks for
+    /// something (is not blank).
+    fn find_fenced(&self, prefixes: &[&str]) -> Result<Option<Source<'_>>, Refused> {
+        let src = self.find(prefixes);
+        if let Some(s) = &src {
+            if !s.value.trim().is_empty() {
+                self.fence.pod(self, s.annotation)?;
+            }
+        }
+        Ok(src)
+    }
+
     fn name(&self) -> String {
         format!("{}/{}", self.pod, self.container)
     }
@@ -232,7 +245,7 @@ impl Request<'_> {
 
 fn devices(r: &Request<'_>, a: &mut ContainerAdjustment) -> Result<(), InjectError> {
     // Go: an empty value is no annotation.
-    let Some(src) = r.find(&DEVICE_KEYS).filter(|s| !s.value.is_empty()) else {
+    let Some(src) = r.find_fenced(&DEVICE_KEYS)?.filter(|s| !s.value.is_empty()) else {
         return Ok(());
     };
     let list: Vec<Device> = decode_annotation(&src, &Shape::Seq(&DEVICE), &Vec::new(), r.strict)?;
@@ -263,7 +276,10 @@ fn devices(r: &Request<'_>, a: &mut ContainerAdjustment) -> Result<(), InjectErr
 }
 
 fn cdi_devices(r: &Request<'_>, a: &mut ContainerAdjustment) -> Result<(), InjectError> {
-    let Some(src) = r.find(&CDI_DEVICE_KEYS).filter(|s| !s.value.is_empty()) else {
+    let Some(src) = r
+        .find_fenced(&CDI_DEVICE_KEYS)?
+        .filter(|s| !s.value.is_empty())
+    else {
         return Ok(());
     };
     let names: Vec<String> =
@@ -287,7 +303,7 @@ fn cdi_devices(r: &Request<'_>, a: &mut ContainerAdjustment) -> Result<(), Injec
 }
 
 fn mounts(r: &Request<'_>, a: &mut ContainerAdjustment) -> Result<(), InjectError> {
-    let Some(src) = r.find(&MOUNT_KEYS).filter(|s| !s.value.is_empty()) else {
+    let Some(src) = r.find_fenced(&MOUNT_KEYS)?.filter(|s| !s.value.is_empty()) else {
         return Ok(());
     };
     let list: Vec<MountSpec> = decode_annotation(&src, &Shape::Seq(&MOUNT), &Vec::new(), r.strict)?;
@@ -319,7 +335,7 @@ fn mounts(r: &Request<'_>, a: &mut ContainerAdjustment) -> Result<(), InjectErro
 
 fn io_priority(r: &Request<'_>, a: &mut ContainerAdjustment) -> Result<(), InjectError> {
     // Go: present, even empty, counts (an empty value is an empty class).
-    let Some(src) = r.find(&IO_PRIO_KEYS) else {
+    let Some(src) = r.find_fenced(&IO_PRIO_KEYS)? else {
         return Ok(());
     };
     let p: IoPrio = decode_annotation(&src, &IO_PRIO, &IoPrio::default(), r.strict)?;
@@ -352,7 +368,7 @@ fn io_priority(r: &Request<'_>, a: &mut ContainerAdjustment) -> Result<(), Injec
 }
 
 fn scheduler(r: &Request<'_>, a: &mut ContainerAdjustment) -> Result<(), InjectError> {
-    let Some(src) = r.find(&SCHEDULER_KEYS) else {
+    let Some(src) = r.find_fenced(&SCHEDULER_KEYS)? else {
         return Ok(());
     };
     let s: Scheduler = decode_annotation(&src, &SCHEDULER, &Scheduler::default(), r.strict)?;
@@ -414,7 +430,7 @@ fn scheduler(r: &Request<'_>, a: &mut ContainerAdjustment) -> Result<(), InjectE
 }
 
 fn net_devices(r: &Request<'_>, a: &mut ContainerAdjustment) -> Result<(), InjectError> {
-    let Some(src) = r.find(&NET_DEVICE_KEYS) else {
+    let Some(src) = r.find_fenced(&NET_DEVICE_KEYS)? else {
         return Ok(());
     };
     let list: Vec<NetDevice> =
@@ -441,7 +457,7 @@ fn net_devices(r: &Request<'_>, a: &mut ContainerAdjustment) -> Result<(), Injec
 }
 
 fn sysctls(r: &Request<'_>, a: &mut ContainerAdjustment) -> Result<(), InjectError> {
-    let Some(src) = r.find(&SYSCTL_KEYS) else {
+    let Some(src) = r.find_fenced(&SYSCTL_KEYS)? else {
         return Ok(());
     };
     let map: BTreeMap<String, String> =
@@ -465,7 +481,7 @@ fn sysctls(r: &Request<'_>, a: &mut ContainerAdjustment) -> Result<(), InjectErr
 }
 
 fn memory_policy(r: &Request<'_>, a: &mut ContainerAdjustment) -> Result<(), InjectError> {
-    let Some(src) = r.find(&MEMORY_POLICY_KEYS) else {
+    let Some(src) = r.find_fenced(&MEMORY_POLICY_KEYS)? else {
         return Ok(());
     };
     let p: MemoryPolicy =

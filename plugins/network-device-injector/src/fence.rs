@@ -54,6 +54,16 @@ impl Fence {
         ))
     }
 
+    /// Checks the namespace of pod `namespace/name`, which has the
+    /// annotation `key` (before it is decoded).
+    ///
+    /// # Errors
+    ///
+    /// [`Refused`] when the namespace is not listed.
+    pub fn check_namespace(&self, namespace: &str, name: &str, key: &str) -> Result<(), Refused> {
+        check_namespace(&self.namespaces, namespace, name, key)
+    }
+
     /// Checks the devices annotated through `key` on pod `namespace/name`.
     ///
     /// # Errors
@@ -179,6 +189,21 @@ mod tests {
         let mut plain = pod("default", "");
         plain.annotations.clear();
         p.run_pod_sandbox(plain).await.unwrap();
+    }
+
+    /// The namespace is checked before the annotation is decoded.
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_namespace_is_checked_before_decoding() {
+        let p = NetDeviceInjector::new();
+        p.apply_config(FENCED).unwrap();
+        for v in ["- [", "[]", "{name: eth0}", "- {name: [x]}"] {
+            let e = p.run_pod_sandbox(pod("default", v)).await.unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains("namespace \"default\" is not allowed"),
+                "{v}: {e}"
+            );
+        }
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -383,8 +383,17 @@ impl NetDeviceInjector {
         self.pods.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The devices of `pod`, refused if the runtime cannot move them.
+    /// The devices of `pod`, refused if the runtime cannot move them. The
+    /// pod's namespace is checked against the fence before the annotation
+    /// is decoded.
     fn devices(&self, pod: &PodSandbox) -> Result<Vec<NetDevice>, Error> {
+        if let Some((key, value)) = effective_annotation(&pod.annotations) {
+            if !value.trim().is_empty() {
+                self.fence
+                    .get()
+                    .check_namespace(&pod.namespace, &pod.name, &key)?;
+            }
+        }
         let devices = pod_netdevices(pod, self.strict.get())?;
         if devices.is_empty() {
             return Ok(devices);

@@ -99,6 +99,16 @@ fn show(n: u64) -> String {
 }
 
 impl Fence {
+    /// Checks the namespace of pod `namespace/pod`, which has an annotation
+    /// `key` (before it is decoded).
+    ///
+    /// # Errors
+    ///
+    /// [`Refused`] when the namespace is not allowed.
+    pub fn check_namespace(&self, namespace: &str, pod: &str, key: &str) -> Result<(), Refused> {
+        check_namespace(&self.namespaces, namespace, pod, key)
+    }
+
     /// Checks the rlimits annotated through `key` for pod `namespace/pod`.
     ///
     /// # Errors
@@ -232,6 +242,21 @@ mod tests {
                 assert_eq!(r.rule, "allow.namespaces [batch]");
             }
         }
+    }
+
+    /// The namespace is checked before the annotation is decoded.
+    #[test]
+    fn the_namespace_is_checked_before_decoding() {
+        let (_, f) = configure(FENCED).unwrap();
+        let heavy = format!("[{}]", "{type: nofile, extra: 1}, ".repeat(2_000));
+        for v in ["- [", "[]", "{type: nofile}", heavy.as_str()] {
+            let Err(UlimitError::Refused(r)) = run(&f, "default", v) else {
+                panic!("{v} not refused for its namespace");
+            };
+            assert_eq!(r.value, "namespace \"default\"");
+        }
+        // A blank value asks for nothing.
+        assert!(run(&f, "default", " ").unwrap().rlimits.is_empty());
     }
 
     #[test]

@@ -116,6 +116,20 @@ pub fn canonical_type(raw: &str) -> Option<String> {
         .then(|| format!("{RLIMIT_PREFIX}{name}"))
 }
 
+/// The annotation of container `ctr` (key and value), current key first.
+/// Only container-scoped keys exist.
+pub fn find_annotation<'a>(
+    annotations: &'a BTreeMap<String, String>,
+    ctr: &str,
+) -> Option<(String, &'a str)> {
+    [
+        format!("{ULIMIT_KEY}/container.{ctr}"),
+        format!("{OLD_ULIMIT_KEY}/container.{ctr}"),
+    ]
+    .into_iter()
+    .find_map(|k| annotations.get(&k).map(|v| (k, v.as_str())))
+}
+
 /// The rlimits annotated for container `ctr` of pod `pod` (key, canonical
 /// entries), or `None` without an annotation. Only container-scoped keys
 /// exist. With `strict`, what Go ignores (unknown or repeated keys) is
@@ -130,14 +144,7 @@ pub fn parse_ulimits(
     ctr: &str,
     strict: bool,
 ) -> Result<Option<(String, Vec<Ulimit>)>, UlimitError> {
-    let keys = [
-        format!("{ULIMIT_KEY}/container.{ctr}"),
-        format!("{OLD_ULIMIT_KEY}/container.{ctr}"),
-    ];
-    let Some((key, value)) = keys
-        .into_iter()
-        .find_map(|k| annotations.get(&k).map(|v| (k, v)))
-    else {
+    let Some((key, value)) = find_annotation(annotations, ctr) else {
         return Ok(None);
     };
     // Upstream: an empty value means nothing to do.
@@ -170,7 +177,8 @@ pub fn parse_ulimits(
 
 /// The adjustment for container `ctr` of pod `namespace/pod` with
 /// `annotations`: one rlimit per entry, in order, if `fence` allows them
-/// all. Empty without an annotation.
+/// all. Empty without an annotation. The pod's namespace is checked
+/// against the fence before the annotation is decoded.
 ///
 /// # Errors
 ///
@@ -184,6 +192,11 @@ pub fn adjustment(
     fence: &Fence,
 ) -> Result<ContainerAdjustment, UlimitError> {
     let mut adjust = ContainerAdjustment::default();
+    if let Some((key, value)) = find_annotation(annotations, ctr) {
+        if !value.trim().is_empty() {
+            fence.check_namespace(namespace, pod, &key)?;
+        }
+    }
     if let Some((key, list)) = parse_ulimits(annotations, pod, ctr, strict)? {
         fence.check(namespace, pod, &key, &list)?;
         tracing::debug!(
