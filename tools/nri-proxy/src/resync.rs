@@ -12,8 +12,10 @@ use crate::metrics::ProxyMetrics;
 use crate::view::{Changes, State};
 
 /// The events telling what changed: Stop/Remove for the containers and
-/// pods that went, RunPodSandbox, CreateContainer (and StartContainer for
-/// a running container) for what appeared, in that order.
+/// pods that went, StartContainer or StopContainer for the containers that
+/// started or exited, RunPodSandbox, CreateContainer (then StartContainer
+/// for a running container, StopContainer for one that has exited) for
+/// what appeared, in that order.
 pub(crate) fn events(ch: Changes) -> Vec<Upcall> {
     let mut out = Vec::new();
     for (pod, c) in ch.gone_containers {
@@ -24,12 +26,21 @@ pub(crate) fn events(ch: Changes) -> Vec<Upcall> {
         out.push(Upcall::PodNote(Event::StopPodSandbox, pod.clone()));
         out.push(Upcall::RemovePod(pod));
     }
+    for (pod, c) in ch.moved {
+        out.push(if c.state == ContainerState::ContainerStopped as i32 {
+            Upcall::Stop(pod, c)
+        } else {
+            Upcall::ContainerNote(Event::StartContainer, pod, c)
+        });
+    }
     out.extend(ch.new_pods.into_iter().map(Upcall::RunPod));
     for (pod, c) in ch.new_containers {
-        let running = c.state == ContainerState::ContainerRunning as i32;
+        let state = c.state;
         out.push(Upcall::Create(pod.clone(), c.clone()));
-        if running {
+        if state == ContainerState::ContainerRunning as i32 {
             out.push(Upcall::ContainerNote(Event::StartContainer, pod, c));
+        } else if state == ContainerState::ContainerStopped as i32 {
+            out.push(Upcall::Stop(pod, c));
         }
     }
     out
@@ -44,6 +55,7 @@ pub(crate) fn events(ch: Changes) -> Vec<Upcall> {
 /// the object either way).
 pub(crate) async fn deliver(a: Adaptation, state: Arc<State>, ch: Changes, metrics: ProxyMetrics) {
     tracing::info!(
+        moved_containers = ch.moved.len(),
         gone_pods = ch.gone_pods.len(),
         gone_containers = ch.gone_containers.len(),
         new_pods = ch.new_pods.len(),

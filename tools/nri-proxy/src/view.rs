@@ -24,6 +24,9 @@ pub(crate) struct Changes {
     pub(crate) new_pods: Vec<PodSandbox>,
     /// Containers that appeared, with their pods.
     pub(crate) new_containers: Vec<(PodSandbox, Container)>,
+    /// Containers of both whose state moved on (created to running,
+    /// running or created to stopped), as the runtime has them now.
+    pub(crate) moved: Vec<(PodSandbox, Container)>,
 }
 
 impl Changes {
@@ -33,6 +36,7 @@ impl Changes {
             && self.gone_pods.is_empty()
             && self.new_pods.is_empty()
             && self.new_containers.is_empty()
+            && self.moved.is_empty()
     }
 }
 
@@ -56,9 +60,11 @@ impl View {
     }
 
     /// Compares the view with the runtime's lists after a reconnection:
-    /// refreshes what both have, returns what went and what appeared. The
-    /// view itself keeps what went and lacks what appeared until the
-    /// plugins have been told (see [`crate::event::Upcall::deliver`]).
+    /// refreshes what both have in the same state, returns what went, what
+    /// appeared and the containers whose state moved on. The view itself
+    /// keeps what went, lacks what appeared and keeps the old state of
+    /// what moved until the plugins have been told (see
+    /// [`crate::event::Upcall::deliver`]).
     pub(crate) fn resync(&mut self, pods: Vec<PodSandbox>, containers: Vec<Container>) -> Changes {
         let new = View {
             pods: pods.into_iter().map(|p| (p.id.clone(), p)).collect(),
@@ -92,11 +98,30 @@ impl View {
         }
         for (id, c) in new.containers {
             if let Some(old) = self.containers.get_mut(&id) {
-                *old = c;
+                if moved_on(old.state, c.state) {
+                    ch.moved.push((self.pod_of(&c), c));
+                } else {
+                    *old = c;
+                }
             }
         }
         ch
     }
+}
+
+/// Whether a container's state moved from `old` to `new` in a way the
+/// plugins learn by an event: it started (created to running or paused),
+/// or it exited (to stopped from any other state). A container does not
+/// come back from stopped.
+fn moved_on(old: i32, new: i32) -> bool {
+    use nri_api::api::ContainerState as S;
+    let (created, running, paused, stopped) = (
+        S::ContainerCreated as i32,
+        S::ContainerRunning as i32,
+        S::ContainerPaused as i32,
+        S::ContainerStopped as i32,
+    );
+    (old == created && (new == running || new == paused)) || (old != stopped && new == stopped)
 }
 
 /// The view, and whether the plugin side has started (before it has,
