@@ -215,6 +215,23 @@ impl Upstream {
     }
 }
 
+/// The runtime's request timeout as `Configure` tells it. Zero is what a
+/// runtime on NRI before v0.7.0 sends (the field did not exist:
+/// containerd 1.7.0-1.7.25, CRI-O before 1.32), and such a runtime times
+/// its plugins with NRI's default, 2 s; containerd/nri's runtime would
+/// fail every call with a timeout of zero, and ours refuses one, so no
+/// runtime means zero literally. Zero is read as the default.
+fn runtime_request_timeout(told: Duration) -> Duration {
+    if told.is_zero() {
+        tracing::warn!(
+            assumed = ?nri_api::DEFAULT_REQUEST_TIMEOUT,
+            "nri-proxy: the runtime did not tell its request timeout (NRI before v0.7.0); assuming NRI's default"
+        );
+        return nri_api::DEFAULT_REQUEST_TIMEOUT;
+    }
+    told
+}
+
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
@@ -229,8 +246,9 @@ impl Plugin for Upstream {
             && info
                 .subscription
                 .contains(Event::ValidateContainerAdjustment);
+        let timeout = runtime_request_timeout(rt.request_timeout);
         self.request_timeout
-            .store(nanos(rt.request_timeout), Ordering::Relaxed);
+            .store(nanos(timeout), Ordering::Relaxed);
         self.validating.store(validate, Ordering::Relaxed);
         tracing::info!(
             runtime = %rt.name,
@@ -238,7 +256,7 @@ impl Plugin for Upstream {
             nri_version = ?rt.nri_version,
             request_timeout = ?rt.request_timeout,
             registration_timeout = ?rt.registration_timeout,
-            budget = ?self.config.budget(rt.request_timeout),
+            budget = ?self.config.budget(timeout),
             unsupported = ?info.unsupported,
             validation = validate,
             "nri-proxy configured by the runtime"
