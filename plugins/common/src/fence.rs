@@ -15,8 +15,10 @@
 //! - [`Glob`] and [`Globs`]: names with `*` wildcards (namespaces,
 //!   interface names, CDI device names, hook paths);
 //! - [`Prefixes`]: path-like names allowed by a component prefix (mount
-//!   sources, sysctls), compared after lexical clean-up so `..` or a `/`
-//!   spelling cannot step out of an allowed tree;
+//!   sources, hook paths, sysctls); a path with a `..` component is
+//!   refused outright (the runtime resolves symbolic links before `..`,
+//!   so no lexical clean-up can say where it leads), a sysctl name is
+//!   compared in either spelling (`.` or `/`);
 //! - [`Refused`]: the error naming the pod, the annotation, the value and
 //!   the rule, logged when made;
 //! - [`read_config`]: a plugin configuration (`strict` and `allow`) read
@@ -114,9 +116,11 @@ fn describe<T: std::fmt::Display>(items: impl Iterator<Item = T>) -> String {
 
 /// Path-like names allowed by a component prefix: the entry itself and
 /// everything under it (`/data` allows `/data` and `/data/x`, not
-/// `/database`). Names and entries are split at their separators and
-/// cleaned lexically first; a name with an empty, `.` or `..` component
-/// that cannot be cleaned is refused while a list is set.
+/// `/database`). Names and entries are split at their separators; empty
+/// and `.` components of a path are dropped (`//data/./x` is `/data/x`),
+/// a path with a `..` component is refused while a list is set (and is
+/// not a valid entry): the runtime resolves `a/link/..` through the link,
+/// so `/data/link/../x` may lead anywhere.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Prefixes {
     entries: Option<Vec<Vec<String>>>,
@@ -128,9 +132,9 @@ pub struct Prefixes {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum PrefixKind {
-    /// File paths: `/` separates, `.` is dropped, `..` goes up (never
-    /// above the root); a relative name (a `tmpfs` source) must equal an
-    /// entry.
+    /// File paths: `/` separates, empty and `.` components are dropped, a
+    /// `..` component is refused; a relative name (a `tmpfs` source) must
+    /// equal an entry.
     #[default]
     Path,
     /// Sysctl names: `.` and `/` both separate (the OCI runtime writes
@@ -217,11 +221,7 @@ fn split(name: &str, kind: PrefixKind) -> Option<Vec<String>> {
             for c in rel.split('/') {
                 match c {
                     "" | "." => {}
-                    ".." => {
-                        if parts.len() > 1 {
-                            parts.pop();
-                        }
-                    }
+                    ".." => return None,
                     c => parts.push(c.to_owned()),
                 }
             }

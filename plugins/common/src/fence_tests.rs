@@ -37,21 +37,14 @@ fn glob_lists() {
 }
 
 #[test]
-fn path_prefixes_clean_up_before_comparing() {
+fn path_prefixes_drop_empty_and_dot_components_and_refuse_dot_dot() {
     let p = Prefixes::new(
         "allow.mountSources",
         Some(vec!["/data".into(), "/srv/shared/".into(), "tmpfs".into()]),
         PrefixKind::Path,
     )
     .unwrap();
-    for ok in [
-        "/data",
-        "/data/x",
-        "//data/./x/",
-        "/srv/shared",
-        "/srv/shared/a/../b",
-        "tmpfs",
-    ] {
+    for ok in ["/data", "/data/x", "//data/./x/", "/srv/shared", "tmpfs"] {
         assert!(p.allows(ok), "{ok}");
     }
     for bad in [
@@ -59,6 +52,11 @@ fn path_prefixes_clean_up_before_comparing() {
         "/",
         "/data/../etc",
         "/data/x/../../etc/shadow",
+        // `/srv/shared/link/..` is wherever the link's parent is: a `..`
+        // is refused even when the cleaned path would be inside.
+        "/srv/shared/a/../b",
+        "/data/x/..",
+        "/data/..",
         "/srv",
         "data",
         "tmpfs/x",
@@ -67,9 +65,11 @@ fn path_prefixes_clean_up_before_comparing() {
     ] {
         assert!(!p.allows(bad), "{bad}");
     }
-    // `..` never climbs above the root.
+    // Not even under `/`.
     let root = Prefixes::new("k", Some(vec!["/".into()]), PrefixKind::Path).unwrap();
-    assert!(root.allows("/../../x") && !root.allows("relative"));
+    assert!(root.allows("/x") && !root.allows("/../../x") && !root.allows("relative"));
+    // An entry with `..` is not a valid entry.
+    assert!(Prefixes::new("k", Some(vec!["/srv/../data".into()]), PrefixKind::Path).is_err());
     assert!(
         Prefixes::new("k", None, PrefixKind::Path)
             .unwrap()

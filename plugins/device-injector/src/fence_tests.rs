@@ -127,6 +127,13 @@ fn requests_outside_are_refused_with_pod_annotation_value_and_rule() {
             "/srv/datasets/../../etc",
             "allow.mountSources",
         ),
+        // Inside once cleaned, but the runtime resolves `link` first.
+        (
+            MNT,
+            "- {source: /srv/datasets/link/../imagenet, destination: /x, type: bind}",
+            "/srv/datasets/link/../imagenet",
+            "allow.mountSources",
+        ),
         (
             MNT,
             "- {source: /srv/datasets-private, destination: /x, type: bind}",

@@ -101,6 +101,30 @@ fn a_hook_asked_for_by_annotation_outside_the_fence_is_refused() {
     );
 }
 
+/// A hook path with `..` is outside hookPaths even when it would be
+/// inside once cleaned: the runtime resolves symbolic links before `..`.
+#[test]
+fn a_hook_path_with_dot_dot_is_outside() {
+    let f = Fence::configure(FENCED).unwrap();
+    let sneaky = hook(
+        "/usr/libexec/oci/hooks.d/link/../trace",
+        r#"{"always": true}"#,
+    );
+    let t = Target {
+        args: &[],
+        annotations: &BTreeMap::new(),
+        has_bind_mounts: false,
+    };
+    let pod = Pod {
+        namespace: "gpu-a",
+        name: "p",
+    };
+    let got = f.admit(&[("sneaky.json".into(), sneaky)], t, pod).unwrap();
+    assert!(got.is_empty(), "{:?}", names(&got));
+    // Nor can an entry hold one.
+    assert!(Fence::configure("allow: {hookPaths: [/usr/../opt]}").is_err());
+}
+
 #[test]
 fn a_hook_nobody_asked_for_is_left_out() {
     let f = Fence::configure(FENCED).unwrap();
