@@ -11,6 +11,7 @@ use nri_sample_common::goyaml::{Field, Shape};
 use serde::Deserialize;
 
 use crate::inject::{Device, MountSpec, NetDevice, Request};
+use crate::mount_fence::MountFence;
 
 /// One entry of `allow.devices`, as written.
 #[derive(Debug, Deserialize, Default, Clone, PartialEq, Eq)]
@@ -29,6 +30,8 @@ struct RawAllow {
     namespaces: Option<Vec<String>>,
     devices: Option<Vec<RawDeviceRule>>,
     mount_sources: Option<Vec<String>>,
+    mount_types: Option<Vec<String>>,
+    mount_options: Option<Vec<String>>,
     cdi_devices: Option<Vec<String>>,
     sysctls: Option<Vec<String>>,
     network_devices: Option<Vec<String>>,
@@ -54,6 +57,8 @@ const CONFIG: Shape = Shape::Struct(&[
                 ])),
             ),
             Field::new("mountSources", Shape::Seq(&Shape::Str)),
+            Field::new("mountTypes", Shape::Seq(&Shape::Str)),
+            Field::new("mountOptions", Shape::Seq(&Shape::Str)),
             Field::new("cdiDevices", Shape::Seq(&Shape::Str)),
             Field::new("sysctls", Shape::Seq(&Shape::Str)),
             Field::new("networkDevices", Shape::Seq(&Shape::Str)),
@@ -146,7 +151,7 @@ pub struct Fence {
     namespaces: Globs,
     devices: Option<Vec<DeviceRule>>,
     devices_written: String,
-    mount_sources: Prefixes,
+    mounts: MountFence,
     cdi_devices: Globs,
     sysctls: Prefixes,
     network_devices: Globs,
@@ -187,11 +192,7 @@ pub fn configure(text: &str) -> Result<(Option<bool>, Fence), ConfigError> {
         namespaces: Globs::new(a.namespaces),
         devices,
         devices_written: format!("[{devices_written}]"),
-        mount_sources: Prefixes::new(
-            &format!("{ALLOW_KEY}.mountSources"),
-            a.mount_sources,
-            PrefixKind::Path,
-        )?,
+        mounts: MountFence::new(a.mount_sources, a.mount_types, a.mount_options)?,
         cdi_devices: Globs::new(a.cdi_devices),
         sysctls: Prefixes::new(
             &format!("{ALLOW_KEY}.sysctls"),
@@ -233,15 +234,9 @@ impl Fence {
     }
 
     pub(crate) fn mount(&self, r: &Request<'_>, key: &str, m: &MountSpec) -> Result<(), Refused> {
-        if self.mount_sources.allows(&m.source) {
-            return Ok(());
-        }
-        Err(Self::refuse(
-            r,
-            key,
-            format!("mount source {:?}", m.source),
-            format!("{ALLOW_KEY}.mountSources {}", self.mount_sources.describe()),
-        ))
+        self.mounts
+            .check(m)
+            .map_err(|o| Self::refuse(r, key, o.value, o.rule))
     }
 
     pub(crate) fn cdi_device(&self, r: &Request<'_>, key: &str, name: &str) -> Result<(), Refused> {

@@ -14,6 +14,8 @@ allow:
     - {type: c, major: 195, minor: 0-254, path: "/dev/nvidia*"}
     - {path: /dev/fuse, type: c, major: 10, minor: 229}
   mountSources: [/srv/datasets, tmpfs]
+  mountTypes: [bind, tmpfs]
+  mountOptions: ["size=*", "mode=0755"]
   cdiDevices: ["nvidia.com/gpu=*"]
   sysctls: [net.core.somaxconn, net.ipv4.ip_unprivileged_port_start]
   networkDevices: ["sriov-*"]
@@ -68,7 +70,10 @@ fn allowed_requests_are_injected() {
             MNT,
             "- {source: /srv/datasets/imagenet, destination: /data, type: bind, options: [ro]}",
         ),
-        (MNT, "- {source: tmpfs, destination: /scratch, type: tmpfs}"),
+        (
+            MNT,
+            "- {source: tmpfs, destination: /scratch, type: tmpfs, options: [size=64m, mode=0755, nosuid]}",
+        ),
         (CDI, "[nvidia.com/gpu=0]"),
         (SYSCTL, "{net.core.somaxconn: 256}"),
         (SYSCTL, "{net/core/somaxconn: 256}"),
@@ -339,4 +344,95 @@ fn the_deploy_example_is_a_valid_fence() {
         .is_err()
     );
     assert!(run(&f, "default", CDI, "[nvidia.com/gpu=0]").is_err());
+}
+
+/// The deploy example's fence (mount sources under one directory) is a
+/// fence on what is mounted, not only on the source it names: the kernel
+/// ignores the source of `proc` or `sysfs`, an `overlay` takes its layers
+/// from its options, and options can name other paths or change what
+/// the source means.
+#[test]
+fn the_mount_fence_covers_what_is_mounted() {
+    let cm = include_str!("../../../deploy/device-injector/configmap.yaml");
+    let doc = nri_sample_common::parse_yaml(cm).unwrap();
+    let (_, f) = configure(doc["data"]["config.yaml"].as_str().unwrap()).unwrap();
+    let ok = |m: &str| run(&f, "gpu-jobs", MNT, &format!("- {m}"));
+    ok("{source: /srv/datasets/a, destination: /data, type: bind, options: [rbind, ro, nosuid, nodev]}")
+        .unwrap();
+    for bad in [
+        "{source: /srv/datasets, destination: /p, type: proc}",
+        "{source: /srv/datasets, destination: /s, type: sysfs}",
+        "{source: /srv/datasets, destination: /o, type: overlay, options: [lowerdir=/]}",
+        "{source: /srv/datasets, destination: /o, type: overlay, options: ['lowerdir=/,upperdir=/tmp/u,workdir=/tmp/w']}",
+        "{source: /srv/datasets, destination: /c, type: cgroup2}",
+        "{source: /srv/datasets, destination: /d, type: devtmpfs}",
+        "{source: /srv/datasets, destination: /t, type: tmpfs}",
+        // A bind option makes the runtime bind the source whatever the type.
+        "{source: /srv/datasets, destination: /p, type: proc, options: [rbind]}",
+        "{source: /srv/datasets, destination: /x, type: '', options: [rbind]}",
+        // Options that name another path or source, or change its meaning.
+        "{source: /srv/datasets, destination: /x, type: bind, options: [bind, lowerdir=/]}",
+        "{source: /srv/datasets, destination: /x, type: bind, options: ['ro,lowerdir=/']}",
+        "{source: /srv/datasets, destination: /x, type: bind, options: [idmap]}",
+        "{source: /srv/datasets, destination: /x, type: bind, options: ['context=system_u:object_r:container_file_t:s0']}",
+        "{source: /srv/datasets, destination: /x, type: bind, options: [loop]}",
+        "{source: /srv/datasets, destination: /x, type: bind, options: ['x-mount.idmap=0:0:1']}",
+        // Propagation back to the host is not a default.
+        "{source: /srv/datasets, destination: /x, type: bind, options: [rshared]}",
+        // A relative bind source is resolved against the bundle.
+        "{source: datasets, destination: /x, type: bind}",
+        // Destinations: absolute, no `..`.
+        "{source: /srv/datasets, destination: x, type: bind}",
+        "{source: /srv/datasets, destination: /a/../../b, type: bind}",
+    ] {
+        let r = refused(ok(bad));
+        assert_eq!(r.annotation, MNT, "{bad}");
+        eprintln!("{bad}: {r}");
+    }
+}
+
+/// What the operator lists widens the mount fence, never past options that
+/// name a path or change what the source means.
+#[test]
+fn listed_mount_types_and_options() {
+    let f = fenced();
+    let mount = |m: &str| run(&f, "gpu-jobs", MNT, &format!("- {m}"));
+    for bad in [
+        "{source: tmpfs, destination: /t, type: tmpfs, options: [size=1m, uid=0]}",
+        "{source: tmpfs, destination: /t, type: tmpfs, options: ['size=1m,lowerdir=/']}",
+        "{source: tmpfs, destination: /t, type: tmpfs, options: [mode=0777]}",
+        "{source: /srv/datasets, destination: /o, type: overlay, options: [lowerdir=/srv/datasets]}",
+        // tmpfs is listed, but a bind option binds the source.
+        "{source: tmpfs, destination: /t, type: tmpfs, options: [bind]}",
+        "{source: /etc, destination: /t, type: tmpfs, options: [rbind]}",
+    ] {
+        refused(mount(bad));
+    }
+    for bad in [
+        "allow: {mountOptions: ['lowerdir=*']}",
+        "allow: {mountOptions: ['upperdir=/x']}",
+        "allow: {mountOptions: [idmap]}",
+        "allow: {mountOptions: ['size=1m,mode=1']}",
+        "allow: {mountOptions: ['x-*']}",
+        "allow: {mountTypes: ['']}",
+        "allow: {mountTypes: ['bind,proc']}",
+    ] {
+        assert!(configure(bad).is_err(), "{bad}");
+    }
+    // A glob that matches everything still cannot allow those options.
+    let (_, f) = configure("allow: {mountTypes: [bind, overlay], mountOptions: ['*']}").unwrap();
+    let mount = |m: &str| run(&f, "default", MNT, &format!("- {m}"));
+    mount("{source: /x, destination: /x, type: bind, options: [rshared, noatime]}").unwrap();
+    refused(mount(
+        "{source: overlay, destination: /o, type: overlay, options: ['lowerdir=/']}",
+    ));
+    // Without any mount key, mounts are as upstream's.
+    let (_, f) = configure("allow: {namespaces: [default]}").unwrap();
+    run(
+        &f,
+        "default",
+        MNT,
+        "- {source: /, destination: /o, type: overlay, options: ['lowerdir=/']}",
+    )
+    .unwrap();
 }

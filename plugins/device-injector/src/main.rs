@@ -13,6 +13,8 @@ use nri_sample_common::{COMMON_USAGE, CommonArgs, Strict, init_logging, parse_ar
 
 mod fence;
 mod inject;
+mod mount_fence;
+mod rules;
 
 struct DeviceInjector {
     strict: Strict,

@@ -27,6 +27,9 @@ fn the_allow_list_fences_the_annotations() {
         "core-pattern",
         "host-nic",
         "realtime",
+        "proc-mount",
+        "sysfs-mount",
+        "overlay-mount",
         "other-namespace",
     ] {
         assert!(!step_ok(&out, refused), "{refused} was not refused");
