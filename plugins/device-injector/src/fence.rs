@@ -12,6 +12,10 @@ use serde::Deserialize;
 
 use crate::inject::{Device, MountSpec, NetDevice, Request};
 use crate::mount_fence::MountFence;
+use crate::rules::{
+    MAX_MAJOR, MAX_MINOR, absolute_without_dot_dot, sysctl_entry_can_be_namespaced,
+    sysctl_namespace, valid_cdi_name, valid_ifname,
+};
 
 /// One entry of `allow.devices`, as written.
 #[derive(Debug, Deserialize, Default, Clone, PartialEq, Eq)]
@@ -109,31 +113,26 @@ impl DeviceRule {
     fn parse(i: usize, raw: &RawDeviceRule) -> Result<DeviceRule, ConfigError> {
         let key = |f: &str| format!("{ALLOW_KEY}.devices[{i}].{f}");
         let t = raw.r#type.trim();
-        if !matches!(t, "" | "*" | "c" | "b" | "u" | "p") {
+        if !matches!(t, "*" | "c" | "b" | "u" | "p") {
             return Err(ConfigError::Value {
                 key: key("type"),
-                reason: format!("{t:?} is not c, b, u, p or *"),
+                reason: format!(
+                    "{t:?} is not c, b, u, p or * (a rule names its type; * allows any)"
+                ),
+            });
+        }
+        if raw.major.trim().is_empty() {
+            return Err(ConfigError::Value {
+                key: key("major"),
+                reason: "a rule names its major numbers (a number, a range like 0-15, or * for any): the numbers decide which device a pod reaches".into(),
             });
         }
         let rule = DeviceRule {
             path: (!raw.path.is_empty()).then(|| Glob::new(raw.path.clone())),
-            r#type: (!matches!(t, "" | "*")).then(|| t.to_owned()),
+            r#type: (t != "*").then(|| t.to_owned()),
             major: Range::parse(&key("major"), &raw.major)?,
             minor: Range::parse(&key("minor"), &raw.minor)?,
         };
-        if rule
-            == (DeviceRule {
-                path: None,
-                r#type: None,
-                major: Range(None),
-                minor: Range(None),
-            })
-        {
-            return Err(ConfigError::Value {
-                key: format!("{ALLOW_KEY}.devices[{i}]"),
-                reason: "a rule must set at least one of path, type, major, minor".into(),
-            });
-        }
         Ok(rule)
     }
 
@@ -194,16 +193,28 @@ pub fn configure(text: &str) -> Result<(Option<bool>, Fence), ConfigError> {
         devices_written: format!("[{devices_written}]"),
         mounts: MountFence::new(a.mount_sources, a.mount_types, a.mount_options)?,
         cdi_devices: Globs::new(a.cdi_devices),
-        sysctls: Prefixes::new(
-            &format!("{ALLOW_KEY}.sysctls"),
-            a.sysctls,
-            PrefixKind::Sysctl,
-        )?,
+        sysctls: sysctls(a.sysctls)?,
         network_devices: Globs::new(a.network_devices),
         io_priority_classes: Globs::new(a.io_priority_classes),
         scheduling_policies: Globs::new(a.scheduling_policies),
     };
     Ok((cfg.strict, fence))
+}
+
+/// `allow.sysctls`: every entry must be able to allow a sysctl of the
+/// pod's own namespaces (one of the node's would change the node).
+fn sysctls(list: Option<Vec<String>>) -> Result<Prefixes, ConfigError> {
+    for (i, e) in list.iter().flatten().enumerate() {
+        if !sysctl_entry_can_be_namespaced(e) {
+            return Err(ConfigError::Value {
+                key: format!("{ALLOW_KEY}.sysctls[{i}]"),
+                reason: format!(
+                    "{e:?} allows no namespaced sysctl (net.*, kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*, kernel.hostname, kernel.domainname): a sysctl of the node cannot be allowed"
+                ),
+            });
+        }
+    }
+    Prefixes::new(&format!("{ALLOW_KEY}.sysctls"), list, PrefixKind::Sysctl)
 }
 
 impl Fence {
@@ -222,15 +233,22 @@ impl Fence {
     }
 
     pub(crate) fn device(&self, r: &Request<'_>, key: &str, d: &Device) -> Result<(), Refused> {
-        match &self.devices {
-            Some(rules) if !rules.iter().any(|rule| rule.matches(d)) => Err(Self::refuse(
-                r,
-                key,
-                format!("device {:?} ({} {}:{})", d.path, d.r#type, d.major, d.minor),
-                format!("{ALLOW_KEY}.devices {}", self.devices_written),
-            )),
-            _ => Ok(()),
+        let Some(rules) = &self.devices else {
+            return Ok(());
+        };
+        let value = || format!("device {:?} ({} {}:{})", d.path, d.r#type, d.major, d.minor);
+        if let Some(why) = malformed_device(d) {
+            return Err(Self::refuse(r, key, value(), why.into()));
         }
+        if rules.iter().any(|rule| rule.matches(d)) {
+            return Ok(());
+        }
+        Err(Self::refuse(
+            r,
+            key,
+            value(),
+            format!("{ALLOW_KEY}.devices {}", self.devices_written),
+        ))
     }
 
     pub(crate) fn mount(&self, r: &Request<'_>, key: &str, m: &MountSpec) -> Result<(), Refused> {
@@ -240,6 +258,14 @@ impl Fence {
     }
 
     pub(crate) fn cdi_device(&self, r: &Request<'_>, key: &str, name: &str) -> Result<(), Refused> {
+        if self.cdi_devices.is_set() && !valid_cdi_name(name) {
+            return Err(Self::refuse(
+                r,
+                key,
+                format!("CDI device {name:?}"),
+                "a fully qualified CDI device name (vendor.com/class=name)".into(),
+            ));
+        }
         if self.cdi_devices.allows(name) {
             return Ok(());
         }
@@ -252,6 +278,18 @@ impl Fence {
     }
 
     pub(crate) fn sysctl(&self, r: &Request<'_>, key: &str, name: &str) -> Result<(), Refused> {
+        if self.sysctls.is_set() {
+            let why = match sysctl_namespace(name) {
+                None => Some("a sysctl of the pod's own namespaces (net.*, kernel.shm*, kernel.msg*, kernel.sem, fs.mqueue.*, kernel.hostname, kernel.domainname)".to_owned()),
+                Some(ns) if !r.has_namespace(ns) => Some(format!(
+                    "a pod with its own {ns} namespace (this one shares the node's)"
+                )),
+                Some(_) => None,
+            };
+            if let Some(why) = why {
+                return Err(Self::refuse(r, key, format!("sysctl {name:?}"), why));
+            }
+        }
         if self.sysctls.allows(name) {
             return Ok(());
         }
@@ -269,6 +307,14 @@ impl Fence {
         key: &str,
         d: &NetDevice,
     ) -> Result<(), Refused> {
+        if self.network_devices.is_set() && !(valid_ifname(&d.host_if) && valid_ifname(&d.name)) {
+            return Err(Self::refuse(
+                r,
+                key,
+                format!("network device {:?} -> {:?}", d.host_if, d.name),
+                "interface names of 1 to 15 bytes without /, : or white space".into(),
+            ));
+        }
         if self.network_devices.allows(&d.host_if) {
             return Ok(());
         }
@@ -312,6 +358,27 @@ impl Fence {
             ),
         ))
     }
+}
+
+/// Why a device is refused by any device fence, whatever its rules: what
+/// the runtime would make of it is not what a rule can describe (a
+/// wildcard type or number in the device cgroup, numbers the kernel
+/// truncates, a path that leaves the pattern's tree, file-type or set-id
+/// bits in the mode).
+fn malformed_device(d: &Device) -> Option<&'static str> {
+    if !matches!(d.r#type.as_str(), "c" | "b" | "u" | "p") {
+        return Some("a device type of c, b, u or p");
+    }
+    if !(0..=MAX_MAJOR).contains(&d.major) || !(0..=MAX_MINOR).contains(&d.minor) {
+        return Some("device numbers the kernel has (major 0-4095, minor 0-1048575)");
+    }
+    if !absolute_without_dot_dot(&d.path) {
+        return Some("an absolute device path without `..`");
+    }
+    if d.file_mode & !0o777 != 0 {
+        return Some("a file mode of permission bits only (at most 0777)");
+    }
+    None
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used)]
 use std::collections::BTreeMap;
 
-use nri_plugin::api::ContainerAdjustment;
+use nri_plugin::api::{ContainerAdjustment, LinuxNamespace};
 
 use super::*;
 use crate::inject::{InjectError, adjustment};
@@ -34,11 +34,22 @@ fn run(
         annotations: &a,
         pod: "p",
         namespace,
+        linux_namespaces: &POD_NAMESPACES,
         container: "c",
         strict: false,
         fence,
     })
 }
+
+/// A pod with its own network, IPC and UTS namespaces.
+static POD_NAMESPACES: std::sync::LazyLock<Vec<LinuxNamespace>> = std::sync::LazyLock::new(|| {
+    ["network", "ipc", "uts"]
+        .map(|t| LinuxNamespace {
+            r#type: t.into(),
+            path: String::new(),
+        })
+        .to_vec()
+});
 
 fn fenced() -> Fence {
     configure(FENCED).unwrap().1
@@ -155,13 +166,13 @@ fn requests_outside_are_refused_with_pod_annotation_value_and_rule() {
             SYSCTL,
             "{kernel.core_pattern: '|/tmp/x'}",
             "sysctl \"kernel.core_pattern\"",
-            "allow.sysctls",
+            "a sysctl of the pod's own namespaces",
         ),
         (
             SYSCTL,
             "{kernel/core_pattern: '|/tmp/x'}",
             "sysctl \"kernel/core_pattern\"",
-            "allow.sysctls",
+            "a sysctl of the pod's own namespaces",
         ),
         (
             SYSCTL,
@@ -313,7 +324,7 @@ fn bad_allow_lists_are_configuration_errors() {
         assert!(configure(bad).is_err(), "{bad}");
     }
     let (strict, _) =
-        configure("strict: true\nallow: {devices: [{major: 1, minor: '*'}]}").unwrap();
+        configure("strict: true\nallow: {devices: [{type: c, major: 1, minor: '*'}]}").unwrap();
     assert_eq!(strict, Some(true));
 }
 
@@ -435,4 +446,116 @@ fn listed_mount_types_and_options() {
         "- {source: /, destination: /o, type: overlay, options: ['lowerdir=/']}",
     )
     .unwrap();
+}
+
+/// A device fence is a fence on what the runtime makes of the device:
+/// types and numbers that are wildcards in the device cgroup or that the
+/// kernel truncates, paths with `..`, and file-type bits in the mode are
+/// refused whatever the rules say.
+#[test]
+fn devices_outside_what_a_rule_can_describe() {
+    let (_, f) = configure(
+        "allow:\n  devices:\n    - {path: /dev/foo, type: '*', major: '*', minor: '*'}\n    - {path: '/dev/nvidia*', type: c, major: 195, minor: '*'}\n",
+    )
+    .unwrap();
+    let dev = |d: &str| run(&f, "default", DEV, &format!("- {d}"));
+    dev("{path: /dev/foo, type: c, major: 1, minor: 3}").unwrap();
+    dev("{path: /dev/nvidia0, type: c, major: 195, minor: 0, file_mode: 0666}").unwrap();
+    for bad in [
+        // `a` and an empty type are the device cgroup's wildcard type.
+        "{path: /dev/foo, type: a, major: 1, minor: 3}",
+        "{path: /dev/foo, type: '', major: 1, minor: 3}",
+        "{path: /dev/foo, type: x, major: 1, minor: 3}",
+        // -1 is the device cgroup's wildcard number.
+        "{path: /dev/foo, type: c, major: -1, minor: -1}",
+        "{path: /dev/nvidia0, type: c, major: 195, minor: -1}",
+        // Beyond the kernel's 12-bit major and 20-bit minor: truncated.
+        "{path: /dev/foo, type: c, major: 4097, minor: 1}",
+        "{path: /dev/nvidia0, type: c, major: 195, minor: 1048576}",
+        // A path that leaves the pattern's tree.
+        "{path: /dev/nvidia0/../mem, type: c, major: 195, minor: 0}",
+        "{path: nvidia0, type: c, major: 195, minor: 0}",
+        // File-type bits in the mode (0060000 is a block device).
+        "{path: /dev/nvidia0, type: c, major: 195, minor: 0, file_mode: 0060666}",
+        "{path: /dev/nvidia0, type: c, major: 195, minor: 0, file_mode: 04777}",
+    ] {
+        refused(dev(bad));
+    }
+    // A rule names its type and its major numbers (* to allow any).
+    for bad in [
+        "allow: {devices: [{path: '/dev/nvidia*'}]}",
+        "allow: {devices: [{path: '/dev/nvidia*', type: c}]}",
+        "allow: {devices: [{path: '/dev/nvidia*', major: 195}]}",
+    ] {
+        assert!(configure(bad).is_err(), "{bad}");
+    }
+}
+
+/// A sysctl fence allows only sysctls of the pod's own namespaces: one of
+/// the node's (under an entry such as `kernel`) is refused, and an entry
+/// that can allow none is a configuration error.
+#[test]
+fn sysctls_of_the_node_are_never_allowed() {
+    let (_, f) = configure("allow: {sysctls: [kernel, net.core]}").unwrap();
+    for bad in [
+        "{kernel.core_pattern: '|/tmp/x'}",
+        "{kernel/modprobe: /tmp/x}",
+        "{kernel.shmmax.x: '1'}",
+    ] {
+        refused(run(&f, "default", SYSCTL, bad));
+    }
+    for bad in [
+        "allow: {sysctls: [vm]}",
+        "allow: {sysctls: [kernel.core_pattern]}",
+        "allow: {sysctls: [fs.file-max]}",
+    ] {
+        assert!(configure(bad).is_err(), "{bad}");
+    }
+    // A namespaced sysctl of a namespace the pod shares with the node is
+    // the node's: net.* of a host-network pod, kernel.shm* of a host-IPC
+    // one, kernel.hostname of a pod in the node's UTS namespace.
+    let (_, f) = configure("allow: {sysctls: [net, kernel, fs.mqueue]}").unwrap();
+    let with = |namespaces: &[&str], v: &str| {
+        let ns: Vec<LinuxNamespace> = namespaces
+            .iter()
+            .map(|t| LinuxNamespace {
+                r#type: (*t).into(),
+                path: String::new(),
+            })
+            .collect();
+        let a = BTreeMap::from([(SYSCTL.to_owned(), v.to_owned())]);
+        adjustment(&Request {
+            annotations: &a,
+            pod: "p",
+            namespace: "default",
+            linux_namespaces: &ns,
+            container: "c",
+            strict: false,
+            fence: &f,
+        })
+    };
+    with(&["network"], "{net.core.somaxconn: '1'}").unwrap();
+    with(&["ipc"], "{kernel.shmmax: '1', fs.mqueue.msg_max: '1'}").unwrap();
+    with(&["uts"], "{kernel.hostname: x}").unwrap();
+    refused(with(&["ipc", "uts"], "{net.core.somaxconn: '1'}"));
+    refused(with(&["network", "uts"], "{kernel.shmmax: '1'}"));
+    refused(with(&["network", "ipc"], "{kernel.domainname: x}"));
+    refused(with(&[], "{fs.mqueue.msg_max: '1'}"));
+}
+
+/// Names are checked for what the runtime will read in them.
+#[test]
+fn malformed_names_are_refused() {
+    let f = fenced();
+    for (k, v) in [
+        (CDI, "['nvidia.com/gpu=0,vendor.com/net=0']"),
+        (CDI, "['nvidia.com/gpu=0 vendor.com/net=0']"),
+        (CDI, "['nvidia.com/gpu=a/b=c']"),
+        (NET, "- {hostIf: 'sriov-a/b', name: net1}"),
+        (NET, "- {hostIf: 'sriov-vf0 ', name: net1}"),
+        (NET, "- {hostIf: sriov-very-long-name, name: net1}"),
+        (NET, "- {hostIf: sriov-vf0, name: 'a:b'}"),
+    ] {
+        refused(run(&f, "gpu-jobs", k, v));
+    }
 }

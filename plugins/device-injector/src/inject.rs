@@ -7,9 +7,9 @@
 use std::collections::BTreeMap;
 
 use nri_plugin::api::{
-    ContainerAdjustment, IoPrioClass, LinuxDevice, LinuxIoPriority, LinuxNetDevice, LinuxScheduler,
-    LinuxSchedulerFlag, LinuxSchedulerPolicy, Mount, MpolFlag, MpolMode, OptionalFileMode,
-    OptionalUInt32,
+    ContainerAdjustment, IoPrioClass, LinuxDevice, LinuxIoPriority, LinuxNamespace, LinuxNetDevice,
+    LinuxScheduler, LinuxSchedulerFlag, LinuxSchedulerPolicy, Mount, MpolFlag, MpolMode,
+    OptionalFileMode, OptionalUInt32,
 };
 use nri_sample_common::fence::Refused;
 use nri_sample_common::goyaml::{Field, MAX_EXCERPT_BYTES, Shape, excerpt};
@@ -200,6 +200,9 @@ pub struct Request<'a> {
     pub pod: &'a str,
     /// Pod namespace (for the allow-list and messages).
     pub namespace: &'a str,
+    /// The pod's Linux namespaces as the runtime reports them (a pod
+    /// without a `network` entry shares the node's network).
+    pub linux_namespaces: &'a [LinuxNamespace],
     /// Container name.
     pub container: &'a str,
     /// Refuse what Go drops silently.
@@ -240,6 +243,12 @@ impl Request<'_> {
 
     fn name(&self) -> String {
         format!("{}/{}", self.pod, self.container)
+    }
+
+    /// Whether the pod has its own namespace of type `ns` (`network`,
+    /// `ipc`, `uts`).
+    pub(crate) fn has_namespace(&self, ns: &str) -> bool {
+        self.linux_namespaces.iter().any(|n| n.r#type == ns)
     }
 }
 

@@ -49,6 +49,7 @@ impl Plugin for DeviceInjector {
             annotations: &pod.annotations,
             pod: &pod.name,
             namespace: &pod.namespace,
+            linux_namespaces: pod.linux.as_ref().map_or(&[], |l| l.namespaces.as_slice()),
             container: &ctr.name,
             strict: self.strict.get(),
             fence: &self.fence.get(),

@@ -30,6 +30,8 @@ fn the_allow_list_fences_the_annotations() {
         "proc-mount",
         "sysfs-mount",
         "overlay-mount",
+        "node-sysctl-under-entry",
+        "host-network-sysctl",
         "other-namespace",
     ] {
         assert!(!step_ok(&out, refused), "{refused} was not refused");
