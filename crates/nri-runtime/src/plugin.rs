@@ -632,6 +632,7 @@ impl Plugin {
             ref dedicated,
         } = *n;
         let op = event.pretty_name();
+        let start = Instant::now();
         if !self.legacy.load(Ordering::Relaxed) {
             let Some(method) = event.method_name() else {
                 return Err(PluginFailure::InvalidResponse {
@@ -639,7 +640,6 @@ impl Plugin {
                 });
             };
             let payload = dedicated.clone();
-            let start = Instant::now();
             let res = self.conn.call(method, payload, timeout).await;
             match res {
                 Err(PluginFailure::Unimplemented { .. }) => {
@@ -654,16 +654,30 @@ impl Plugin {
                 }
             }
         }
+        // The fall-back is part of the same call: it gets what is left of
+        // the call's time, as upstream (one context for both).
+        let left = timeout.saturating_sub(start.elapsed());
+        if left.is_zero() {
+            let res = Err(PluginFailure::Timeout { timeout });
+            metrics.plugin_latency(&self.name, op, start.elapsed());
+            self.account(metrics, op, &res);
+            return res;
+        }
         let res = self
             .call_raw(
                 metrics,
                 op,
                 method::STATE_CHANGE,
                 crate::encode::state_change(event, pod, container),
-                timeout,
+                left,
             )
             .await
-            .map(|_| ());
+            .map(|_| ())
+            .map_err(|f| match f {
+                // Reported with the call's timeout, not the part left.
+                PluginFailure::Timeout { .. } => PluginFailure::Timeout { timeout },
+                other => other,
+            });
         if res.is_ok() {
             let mut warned = lock(&self.deprecation_warned);
             if !warned.contains(event) {

@@ -130,6 +130,8 @@ pub struct FakePlugin {
     /// Per method (or StateChange event name): answer only once the gate
     /// has a permit (see [`Gate`]).
     pub hold: HashMap<String, Gate>,
+    /// How long an UNIMPLEMENTED answer (`unimplemented`, `legacy`) takes.
+    pub unimplemented_after: Duration,
 }
 
 /// A gate a fake plugin's handler waits at; `open` lets every waiting and
@@ -169,6 +171,19 @@ impl FakePlugin {
             unimplemented: Vec::new(),
             failure_policy: None,
             hold: HashMap::new(),
+            unimplemented_after: Duration::ZERO,
+        }
+    }
+
+    /// Answers UNIMPLEMENTED only after `d`.
+    pub fn unimplemented_after(mut self, d: Duration) -> Self {
+        self.unimplemented_after = d;
+        self
+    }
+
+    async fn unimplemented_pause(&self) {
+        if !self.unimplemented_after.is_zero() {
+            tokio::time::sleep(self.unimplemented_after).await;
         }
     }
 
@@ -315,6 +330,7 @@ impl FakePlugin {
         let mut key = m.to_owned();
         if self.unimplemented.iter().any(|u| u == m) {
             self.record(rec);
+            self.unimplemented_pause().await;
             return Err(Status::unknown_method(m));
         }
         let reply: Vec<u8> = match m {
@@ -410,6 +426,7 @@ impl FakePlugin {
                     return Err(Status::unknown_method(other));
                 };
                 if self.legacy {
+                    self.unimplemented_pause().await;
                     return Err(Status::unknown_method(other));
                 }
                 // All of them carry pod = 1, container = 2 (or only pod).
