@@ -66,22 +66,26 @@ impl Shared {
             // plugin: nothing to deliver.
             return;
         };
-        // The fan-out merges the answer and counts the call then.
+        // One call, accounted once: by the fan-out, which merges the
+        // answer (or, when it stopped waiting, counted the call as a
+        // timeout of this plugin then).
         let answer = plugin
-            .call_decoded::<CreateContainerResponse>(
+            .call_unaccounted::<CreateContainerResponse>(
                 &*self.metrics,
                 "CreateContainer",
                 method::CREATE_CONTAINER,
                 request,
                 plugin.timeout,
-                Answer::Merged,
             )
             .await;
-        if let Err(Ok(resp)) = reply.send(answer) {
-            // Answered, not merged: counted as answered.
-            (self.metrics).plugin_invocation(&plugin.name, "CreateContainer", Ok(()));
-            if has_changes(&resp) {
+        match reply.send(answer) {
+            Ok(()) => {}
+            Err(Ok(resp)) if has_changes(&resp) => {
                 tracing::warn!(plugin = %plugin.id, container = i.id(), "CreateContainer no longer waited for this plugin (counted as its timeout); its changes are not applied");
+            }
+            Err(Ok(_)) => {}
+            Err(Err(e)) => {
+                tracing::debug!(plugin = %plugin.id, container = i.id(), error = %e, "late CreateContainer failed after the creation stopped waiting (counted as its timeout)");
             }
         }
     }
@@ -224,7 +228,12 @@ impl Shared {
             .send(LateOffer { request, reply: tx })
             .map_err(|_| gone())?;
         match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(answer)) => answer,
+            Ok(Ok(answer)) => {
+                // The call's one accounting (see `deliver_late`); an answer
+                // is counted as an invocation once merged.
+                plugin.account_unsettled(&*self.metrics, "CreateContainer", &answer);
+                answer
+            }
             Ok(Err(_)) => Err(gone()),
             Err(_) => {
                 let res = Err(PluginFailure::Timeout { timeout });

@@ -386,6 +386,24 @@ impl Plugin {
         self.settle(metrics, operation, method, res, answer)
     }
 
+    /// One call whose answer is decoded ([`Self::decode_answer`]) but not
+    /// accounted (neither metrics nor strikes; its latency is recorded):
+    /// for a call whose outcome someone else accounts, once (a late
+    /// plugin's CreateContainer, accounted by the creation that waits for
+    /// it; see `deferred.rs`).
+    pub(crate) async fn call_unaccounted<Resp: Message + prost::Name + Default>(
+        &self,
+        metrics: &dyn Metrics,
+        operation: &str,
+        method: &str,
+        payload: Bytes,
+        timeout: Duration,
+    ) -> Result<Resp, PluginFailure> {
+        self.call_timed(metrics, operation, method, payload, timeout)
+            .await
+            .and_then(|b| self.decode_answer(method, b))
+    }
+
     /// Decodes a call's answer ([`Self::decode_answer`]) and accounts the
     /// call: a failure always, an answer as `answer` says.
     fn settle<Resp: Message + prost::Name + Default>(
@@ -444,7 +462,7 @@ impl Plugin {
 
     /// As [`account`](Self::account), without counting an answer as an
     /// invocation (see [`Answer::Merged`]).
-    fn account_unsettled<T>(
+    pub(crate) fn account_unsettled<T>(
         &self,
         metrics: &dyn Metrics,
         operation: &str,

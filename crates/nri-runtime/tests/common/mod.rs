@@ -500,10 +500,12 @@ pub fn events_of(log: &[Received]) -> Vec<String> {
 /// One counted invocation: plugin, operation, result.
 type Call = (String, String, Result<(), nri_runtime::ErrorClass>);
 
-/// Metrics that record every counted plugin invocation.
+/// Metrics that record every counted plugin invocation and every value
+/// of the consecutive-strikes gauge.
 #[derive(Default)]
 pub struct Recording {
     calls: Mutex<Vec<Call>>,
+    strikes: Mutex<Vec<(String, u32)>>,
 }
 
 impl Recording {
@@ -520,6 +522,16 @@ impl Recording {
             .map(|(_, _, r)| *r)
             .collect()
     }
+
+    /// The values `plugin`'s consecutive-strikes gauge was set to, in order.
+    pub fn strikes(&self, plugin: &str) -> Vec<u32> {
+        let strikes = self.strikes.lock().unwrap();
+        strikes
+            .iter()
+            .filter(|(p, _)| p == plugin)
+            .map(|(_, n)| *n)
+            .collect()
+    }
 }
 
 impl nri_runtime::Metrics for Recording {
@@ -531,5 +543,10 @@ impl nri_runtime::Metrics for Recording {
     ) {
         let call = (plugin.to_owned(), operation.to_owned(), result);
         self.calls.lock().unwrap().push(call);
+    }
+
+    fn plugin_strikes(&self, plugin: &str, _operation: &str, consecutive: u32) {
+        let value = (plugin.to_owned(), consecutive);
+        self.strikes.lock().unwrap().push(value);
     }
 }
