@@ -436,6 +436,9 @@ impl Shared {
             peers: self.peers.clone(),
         }));
         *crate::lock(&setup.identity) = Some(id.clone());
+        // A new connection: its consecutive strikes start at 0 (the gauge
+        // may still show an earlier connection's, which struck out).
+        self.metrics.plugin_strikes(&plugin.name, "Configure", 0);
         // Registered and configured: its requests may be as large as the
         // protocol allows (and are checked before decoding).
         setup.request_len.set(nri_ttrpc::codec::MAX_MESSAGE_LEN);

@@ -1,6 +1,8 @@
-//! Timeout strikes are counted once per call: a late plugin's hung
-//! CreateContainer (the creation's wait for it and its own call run out
-//! together) is one timeout and one strike.
+//! Timeout strikes are counted once per call and per plugin instance:
+//! a late plugin's hung CreateContainer (the creation's wait for it and
+//! its own call run out together) is one timeout and one strike, and the
+//! consecutive-strikes gauge of a plugin that struck out starts again at 0
+//! when the plugin reconnects.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -85,5 +87,46 @@ async fn a_hung_late_create_container_is_one_timeout_and_one_strike() {
         m.strikes("20-late")
     );
     drop(out.guard);
+    a.stop().await;
+}
+
+/// A plugin strikes out (two timeouts in a row, limit 2) and reconnects:
+/// the gauge of its consecutive strikes says 0 for the new connection,
+/// and its next timeout counts 1, not 3.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn the_strikes_gauge_starts_at_zero_when_a_plugin_reconnects() {
+    let env = TestEnv::new();
+    let m = Arc::new(Recording::default());
+    let a = env
+        .start(
+            env.builder()
+                .metrics(m.clone())
+                .request_timeout(TIMEOUT)
+                .strike_limit(2),
+        )
+        .await;
+    let slow = || FakePlugin::new("10", "slow").delay("StartContainer", Duration::from_secs(3600));
+    let first = slow().connect(&env.socket).await.unwrap();
+    wait_active(&a, 1).await;
+    for k in 0..2 {
+        let c = ctr("p", &format!("c{k}"));
+        let r = a.start_container(&pod("p"), &c).await.unwrap();
+        assert_eq!(r.errors.len(), 1, "{:?}", r.errors);
+    }
+    wait_active_exact(&a, 0).await;
+    assert_eq!(m.strikes("10-slow").last(), Some(&2), "struck out");
+    drop(first);
+    let _second = slow().connect(&env.socket).await.unwrap();
+    wait_active(&a, 1).await;
+    assert_eq!(a.plugins()[0].strikes, 0);
+    assert_eq!(
+        m.strikes("10-slow").last(),
+        Some(&0),
+        "the gauge follows the new connection: {:?}",
+        m.strikes("10-slow")
+    );
+    let r = a.start_container(&pod("p"), &ctr("p", "c2")).await.unwrap();
+    assert_eq!(r.errors.len(), 1, "{:?}", r.errors);
+    assert_eq!(m.strikes("10-slow").last(), Some(&1));
     a.stop().await;
 }
