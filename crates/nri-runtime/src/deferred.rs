@@ -17,24 +17,38 @@ use crate::registry::{Deferred, DeferredEvent, Inflight, LateOffer, LateSlot};
 
 impl Shared {
     /// Before a plugin's listing: waits (within the plugin's request
-    /// timeout) until the creations whose fan-out had finished when it
-    /// started synchronizing are stored, so that the listing has them. One
-    /// still not released then is delivered after the fact instead.
+    /// timeout) until the creations that are not queued for it (see
+    /// [`Registry::begin_sync`](crate::registry::Registry::begin_sync))
+    /// are stored, so that the listing has them. One still not released
+    /// then is delivered after the fact if the plugin takes its event;
+    /// otherwise, if its fan-out succeeded, it is returned, for the
+    /// Synchronize to have it as its request did (and if the fan-out has
+    /// not finished either, it is left out, with a warning).
     pub(crate) async fn await_finished_creations(
         &self,
         plugin: &Arc<Plugin>,
         finished: Vec<Arc<Inflight>>,
-    ) {
+    ) -> Vec<Arc<Inflight>> {
         let deadline = tokio::time::Instant::now() + plugin.timeout;
+        let mut unlisted = Vec::new();
         for i in finished {
             if tokio::time::timeout_at(deadline, i.released())
                 .await
-                .is_err()
+                .is_ok()
             {
+                continue;
+            }
+            if i.is_for(plugin) {
                 tracing::warn!(plugin = %plugin.id, container = i.id(), "a container created just before the plugin registered was not stored in time for its Synchronize; it gets it after the fact");
                 self.registry.defer_finished(plugin, i);
+            } else if i.has_succeeded() {
+                tracing::warn!(plugin = %plugin.id, object = i.id(), "an object created just before the plugin registered was not stored in time for its Synchronize; it is synchronized as its creation request had it");
+                unlisted.push(i);
+            } else {
+                tracing::warn!(plugin = %plugin.id, object = i.id(), "an object whose creation was still running when the plugin registered is not in its Synchronize (its creation did not finish within the plugin's request timeout)");
             }
         }
+        unlisted
     }
 
     /// Delivers one deferred event to a plugin that has just synchronized.

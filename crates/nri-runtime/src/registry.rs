@@ -102,6 +102,16 @@ impl Inflight {
         }
     }
 
+    /// Whether the fan-out has finished and succeeded (without waiting).
+    pub(crate) fn has_succeeded(&self) -> bool {
+        *self.outcome.borrow() == Some(true)
+    }
+
+    /// Whether the creation event is one `plugin` takes.
+    pub(crate) fn is_for(&self, plugin: &Plugin) -> bool {
+        plugin.subscribed(self.event)
+    }
+
     /// Waits until the creation's guard is released.
     pub(crate) async fn released(&self) {
         let mut rx = self.released.subscribe();
@@ -376,10 +386,13 @@ impl Registry {
         )
     }
 
-    /// Enters the syncing state. Every creation in flight is queued for the
-    /// plugin, except a CreateContainer whose fan-out is past the point
-    /// where it calls late plugins: those are returned, and the plugin's
-    /// listing waits for their guards (the container is then listed).
+    /// Enters the syncing state. Every creation in flight that the plugin
+    /// takes is queued for it, except a CreateContainer whose fan-out is
+    /// past the point where it calls late plugins. Those, and every
+    /// creation in flight that the plugin does not take (it cannot get
+    /// them as events), are returned: the plugin's listing waits for their
+    /// guards, so the objects are listed (as upstream, where a
+    /// registration waits for every creation in flight).
     pub(crate) fn begin_sync(&self, plugin: &Arc<Plugin>) -> Vec<Arc<Inflight>> {
         let mut st = self.lock();
         let mut pending: Vec<_> = st.inflight.iter().map(|(k, v)| (*k, v.clone())).collect();
@@ -387,10 +400,12 @@ impl Registry {
         let mut queue = VecDeque::new();
         let mut finished = Vec::new();
         for (_, i) in pending {
-            if !QUEUE_FOR_SYNCING || !plugin.subscribed(i.event) {
+            if !QUEUE_FOR_SYNCING {
                 continue;
             }
-            if i.event != Event::CreateContainer {
+            if !plugin.subscribed(i.event) {
+                finished.push(i);
+            } else if i.event != Event::CreateContainer {
                 queue.push_back(Deferred::Creation(i));
             } else if let Some(rx) = i.add_late(plugin) {
                 queue.push_back(Deferred::Late(i, rx));

@@ -9,9 +9,11 @@ use nri_api::api::SynchronizeResponse;
 use nri_api::method;
 
 use crate::adaptation::Shared;
+use crate::config::Snapshot;
 use crate::encode::{SyncEncoder, SyncLimits, SyncObjects, SyncParts};
 use crate::error::RegistrationFailure;
 use crate::plugin::{Answer, Plugin};
+use crate::registry::Inflight;
 
 /// Largest Synchronize message we send: ttRPC's 4 MiB cap minus room for
 /// the ttRPC request envelope.
@@ -43,7 +45,7 @@ impl Shared {
         plugin: &Arc<Plugin>,
     ) -> Result<(), RegistrationFailure> {
         let finished = self.registry.begin_sync(plugin);
-        self.await_finished_creations(plugin, finished).await;
+        let unlisted = self.await_finished_creations(plugin, finished).await;
         let snapshot = self
             .callbacks
             .list_pods_and_containers()
@@ -51,6 +53,7 @@ impl Shared {
             .map_err(|e| RegistrationFailure::ListFailed {
                 message: e.to_string(),
             })?;
+        let snapshot = with_unlisted(snapshot, &unlisted);
         self.peers.known.listed(&snapshot.containers);
         let objects = {
             let (queued_pods, queued_containers) = self.registry.queued_ids(plugin);
@@ -146,4 +149,33 @@ impl Shared {
                 message: e.to_string(),
             })
     }
+}
+
+/// The snapshot with the objects of `unlisted` (creations the runtime did
+/// not store in time for the listing, see `await_finished_creations`)
+/// that it does not have, as their creation requests had them. Copies the
+/// lists only when something is added.
+fn with_unlisted(snapshot: Snapshot, unlisted: &[Arc<Inflight>]) -> Snapshot {
+    let mut pods = Vec::new();
+    let mut containers = Vec::new();
+    for i in unlisted {
+        let Ok((pod, container)) = i.decode() else {
+            // Our own encoding: cannot fail to decode.
+            continue;
+        };
+        match container {
+            Some(c) if !snapshot.containers.iter().any(|x| x.id == c.id) => containers.push(c),
+            Some(_) => {}
+            None if !snapshot.pods.iter().any(|x| x.id == pod.id) => pods.push(pod),
+            None => {}
+        }
+    }
+    if pods.is_empty() && containers.is_empty() {
+        return snapshot;
+    }
+    let mut all_pods = snapshot.pods.to_vec();
+    all_pods.append(&mut pods);
+    let mut all_containers = snapshot.containers.to_vec();
+    all_containers.append(&mut containers);
+    Snapshot::new(all_pods, all_containers)
 }
