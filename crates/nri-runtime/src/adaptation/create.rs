@@ -46,7 +46,7 @@ impl Adaptation {
         self.check_started()?;
         let sh = &self.shared;
         // The first request is also the barrier's record of the creation.
-        sh.await_required(EVENT, pod).await;
+        sh.await_required(EVENT, pod, self.budget).await;
         let payload = CreatePayload::new(pod, container);
         let (plugins, guard) =
             sh.registry

@@ -32,7 +32,7 @@ impl Adaptation {
         self.check_started()?;
         let ev = Event::RunPodSandbox;
         let n = Notification::new(ev, pod, None);
-        self.shared.await_required(ev, pod).await;
+        self.shared.await_required(ev, pod, self.budget).await;
         let (plugins, guard) =
             (self.shared.registry).begin_creation(ev, pod, None, n.request().clone());
         self.shared.check_required(ev, &plugins, pod)?;

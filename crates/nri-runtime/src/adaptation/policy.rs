@@ -7,7 +7,7 @@ use super::Shared;
 use crate::error::Error;
 use crate::failure::{ErrorClass, FailurePolicy, PluginError, PluginFailure};
 use crate::lock;
-use crate::plugin::{Plugin, PluginList};
+use crate::plugin::{Budget, Plugin, PluginList};
 use nri_merge::PluginId;
 
 impl Shared {
@@ -169,9 +169,11 @@ impl Shared {
 
     /// During the start-up grace ([`Config::startup_grace`]), waits until
     /// every `required` plugin that has never registered since start has
-    /// registered, or the grace is over. Pods of exempt namespaces do not
+    /// registered, or the grace is over, or the event's deadline
+    /// ([`Adaptation::with_deadline`](crate::Adaptation::with_deadline))
+    /// has come, whichever is first. Pods of exempt namespaces do not
     /// wait.
-    pub(super) async fn await_required(&self, event: Event, pod: &PodSandbox) {
+    pub(super) async fn await_required(&self, event: Event, pod: &PodSandbox, budget: Budget) {
         let grace = self.config.startup_grace;
         if grace.is_zero() || self.config.is_exempt(&pod.namespace) {
             return;
@@ -179,7 +181,10 @@ impl Shared {
         let Some(started) = *lock(&self.started_at) else {
             return;
         };
-        let deadline = started + grace;
+        let deadline = match budget.0 {
+            Some(d) => d.min(started + grace),
+            None => started + grace,
+        };
         let mut changes = self.registry.watch_activations();
         loop {
             let waiting = {
