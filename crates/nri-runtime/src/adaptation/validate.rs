@@ -11,7 +11,7 @@ use tokio::task::JoinSet;
 use super::Shared;
 use crate::error::Error;
 use crate::failure::{ErrorClass, PluginError, PluginFailure, ValidationMode};
-use crate::plugin::{Budget, Plugin, PluginList};
+use crate::plugin::{Answer, Budget, Plugin, PluginList};
 use nri_merge::CreateResult;
 use nri_merge::validate;
 
@@ -64,19 +64,24 @@ impl Shared {
             self.metrics.plugin_invocation(&id.to_string(), op, Ok(()));
         }
         let mut set = JoinSet::new();
+        let payload = bytes::Bytes::from(prost::Message::encode_to_vec(req));
         for (i, p) in vplugins.into_iter().enumerate() {
-            let req = req.clone();
+            let payload = payload.clone();
             let metrics = self.metrics.clone();
             set.spawn(async move {
+                // Like any direct call, once the validator's backlog (what
+                // happened while it synchronized) has been delivered: it
+                // never validates a container of a pod it has not seen.
                 let r: Result<ValidateContainerAdjustmentResponse, _> =
                     match budget.time_for(&p, &*metrics, op) {
                         Ok(t) => {
-                            p.call(
+                            p.call_encoded(
                                 &*metrics,
                                 op,
                                 method::VALIDATE_CONTAINER_ADJUSTMENT,
-                                &req,
+                                payload,
                                 t,
+                                Answer::Counted,
                             )
                             .await
                         }
