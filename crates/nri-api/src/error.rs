@@ -10,6 +10,12 @@ pub enum Error {
         /// The name as given (lower-cased).
         name: String,
     },
+    /// A capability (or requirement) name is not known.
+    #[error("unknown capability {name:?}")]
+    UnknownCapability {
+        /// The name as given.
+        name: String,
+    },
     /// A plugin name is empty or contains a character outside `[A-Za-z0-9_.+-]`.
     #[error("invalid plugin name {name:?}: {reason}")]
     InvalidPluginName {

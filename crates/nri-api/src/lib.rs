@@ -22,6 +22,12 @@
 //!   ([`NriVersion::has_dedicated_event_rpcs`]), and inference of a
 //!   runtime's NRI version from its name and version
 //!   ([`runtime_nri_version`]).
+//! * Capabilities ([`Capability`], [`CapabilitySet`]): what a runtime
+//!   applies and fills in for plugins; what a plugin needs
+//!   ([`Requirement`]); what a runtime can do ([`RuntimeCapabilities`]),
+//!   from its declaration ([`declared_nri_version`]) or inferred from its
+//!   name and version ([`infer_capabilities`]); what an adjustment uses
+//!   ([`adjustment_capabilities`]).
 //! * Plugin name and index checks ([`check_plugin_name`],
 //!   [`check_plugin_index`], [`parse_plugin_file_name`]).
 //! * `From` conversions for the `Optional*` wrapper messages.
@@ -95,6 +101,7 @@ pub mod service {
 }
 
 pub mod adjust;
+mod capability;
 mod consts;
 mod error;
 mod event;
@@ -106,6 +113,11 @@ pub mod scan;
 mod version;
 
 pub use adjust::{clear_removal_marker, is_marked_for_removal, mark_for_removal};
+pub use capability::{
+    Capability, CapabilityBasis, CapabilityCheck, CapabilitySet, Declaration, Requirement,
+    RuntimeCapabilities, adjustment_capabilities, declared_nri_version, infer_capabilities,
+    parse_declaration,
+};
 pub use consts::*;
 pub use error::Error;
 pub use event::EventMask;

@@ -214,7 +214,7 @@ const CONTAINERD: VersionTable = &[
     ((2, 2, 0), NriVersion::new(0, 10, 0)),
     ((2, 2, 1), NriVersion::new(0, 11, 0)),
     ((2, 3, 0), NriVersion::new(0, 12, 0)),
-    ((2, 4, 0), NriVersion::new(0, 12, 1)),
+    ((2, 4, 0), NriVersion::new(0, 12, 3)),
 ];
 
 /// CRI-O releases and the NRI they ship (pseudo-versions after a tag are
@@ -234,7 +234,7 @@ const CRIO: VersionTable = &[
 /// runtimes that do not report it (all before NRI v0.12).
 ///
 /// Known runtimes: `containerd` (1.7.0 and later: 1.7.26+, 2.0 and 2.1 ship
-/// v0.8.0, 2.2.0 v0.10.0, 2.2.1+ v0.11.0, 2.3 v0.12.0, 2.4 v0.12.1) and
+/// v0.8.0, 2.2.0 v0.10.0, 2.2.1+ v0.11.0, 2.3 v0.12.0, 2.4 v0.12.3) and
 /// `cri-o` (also `crio`; 1.26 and later: 1.32/1.33 ship v0.9.0, 1.34
 /// v0.10.0, 1.35 v0.11.0). Names match case-insensitively. A runtime version
 /// after the last entry maps to the last entry. Returns `None` for another
