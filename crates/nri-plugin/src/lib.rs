@@ -244,8 +244,12 @@
 //! teardown anyway, and containerd stops delivering some teardown events
 //! at the first plugin error, so an error there would keep the event from
 //! every plugin after this one (which then never learns that a pod or
-//! container is gone). [`Builder::send_teardown_errors`] sends the errors
-//! as a plain handler error instead. Errors of the other events (RunPodSandbox,
+//! container is gone). A teardown method that panics is answered the same
+//! way: the panic is caught and becomes an error (code `INTERNAL`, the
+//! panic's message) that is logged, counted and handed to
+//! [`Plugin::teardown_failed`]. [`Builder::send_teardown_errors`] sends
+//! the errors as a plain handler error instead (a panic then reaches the
+//! runtime as `INTERNAL`, as in the other methods). Errors of the other events (RunPodSandbox,
 //! CreateContainer, StartContainer, UpdateContainer, UpdatePodSandbox,
 //! ValidateContainerAdjustment) are always sent: they fail the request.
 //!
@@ -329,6 +333,7 @@
 extern crate self as nri_plugin;
 
 mod builder;
+mod contain;
 mod encoded;
 mod error;
 mod flags;

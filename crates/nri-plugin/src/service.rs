@@ -2,6 +2,7 @@
 //! method and encodes the answer. Both event dialects end in the same
 //! methods.
 
+use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -163,6 +164,21 @@ impl<P: Plugin> PluginService<P> {
             let m = method::CREATE_CONTAINER;
             s.answer(Event::CreateContainer, m, res, |v| encode(&v))
         });
+    }
+
+    /// Runs the method future `fut` of `event`: for a teardown event
+    /// answered with success, a panic in it is an error (see
+    /// `contain.rs`); otherwise a panic goes on to the ttRPC server.
+    async fn guarded<T>(
+        &self,
+        event: Event,
+        fut: impl Future<Output = HandlerResult<T>>,
+    ) -> HandlerResult<T> {
+        if self.acknowledges(event) {
+            crate::contain::teardown(event, fut).await
+        } else {
+            fut.await
+        }
     }
 
     /// Whether an error of `event`'s method is answered with success.
@@ -476,27 +492,32 @@ impl<P: Plugin> PluginService<P> {
             // Like the Go stub: an event without a method is acknowledged.
             return Ok(Bytes::new());
         }
+        if !event.is_state_change_event() {
+            return Err(Status::new(
+                Code::InvalidArgument,
+                format!(
+                    "StateChange: event {} is not a state change event",
+                    ev.event
+                ),
+            ));
+        }
         let p = &*self.plugin;
-        let res = match event {
-            Event::RunPodSandbox => p.run_pod_sandbox(pod).await,
-            Event::StopPodSandbox => p.stop_pod_sandbox(pod).await,
-            Event::RemovePodSandbox => p.remove_pod_sandbox(pod).await,
-            Event::PostUpdatePodSandbox => p.post_update_pod_sandbox(pod).await,
-            Event::PostCreateContainer => p.post_create_container(pod, ctr).await,
-            Event::StartContainer => p.start_container(pod, ctr).await,
-            Event::PostStartContainer => p.post_start_container(pod, ctr).await,
-            Event::PostUpdateContainer => p.post_update_container(pod, ctr).await,
-            Event::RemoveContainer => p.remove_container(pod, ctr).await,
-            _ => {
-                return Err(Status::new(
-                    Code::InvalidArgument,
-                    format!(
-                        "StateChange: event {} is not a state change event",
-                        ev.event
-                    ),
-                ));
+        let call = async {
+            match event {
+                Event::RunPodSandbox => p.run_pod_sandbox(pod).await,
+                Event::StopPodSandbox => p.stop_pod_sandbox(pod).await,
+                Event::RemovePodSandbox => p.remove_pod_sandbox(pod).await,
+                Event::PostUpdatePodSandbox => p.post_update_pod_sandbox(pod).await,
+                Event::PostCreateContainer => p.post_create_container(pod, ctr).await,
+                Event::StartContainer => p.start_container(pod, ctr).await,
+                Event::PostStartContainer => p.post_start_container(pod, ctr).await,
+                Event::PostUpdateContainer => p.post_update_container(pod, ctr).await,
+                Event::RemoveContainer => p.remove_container(pod, ctr).await,
+                // Not reached: only state change events get here.
+                _ => Ok(()),
             }
         };
+        let res = self.guarded(event, call).await;
         self.answer(event, method::STATE_CHANGE, res, empty)
     }
 }
@@ -620,7 +641,8 @@ impl<P: Plugin> PluginHandlers for PluginService<P> {
         let s = self.clone();
         slot.set(async move {
             let pod = r.pod.unwrap_or_default();
-            let res = s.plugin.post_update_pod_sandbox(pod).await;
+            let ev = Event::PostUpdatePodSandbox;
+            let res = s.guarded(ev, s.plugin.post_update_pod_sandbox(pod)).await;
             let m = method::POST_UPDATE_POD_SANDBOX;
             s.answer(Event::PostUpdatePodSandbox, m, res, empty)
         });
@@ -629,7 +651,9 @@ impl<P: Plugin> PluginHandlers for PluginService<P> {
     fn stop_pod_sandbox(&self, r: StopPodSandboxRequest, slot: &mut HandlerSlot) {
         let s = self.clone();
         slot.set(async move {
-            let res = s.plugin.stop_pod_sandbox(r.pod.unwrap_or_default()).await;
+            let pod = r.pod.unwrap_or_default();
+            let ev = Event::StopPodSandbox;
+            let res = s.guarded(ev, s.plugin.stop_pod_sandbox(pod)).await;
             s.answer(Event::StopPodSandbox, method::STOP_POD_SANDBOX, res, empty)
         });
     }
@@ -637,7 +661,9 @@ impl<P: Plugin> PluginHandlers for PluginService<P> {
     fn remove_pod_sandbox(&self, r: RemovePodSandboxRequest, slot: &mut HandlerSlot) {
         let s = self.clone();
         slot.set(async move {
-            let res = s.plugin.remove_pod_sandbox(r.pod.unwrap_or_default()).await;
+            let pod = r.pod.unwrap_or_default();
+            let ev = Event::RemovePodSandbox;
+            let res = s.guarded(ev, s.plugin.remove_pod_sandbox(pod)).await;
             let m = method::REMOVE_POD_SANDBOX;
             s.answer(Event::RemovePodSandbox, m, res, empty)
         });
@@ -653,7 +679,10 @@ impl<P: Plugin> PluginHandlers for PluginService<P> {
         let s = self.clone();
         slot.set(async move {
             let (pod, ctr) = (r.pod.unwrap_or_default(), r.container.unwrap_or_default());
-            let res = s.plugin.post_create_container(pod, ctr).await;
+            let ev = Event::PostCreateContainer;
+            let res = s
+                .guarded(ev, s.plugin.post_create_container(pod, ctr))
+                .await;
             let m = method::POST_CREATE_CONTAINER;
             s.answer(Event::PostCreateContainer, m, res, empty)
         });
@@ -672,7 +701,8 @@ impl<P: Plugin> PluginHandlers for PluginService<P> {
         let s = self.clone();
         slot.set(async move {
             let (pod, ctr) = (r.pod.unwrap_or_default(), r.container.unwrap_or_default());
-            let res = s.plugin.post_start_container(pod, ctr).await;
+            let ev = Event::PostStartContainer;
+            let res = s.guarded(ev, s.plugin.post_start_container(pod, ctr)).await;
             let m = method::POST_START_CONTAINER;
             s.answer(Event::PostStartContainer, m, res, empty)
         });
@@ -692,7 +722,10 @@ impl<P: Plugin> PluginHandlers for PluginService<P> {
         let s = self.clone();
         slot.set(async move {
             let (pod, ctr) = (r.pod.unwrap_or_default(), r.container.unwrap_or_default());
-            let res = s.plugin.post_update_container(pod, ctr).await;
+            let ev = Event::PostUpdateContainer;
+            let res = s
+                .guarded(ev, s.plugin.post_update_container(pod, ctr))
+                .await;
             let m = method::POST_UPDATE_CONTAINER;
             s.answer(Event::PostUpdateContainer, m, res, empty)
         });
@@ -702,7 +735,8 @@ impl<P: Plugin> PluginHandlers for PluginService<P> {
         let s = self.clone();
         slot.set(async move {
             let (pod, ctr) = (r.pod.unwrap_or_default(), r.container.unwrap_or_default());
-            let res = s.plugin.stop_container(pod, ctr).await;
+            let ev = Event::StopContainer;
+            let res = s.guarded(ev, s.plugin.stop_container(pod, ctr)).await;
             let m = method::STOP_CONTAINER;
             s.answer(Event::StopContainer, m, res, |v| encode(&v))
         });
@@ -712,7 +746,8 @@ impl<P: Plugin> PluginHandlers for PluginService<P> {
         let s = self.clone();
         slot.set(async move {
             let (pod, ctr) = (r.pod.unwrap_or_default(), r.container.unwrap_or_default());
-            let res = s.plugin.remove_container(pod, ctr).await;
+            let ev = Event::RemoveContainer;
+            let res = s.guarded(ev, s.plugin.remove_container(pod, ctr)).await;
             s.answer(Event::RemoveContainer, method::REMOVE_CONTAINER, res, empty)
         });
     }

@@ -242,3 +242,137 @@ async fn send_teardown_errors_sends_them() {
     assert_eq!(handle.teardown_errors(), 0);
     assert!(seen.lock().unwrap().is_empty());
 }
+
+/// Panics in every method; records what `teardown_failed` saw.
+#[derive(Default)]
+struct PanicsEverywhere {
+    seen: Arc<Mutex<Vec<(Event, String, Code)>>>,
+}
+
+#[allow(clippy::panic)]
+fn boom<T>(event: &str) -> HandlerResult<T> {
+    panic!("{event} panicked on purpose")
+}
+
+#[nri_plugin::plugin]
+impl Plugin for PanicsEverywhere {
+    fn teardown_failed(&self, event: Event, error: &HandlerError) {
+        self.seen
+            .lock()
+            .unwrap()
+            .push((event, error.message().to_owned(), error.code()));
+    }
+    async fn run_pod_sandbox(&self, _pod: PodSandbox) -> HandlerResult<()> {
+        boom("RunPodSandbox")
+    }
+    async fn post_update_pod_sandbox(&self, _pod: PodSandbox) -> HandlerResult<()> {
+        boom("PostUpdatePodSandbox")
+    }
+    async fn stop_pod_sandbox(&self, _pod: PodSandbox) -> HandlerResult<()> {
+        boom("StopPodSandbox")
+    }
+    async fn remove_pod_sandbox(&self, _pod: PodSandbox) -> HandlerResult<()> {
+        boom("RemovePodSandbox")
+    }
+    async fn create_container(
+        &self,
+        _pod: PodSandbox,
+        _c: Container,
+    ) -> HandlerResult<CreateContainerResponse> {
+        boom("CreateContainer")
+    }
+    async fn post_create_container(&self, _pod: PodSandbox, _c: Container) -> HandlerResult<()> {
+        boom("PostCreateContainer")
+    }
+    async fn start_container(&self, _pod: PodSandbox, _c: Container) -> HandlerResult<()> {
+        boom("StartContainer")
+    }
+    async fn post_start_container(&self, _pod: PodSandbox, _c: Container) -> HandlerResult<()> {
+        boom("PostStartContainer")
+    }
+    async fn post_update_container(&self, _pod: PodSandbox, _c: Container) -> HandlerResult<()> {
+        boom("PostUpdateContainer")
+    }
+    async fn stop_container(
+        &self,
+        _pod: PodSandbox,
+        _c: Container,
+    ) -> HandlerResult<StopContainerResponse> {
+        boom("StopContainer")
+    }
+    async fn remove_container(&self, _pod: PodSandbox, _c: Container) -> HandlerResult<()> {
+        boom("RemoveContainer")
+    }
+}
+
+/// A teardown method that panics is answered with success, as its errors
+/// are (the panic reported: logged, counted, handed to `teardown_failed`
+/// with code INTERNAL and the panic's message); a panic in any other
+/// method is an INTERNAL error, and the plugin serves on.
+#[tokio::test]
+async fn teardown_panics_are_answered_with_success_and_reported() {
+    let rt = FakeRuntime::new();
+    let plugin = PanicsEverywhere::default();
+    let seen = Arc::clone(&plugin.seen);
+    let stub = Builder::new(plugin)
+        .name("panics")
+        .index("10")
+        .socket_path(&rt.path)
+        .build()
+        .unwrap();
+    let handle = stub.handle();
+    let driver = async {
+        let conn = rt.accept_ready().await;
+        let mut failed = Vec::new();
+        for event in TEARDOWN.into_iter().chain([
+            Event::RunPodSandbox,
+            Event::CreateContainer,
+            Event::StartContainer,
+        ]) {
+            let m = event.method_name().unwrap();
+            if let Err(e) = conn.call_raw(m, bytes::Bytes::new()).await {
+                assert_eq!(e.code(), Code::Internal, "{event}: {e}");
+                failed.push(event);
+            }
+        }
+        assert_eq!(
+            failed,
+            [
+                Event::RunPodSandbox,
+                Event::CreateContainer,
+                Event::StartContainer
+            ]
+        );
+        let mut legacy = Vec::new();
+        for event in TEARDOWN.into_iter().filter(|e| e.is_state_change_event()) {
+            if conn
+                .call_raw(method::STATE_CHANGE, state_change(event))
+                .await
+                .is_err()
+            {
+                legacy.push(event);
+            }
+        }
+        assert!(legacy.is_empty(), "{legacy:?}");
+        // Still serving.
+        assert!(
+            conn.call_raw(method::STATE_CHANGE, state_change(Event::StopPodSandbox))
+                .await
+                .is_ok()
+        );
+        handle.stop();
+    };
+    let (res, ()) = tokio::join!(stub.run(), driver);
+    res.unwrap();
+    assert_eq!(handle.teardown_errors(), 16);
+    let seen = seen.lock().unwrap().clone();
+    for (event, message, code) in &seen {
+        assert!(TEARDOWN.contains(event), "{event}");
+        assert_eq!(*code, Code::Internal);
+        assert!(
+            message.contains(&format!("{event} panicked on purpose")),
+            "{message}"
+        );
+    }
+    assert_eq!(seen.len(), 16);
+}
