@@ -163,6 +163,7 @@ impl Shared {
             container,
             resources,
             overhead,
+            seq,
         } = d;
         let op = event.pretty_name();
         let (update, evict) = match event {
@@ -204,6 +205,10 @@ impl Shared {
                     .await;
             }
         };
+        let (update, superseded) = self.registry.drop_superseded(seq, update);
+        if !superseded.is_empty() {
+            tracing::warn!(plugin = %plugin.id, event = op, containers = ?superseded, "not applying the plugin's updates of containers updated again since this deferred event (the newer update stands; the plugin gets it too)");
+        }
         if update.is_empty() && evict.is_empty() {
             return Ok(());
         }

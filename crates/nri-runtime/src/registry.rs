@@ -32,7 +32,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
 use nri_api::api::{
-    Container, CreateContainerRequest, CreateContainerResponse, Event, LinuxResources, PodSandbox,
+    Container, ContainerUpdate, CreateContainerRequest, CreateContainerResponse, Event,
+    LinuxResources, PodSandbox,
 };
 use prost::Message as _;
 use tokio::sync::{oneshot, watch};
@@ -176,6 +177,52 @@ pub(crate) struct DeferredEvent {
     pub(crate) resources: Option<LinuxResources>,
     /// UpdatePodSandbox: the pod's overhead.
     pub(crate) overhead: Option<LinuxResources>,
+    /// Where the event stands among the UpdateContainer events (see
+    /// [`Registry::drop_superseded`]).
+    pub(crate) seq: u64,
+}
+
+/// While plugins synchronize or deliver their backlog: the last
+/// UpdateContainer of each container, so that what a plugin answers to a
+/// deferred event is not applied over a newer update of a container (see
+/// [`Registry::drop_superseded`]). Empty when no plugin is in its sync
+/// window.
+#[derive(Debug, Default)]
+struct LastUpdates {
+    /// Plugins in their sync window (from `begin_sync` until their backlog
+    /// is delivered or they are gone).
+    windows: usize,
+    /// Number of the last UpdateContainer recorded.
+    seq: u64,
+    /// Container id → number of its last UpdateContainer.
+    last: HashMap<String, u64>,
+}
+
+impl LastUpdates {
+    /// Records an event about to be queued and returns its number: an
+    /// UpdateContainer gets a new one (and is its container's last), any
+    /// other event the current one.
+    fn record(&mut self, event: Event, container: Option<&Container>) -> u64 {
+        if let (Event::UpdateContainer, Some(c), true) = (event, container, self.windows > 0) {
+            self.seq += 1;
+            self.last.insert(c.id.clone(), self.seq);
+        }
+        self.seq
+    }
+}
+
+/// A plugin's sync window, from `begin_sync` until dropped (once its
+/// backlog is delivered, or it failed).
+pub(crate) struct SyncWindow(Arc<Registry>);
+
+impl Drop for SyncWindow {
+    fn drop(&mut self) {
+        let mut st = self.0.lock();
+        st.updates.windows = st.updates.windows.saturating_sub(1);
+        if st.updates.windows == 0 {
+            st.updates.last.clear();
+        }
+    }
 }
 
 struct Syncing {
@@ -192,6 +239,7 @@ struct State {
     seen: HashSet<String>,
     inflight: HashMap<u64, Arc<Inflight>>,
     next_seq: u64,
+    updates: LastUpdates,
 }
 
 pub(crate) struct Registry {
@@ -322,8 +370,10 @@ impl Registry {
         resources: Option<&LinuxResources>,
         overhead: Option<&LinuxResources>,
     ) -> PluginList {
-        let mut st = self.lock();
+        let mut guard = self.lock();
+        let st = &mut *guard;
         if deferrable(event) {
+            let seq = st.updates.record(event, container);
             for s in st.syncing.iter_mut() {
                 if s.plugin.subscribed(event) {
                     s.queue.push_back(Deferred::Event(Box::new(DeferredEvent {
@@ -332,6 +382,7 @@ impl Registry {
                         container: container.cloned(),
                         resources: resources.cloned(),
                         overhead: overhead.cloned(),
+                        seq,
                     })));
                 }
             }
@@ -393,8 +444,16 @@ impl Registry {
     /// them as events), are returned: the plugin's listing waits for their
     /// guards, so the objects are listed (as upstream, where a
     /// registration waits for every creation in flight).
-    pub(crate) fn begin_sync(&self, plugin: &Arc<Plugin>) -> Vec<Arc<Inflight>> {
+    ///
+    /// The plugin's sync window lasts until the returned [`SyncWindow`] is
+    /// dropped.
+    pub(crate) fn begin_sync(
+        self: &Arc<Self>,
+        plugin: &Arc<Plugin>,
+    ) -> (Vec<Arc<Inflight>>, SyncWindow) {
         let mut st = self.lock();
+        st.updates.windows += 1;
+        let window = SyncWindow(self.clone());
         let mut pending: Vec<_> = st.inflight.iter().map(|(k, v)| (*k, v.clone())).collect();
         pending.sort_by_key(|(k, _)| *k);
         let mut queue = VecDeque::new();
@@ -417,7 +476,26 @@ impl Registry {
             plugin: plugin.clone(),
             queue,
         });
-        finished
+        (finished, window)
+    }
+
+    /// Leaves out of the container updates a plugin answered to a deferred
+    /// event numbered `seq` those of containers the runtime updated again
+    /// (an UpdateContainer) after that event: applied now, they would undo
+    /// the newer update. A plugin that takes UpdateContainer got (or gets)
+    /// that newer event too, and its answer to it is what counts; and in
+    /// order, the newer update would have replaced them anyway. Returns the updates to
+    /// apply and the containers of those left out.
+    pub(crate) fn drop_superseded(
+        &self,
+        seq: u64,
+        updates: Vec<ContainerUpdate>,
+    ) -> (Vec<ContainerUpdate>, Vec<String>) {
+        let st = self.lock();
+        let newer = |id: &str| st.updates.last.get(id).is_some_and(|n| *n > seq);
+        let (stale, current): (Vec<_>, Vec<_>) =
+            updates.into_iter().partition(|u| newer(&u.container_id));
+        (current, stale.into_iter().map(|u| u.container_id).collect())
     }
 
     /// Queues a creation for a syncing plugin after the fact (its guard was

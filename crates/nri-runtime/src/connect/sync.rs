@@ -44,7 +44,8 @@ impl Shared {
         &self,
         plugin: &Arc<Plugin>,
     ) -> Result<(), RegistrationFailure> {
-        let finished = self.registry.begin_sync(plugin);
+        // Until the backlog is delivered (or this fails): see `SyncWindow`.
+        let (finished, _window) = self.registry.begin_sync(plugin);
         let unlisted = self.await_finished_creations(plugin, finished).await;
         let snapshot = self
             .callbacks
