@@ -73,6 +73,23 @@ elif ! grep -q "around Synchronize\|deferred path was taken" "$race_log"; then
 fi
 echo "ok: with the queuing turned off the sync race test fails, as it must"
 
+# The fault-schedule checker must catch the same loss on its own seeds
+# (docs/reliability.md, section 6): built with the queuing turned off, its
+# triage of seeds 0-39 must report new lost or never-created objects.
+# About a minute and a half (nri-runtime, nri-proxy and the checker built
+# once more).
+step "fault-schedule checker with the queuing turned off (must find lost objects)"
+checker_log="$CACHE/checker-no-sync-queue.log"
+if cargo run -q -p nri-checker --features test-no-sync-queue -- triage --seeds 40 --mode runtime >"$checker_log" 2>&1; then
+  echo "error: the checker found nothing with the queuing turned off (feature test-no-sync-queue)" >&2
+  exit 1
+elif ! grep -q "^runtime [0-9]* new .*\(never-created\|lost\)" "$checker_log"; then
+  echo "error: the checker with the queuing turned off did not report lost objects; see $checker_log" >&2
+  tail -n 30 "$checker_log" >&2
+  exit 1
+fi
+echo "ok: with the queuing turned off the checker reports lost objects, as it must"
+
 # The publishable crates packaged, and a plugin crate outside the
 # repository built on the packaged sources. About 7 minutes wall (2 minutes
 # of CPU) on a loaded 2-core machine; budget 10 (see the script's header).
