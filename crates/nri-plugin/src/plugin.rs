@@ -138,7 +138,15 @@ pub struct RuntimeInfo {
     /// The runtime's registration timeout.
     pub registration_timeout: Duration,
     /// The runtime's per-request timeout: every handler must answer within it.
+    /// Zero when the runtime did not tell (NRI before v0.7.0 has no such
+    /// field; those runtimes use NRI's default, 2 s).
     pub request_timeout: Duration,
+    /// Whether the runtime is built on nri-rs's runtime library (its
+    /// `NRI_version` carries the nri-rs build tag, see
+    /// [`nri_api::is_nri_rs_runtime`]). Such a runtime carries out the
+    /// evictions of an unsolicited `UpdateContainers`; containerd/nri's
+    /// Go runtime ignores them (every release through v0.12.5).
+    pub nri_rs: bool,
 }
 
 impl RuntimeInfo {

@@ -210,12 +210,14 @@ impl<P: Plugin> PluginService<P> {
         let nri_version =
             runtime_nri_version(&req.nri_version, &req.runtime_name, &req.runtime_version);
         let ms = |v: i64| Duration::from_millis(u64::try_from(v).unwrap_or(0));
+        let nri_rs = nri_api::is_nri_rs_runtime(&req.nri_version);
         let runtime = RuntimeInfo {
             name: req.runtime_name,
             version: req.runtime_version,
             nri_version,
             registration_timeout: ms(req.registration_timeout),
             request_timeout: ms(req.request_timeout),
+            nri_rs,
         };
         let valid = runtime.valid_events();
         let default_events = self.config.events;

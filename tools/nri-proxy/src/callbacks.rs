@@ -16,6 +16,28 @@ pub(crate) struct Callbacks {
     pub(crate) upstream: Arc<OnceLock<PluginHandle>>,
 }
 
+/// Why evictions are not forwarded upstream: the runtime would drop them.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "nri-proxy did not forward {count} eviction(s) to the runtime: {runtime} {version} (NRI {nri}) ignores evictions in UpdateContainers (containerd/nri's runtime has never carried out a plugin's evictions, unsolicited or in an event's answer, through v0.12.5)"
+)]
+struct EvictionsIgnored {
+    count: usize,
+    runtime: String,
+    version: String,
+    nri: nri_api::NriVersion,
+}
+
+/// Whether `rt` drops the evictions of an unsolicited `UpdateContainers`:
+/// every runtime on containerd/nri's Go runtime does (no release through
+/// v0.12.5, the newest this crate knows, acts on the field: containerd
+/// 1.7 and 2.x, CRI-O), which is every runtime not on ours whose NRI
+/// version, reported or inferred from its name and version, is one of
+/// those releases. A runtime on a later NRI may carry them out.
+fn drops_evictions(rt: &nri_plugin::RuntimeInfo) -> bool {
+    !rt.nri_rs && rt.nri_version.version <= nri_api::NriVersion::CURRENT
+}
+
 /// Why an update could not be forwarded upstream.
 #[derive(Debug, thiserror::Error)]
 #[error("nri-proxy could not forward {what} to the runtime: {source}")]
@@ -80,6 +102,16 @@ impl RuntimeCallbacks for Callbacks {
         evictions: Vec<ContainerEviction>,
     ) -> BoxFuture<'_, Result<(), CallbackError>> {
         Box::pin(async move {
+            let rt = self.upstream.get().and_then(PluginHandle::runtime);
+            if let Some(rt) = rt.filter(drops_evictions) {
+                tracing::warn!(runtime = %rt.name, version = %rt.version, evictions = evictions.len(), "nri-proxy: not forwarding evictions the runtime would ignore");
+                return Err(Box::new(EvictionsIgnored {
+                    count: evictions.len(),
+                    runtime: rt.name,
+                    version: rt.version,
+                    nri: rt.nri_version.version,
+                }) as CallbackError);
+            }
             self.forward("evictions", Vec::new(), evictions)
                 .await
                 .map(drop)
