@@ -84,6 +84,10 @@
 //! # Ok::<(), nri_api::Error>(())
 //! ```
 
+// docs.rs (which sets `docsrs`) marks each item that needs a cargo
+// feature with that feature.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 /// Protocol messages and enums, generated from
 /// `proto/nri/pkg/api/v1alpha1/api.proto` by `cargo xtask codegen`.
 pub mod api {

@@ -25,6 +25,10 @@
 //! The promises and the tests that show them are documented in
 //! `docs/runtime/` of the repository.
 
+// docs.rs (which sets `docsrs`) marks each item that needs a cargo
+// feature with that feature.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 pub mod error;
 
 pub use error::{Error, RefusalKind, RegistrationFailure};

@@ -62,6 +62,10 @@
 //!
 //! [ttRPC]: https://github.com/containerd/ttrpc
 
+// docs.rs (which sets `docsrs`) marks each item that needs a cargo
+// feature with that feature.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 pub mod codec;
 pub mod proto;
 
