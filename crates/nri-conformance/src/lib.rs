@@ -93,3 +93,8 @@ pub fn run_blocking(opts: Options) -> Result<Report, Error> {
         })?
         .block_on(run(opts))
 }
+
+// The README's example, compiled as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

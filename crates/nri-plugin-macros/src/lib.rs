@@ -53,7 +53,7 @@ pub fn plugin(attr: TokenStream, item: TokenStream) -> TokenStream {
             let span = other.map_or_else(Span::call_site, TokenTree::span);
             return compile_error(
                 span,
-                "#[nri_plugin::plugin] goes on an `impl Plugin for T { ... }` block",
+                "#[nri_plugin::plugin] goes on an `impl nri_plugin::Plugin for T { ... }` block (the trait's documentation shows one)",
             );
         }
     };

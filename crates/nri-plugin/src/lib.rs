@@ -394,3 +394,10 @@ pub use nri_ttrpc::Code;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+// The README of nri-plugin-macros: its example needs this crate, so it is
+// compiled here. Doc tests only: the file is outside this package, which
+// `cfg(doctest)` keeps out of every build of the packaged crate.
+#[cfg(doctest)]
+#[doc = include_str!("../../nri-plugin-macros/README.md")]
+struct MacrosReadmeDoctests;

@@ -251,6 +251,25 @@ impl Implemented {
 /// Owned request parts are handed over (no copy: they were decoded for this
 /// call); a missing pod or container in a request is passed as the default
 /// (empty) value.
+///
+/// A type given to [`Builder::new`](crate::Builder::new) that does not
+/// implement the trait is pointed at the attribute:
+///
+/// ```compile_fail,E0277
+/// struct NotYet;
+/// // error[E0277]: `NotYet` is not an NRI plugin ... implement
+/// // `nri_plugin::Plugin` for it in a block marked `#[nri_plugin::plugin]`
+/// let _ = nri_plugin::Builder::new(NotYet);
+/// ```
+///
+/// An `impl Plugin` block without the attribute fails with "not all trait
+/// items implemented, missing: `IMPLEMENTED`": add the attribute.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an NRI plugin: it does not implement `nri_plugin::Plugin`",
+    label = "not an NRI plugin",
+    note = "implement `nri_plugin::Plugin` for it in a block marked `#[nri_plugin::plugin]`: \
+            `#[nri_plugin::plugin] impl nri_plugin::Plugin for {Self} {{ ... }}`"
+)]
 pub trait Plugin: Send + Sync + 'static {
     /// The events whose methods this impl defines. Written by the
     /// [`#[nri_plugin::plugin]`](crate::plugin) attribute on the `impl

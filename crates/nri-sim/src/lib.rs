@@ -65,3 +65,8 @@ pub const BUILTIN_SCENARIOS: [(&str, &str); 2] = [
     ("demo", DEFAULT_SCENARIO),
     ("lifecycle", LIFECYCLE_SCENARIO),
 ];
+
+// The README's example, compiled as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -211,3 +211,8 @@ impl Event {
         }
     }
 }
+
+// The README's example, compiled as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
