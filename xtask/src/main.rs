@@ -9,6 +9,11 @@
 //! fails if the committed files differ, so CI catches a schema change whose
 //! generated code was not committed.
 //!
+//! `cargo xtask public-api` checks the public API of the published crates
+//! against committed snapshots and the last release (see `public_api`);
+//! `cargo xtask release-check` what a release needs beyond `cargo package`
+//! (see `release`).
+//!
 //! Code generation uses `protox` (a pure-Rust protobuf compiler, no `protoc`
 //! binary) and `prost-build`.
 
@@ -20,8 +25,14 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use prost::Message;
 
+mod api_render;
+mod api_types;
+mod changelog;
+mod public_api;
+mod release;
 mod scan_schema;
 mod services;
+mod workspace;
 
 /// Proto include root, relative to the repository root.
 const PROTO_ROOT: &str = "crates/nri-api/proto";
@@ -57,7 +68,7 @@ fn main() -> ExitCode {
 }
 
 fn usage() -> &'static str {
-    "usage: cargo xtask codegen [--check]\n\n  codegen          regenerate crates/nri-api/src/generated from the .proto schema\n  codegen --check  fail if the committed generated code is out of date"
+    "usage: cargo xtask codegen [--check] | public-api [--bless] [-p CRATE]... | release-check [--order]\n\n  codegen              regenerate crates/nri-api/src/generated from the .proto schema\n  codegen --check      fail if the committed generated code is out of date\n  public-api           the public API of each published library against public-api/*.txt\n                       and against the last release tag (skipped before the first snapshot)\n  public-api --bless   rewrite public-api/*.txt from the current code\n  public-api -p CRATE  only these crates (repeatable)\n  release-check        versions, crate metadata, publish order and CHANGELOG.md of a release\n  release-check --order  only the publish order, one crate a line"
 }
 
 fn run() -> Result<ExitCode> {
@@ -69,6 +80,9 @@ fn run() -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         ["codegen", "--check"] => codegen_check(),
+        ["public-api", rest @ ..] => public_api::run_args(&repo_root()?, rest),
+        ["release-check"] => release::run(&repo_root()?, false),
+        ["release-check", "--order"] => release::run(&repo_root()?, true),
         ["help"] | ["--help"] | ["-h"] => {
             println!("{}", usage());
             Ok(ExitCode::SUCCESS)
