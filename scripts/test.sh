@@ -33,6 +33,20 @@ fi
 step "codegen is up to date"
 cargo xtask codegen --check
 
+# The public API of each published crate against public-api/*.txt and the
+# last release tag (docs/dev/RELEASING.md). Skipped, building nothing,
+# until the release procedure takes the first snapshot; after it, about
+# 4 min of CPU from scratch (rustdoc JSON of the published crates and a
+# check of their dependencies in <target>/public-api), 20 s when cached.
+step "public API of the published crates (cargo xtask public-api)"
+cargo xtask public-api
+
+# rust-version builds: the published crates type-checked with that
+# toolchain (skipped, saying so, where rustup cannot install it). About
+# 2 min of CPU from scratch, seconds when cached.
+step "MSRV (scripts/msrv-check.sh)"
+bash scripts/msrv-check.sh
+
 step "no source file over 800 lines unless listed in scripts/large-files.txt"
 bash scripts/check-file-sizes.sh
 
@@ -90,10 +104,11 @@ elif ! grep -q "^runtime [0-9]* new .*\(never-created\|lost\)" "$checker_log"; t
 fi
 echo "ok: with the queuing turned off the checker reports lost objects, as it must"
 
-# The publishable crates packaged, and a plugin crate outside the
-# repository built on the packaged sources. About 7 minutes wall (2 minutes
-# of CPU) on a loaded 2-core machine; budget 10 (see the script's header).
-step "cargo package, and a plugin crate outside the repository"
+# The dry run of the release: release-check, every published crate
+# packaged in publish order and type-checked or built from its package, a
+# plugin crate outside the repository built on the packaged sources. About
+# 4 min of CPU; budget 10 minutes wall (see the script's header).
+step "release dry run: cargo package, and a plugin crate outside the repository"
 bash scripts/package-check.sh
 
 if [ "${NRI_SKIP_FUZZ:-0}" != 1 ]; then
