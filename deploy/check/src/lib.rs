@@ -223,6 +223,29 @@ pub fn check_containerfile(text: &str) -> Vec<String> {
     problems
 }
 
+/// Checks the workspace's `Cargo.toml` (`text`): the `min-size` profile,
+/// which the images build with, must unwind on panic. The SDK's promises
+/// (a handler panic answered with `INTERNAL` while the plugin serves on, a
+/// panicking teardown method answered with success) need unwinding; with
+/// `panic = "abort"` any handler panic ends the plugin.
+pub fn check_profile(text: &str) -> Vec<String> {
+    let Some(section) = text.split("[profile.min-size]").nth(1) else {
+        return vec!["Cargo.toml: no [profile.min-size] (the images build with it)".into()];
+    };
+    let body = section.split("\n[").next().unwrap_or_default();
+    let aborts = body.lines().any(|l| {
+        let l = l.split('#').next().unwrap_or_default();
+        l.split_once('=')
+            .is_some_and(|(k, v)| k.trim() == "panic" && v.trim().trim_matches('"') == "abort")
+    });
+    if aborts {
+        return vec![
+            "Cargo.toml: [profile.min-size] sets panic = \"abort\": a handler panic would end the plugin (the SDK's panic containment needs unwinding)".into(),
+        ];
+    }
+    Vec::new()
+}
+
 /// Checks that `plugins/<plugin>/Cargo.toml` (the proxy:
 /// `tools/nri-proxy/Cargo.toml`) is package `package` with a binary
 /// `binary`.
@@ -562,6 +585,10 @@ pub fn check_all(repo: &Path, deploy: &Path) -> Vec<String> {
         Err(e) => return vec![e],
     };
     let mut problems = check_image_list(deploy, &images);
+    match std::fs::read_to_string(repo.join("Cargo.toml")) {
+        Ok(t) => problems.extend(check_profile(&t)),
+        Err(e) => problems.push(format!("Cargo.toml: {e}")),
+    }
     match std::fs::read_to_string(deploy.join("Containerfile")) {
         Ok(t) => problems.extend(check_containerfile(&t)),
         Err(e) => problems.push(format!("Containerfile: {e}")),

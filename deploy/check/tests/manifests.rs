@@ -36,6 +36,18 @@ fn image_tag_is_the_workspace_version() {
     assert_eq!(version, ws);
 }
 
+/// The images' profile unwinds on panic (the SDK's panic containment);
+/// the check catches a profile that aborts.
+#[test]
+fn the_image_profile_unwinds() {
+    let cargo = std::fs::read_to_string(repo_root().join("Cargo.toml")).unwrap();
+    assert_eq!(check_profile(&cargo), Vec::<String>::new());
+    let aborting = "[profile.release]\ndebug = 1\n\n[profile.min-size]\ninherits = \"release\"\npanic = \"abort\" # smaller\n\n[workspace.lints.rust]\n";
+    assert_eq!(check_profile(aborting).len(), 1);
+    let elsewhere = "[profile.min-size]\nopt-level = \"s\"\n\n[profile.other]\npanic = \"abort\"\n";
+    assert!(check_profile(elsewhere).is_empty());
+}
+
 /// Copies the YAML files and the Containerfile of deploy/ to a temp dir.
 fn copy_deploy() -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
