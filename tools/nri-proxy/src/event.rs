@@ -47,7 +47,8 @@ pub(crate) enum Upcall {
 pub(crate) enum Answer {
     /// Nothing beyond success.
     Done,
-    /// CreateContainer's merged answer and who owns which field of it.
+    /// CreateContainer's merged answer, who owns which field of it and
+    /// which plugins took part.
     Create(Box<Created>),
     /// UpdateContainer's merged answer.
     Update(UpdateContainerResponse),
@@ -62,6 +63,8 @@ pub(crate) struct Created {
     pub(crate) response: CreateContainerResponse,
     /// Who behind the proxy owns which field.
     pub(crate) owners: OwningPlugins,
+    /// The plugins behind the proxy that took part, in call order.
+    pub(crate) plugins: Vec<nri_runtime::PluginId>,
 }
 
 impl Upcall {
@@ -206,6 +209,7 @@ impl Upcall {
                             evict: out.evictions,
                         },
                         owners: out.owners,
+                        plugins: out.plugins,
                     })));
                 }
                 Err(e) => Err(e),

@@ -1,5 +1,11 @@
-//! Field owners in the runtime's validation request, as the validators
-//! behind the proxy see them.
+//! Field owners and the plugins that took part in the runtime's
+//! validation request, as the validators behind the proxy see them.
+//!
+//! The proxy keeps, per recent creation, the plugins behind it that took
+//! part in it (none when it answered the runtime without them) and who
+//! set which field; the runtime's validation request for that container
+//! lists those plugins in the proxy's place, so a `required-plugins` check
+//! behind the proxy fails a creation the plugins never saw.
 //!
 //! The runtime records every field the proxy's answer changed as owned by
 //! the proxy: a CreateContainer answer carries the adjustment, not who
@@ -14,9 +20,10 @@
 use std::collections::VecDeque;
 use std::sync::{Mutex, PoisonError};
 
-use nri_api::api::{Field, FieldOwners, OwningPlugins};
+use nri_api::api::{Field, FieldOwners, OwningPlugins, PluginInstance};
+use nri_runtime::PluginId;
 
-/// Creations whose owners are kept until the runtime's validation request
+/// Creations kept until the runtime's validation request
 /// for them arrives (the runtime validates right after it merged the
 /// plugins' answers, within the same CreateContainer; creations the
 /// runtime does not validate, e.g. because another plugin failed them,
@@ -29,37 +36,58 @@ const REMOVED: char = '-';
 /// Separator of the owner list of OCI hooks.
 const HOOKS_SEPARATOR: char = ',';
 
-/// The owners of the proxy's recent creations, by container id.
+/// What the proxy knows of one of its recent creations.
+#[derive(Debug, Default)]
+pub(crate) struct Handled {
+    /// Who behind the proxy owns which field of the container.
+    owners: Option<FieldOwners>,
+    /// The plugins behind the proxy that took part (none when the proxy
+    /// answered without them).
+    pub(crate) plugins: Vec<PluginInstance>,
+}
+
+/// The proxy's recent creations, by container id.
 #[derive(Debug, Default)]
 pub(crate) struct Recent {
-    kept: Mutex<VecDeque<(String, FieldOwners)>>,
+    kept: Mutex<VecDeque<(String, Handled)>>,
 }
 
 impl Recent {
-    /// Keeps the owners of the creations in `owners` (the proxy's merge).
-    pub(crate) fn keep(&self, owners: OwningPlugins) {
+    /// Keeps what the proxy knows of the creation of container `id`: the
+    /// owners its merge recorded (`owners`) and the plugins that took part.
+    pub(crate) fn keep(&self, id: &str, mut owners: OwningPlugins, plugins: Vec<PluginId>) {
+        let handled = Handled {
+            owners: owners.owners.remove(id),
+            plugins: plugins
+                .iter()
+                .map(|p| PluginInstance {
+                    name: p.name().to_owned(),
+                    index: p.index().to_owned(),
+                })
+                .collect(),
+        };
         let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
-        for entry in owners.owners {
-            if kept.len() == KEPT {
-                kept.pop_front();
-            }
-            kept.push_back(entry);
+        if kept.len() == KEPT {
+            kept.pop_front();
         }
+        kept.push_back((id.to_owned(), handled));
     }
 
-    /// Takes the kept owners of container `id`.
-    fn take(&self, id: &str) -> Option<FieldOwners> {
+    /// Takes what is kept of the creation of container `id`.
+    pub(crate) fn take(&self, id: &str) -> Option<Handled> {
         let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
         let at = kept.iter().position(|(c, _)| c == id)?;
-        kept.remove(at).map(|(_, o)| o)
+        kept.remove(at).map(|(_, h)| h)
     }
+}
 
+impl Handled {
     /// Rewrites the owners of container `id` in the runtime's `owners`:
-    /// each field owned by `own` (the proxy's `NN-name`) names the
-    /// plugin behind the proxy that owns it, where the proxy's merge
-    /// recorded one.
+    /// each field owned by `own` (the proxy's `NN-name`) names the plugin
+    /// behind the proxy that owns it, where the proxy's merge recorded
+    /// one.
     pub(crate) fn rewrite(&self, owners: &mut OwningPlugins, id: &str, own: &str) {
-        let Some(ours) = self.take(id) else {
+        let Some(ours) = &self.owners else {
             return;
         };
         let Some(theirs) = owners.owners.get_mut(id) else {
@@ -105,6 +133,7 @@ fn replace_in_list(list: &str, own: &str, behind: &str) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use nri_api::api::CompoundFieldOwners;
@@ -134,11 +163,16 @@ mod tests {
     #[test]
     fn fields_the_proxy_owns_name_the_plugin_behind_it() {
         let recent = Recent::default();
-        recent.keep(owners(
+        let a = PluginId::new("10", "a").unwrap();
+        recent.keep(
             "c1",
-            &[(Field::MemLimit, "10-a"), (Field::OciHooks, "11-b,12-c")],
-            &[("A", "10-a"), ("GONE", "-11-b")],
-        ));
+            owners(
+                "c1",
+                &[(Field::MemLimit, "10-a"), (Field::OciHooks, "11-b,12-c")],
+                &[("A", "10-a"), ("GONE", "-11-b")],
+            ),
+            vec![a],
+        );
         let mut up = owners(
             "c1",
             &[
@@ -148,7 +182,9 @@ mod tests {
             ],
             &[("A", "50-proxy"), ("GONE", "-50-proxy"), ("D", "20-direct")],
         );
-        recent.rewrite(&mut up, "c1", "50-proxy");
+        let handled = recent.take("c1").unwrap();
+        assert_eq!(handled.plugins.len(), 1);
+        handled.rewrite(&mut up, "c1", "50-proxy");
         let c = &up.owners["c1"];
         assert_eq!(c.simple[&(Field::MemLimit as i32)], "10-a");
         assert_eq!(c.simple[&(Field::CpuShares as i32)], "20-direct");
@@ -157,30 +193,28 @@ mod tests {
         assert_eq!(env["A"], "10-a");
         assert_eq!(env["GONE"], "-11-b");
         assert_eq!(env["D"], "20-direct");
-        // Taken: a second request for the same container is left alone.
-        let mut again = owners("c1", &[(Field::MemLimit, "50-proxy")], &[]);
-        recent.rewrite(&mut again, "c1", "50-proxy");
-        assert_eq!(
-            again.owners["c1"].simple[&(Field::MemLimit as i32)],
-            "50-proxy"
-        );
+        // Taken: nothing is kept for a second request.
+        assert!(recent.take("c1").is_none());
     }
 
     #[test]
     fn only_the_latest_creations_are_kept() {
         let recent = Recent::default();
         for i in 0..=KEPT {
-            recent.keep(owners(&format!("c{i}"), &[(Field::MemLimit, "10-a")], &[]));
+            let id = format!("c{i}");
+            recent.keep(
+                &id,
+                owners(&id, &[(Field::MemLimit, "10-a")], &[]),
+                Vec::new(),
+            );
         }
-        let mut first = owners("c0", &[(Field::MemLimit, "50-proxy")], &[]);
-        recent.rewrite(&mut first, "c0", "50-proxy");
-        assert_eq!(
-            first.owners["c0"].simple[&(Field::MemLimit as i32)],
-            "50-proxy"
-        );
+        assert!(recent.take("c0").is_none());
         let last = format!("c{KEPT}");
         let mut latest = owners(&last, &[(Field::MemLimit, "50-proxy")], &[]);
-        recent.rewrite(&mut latest, &last, "50-proxy");
+        recent
+            .take(&last)
+            .unwrap()
+            .rewrite(&mut latest, &last, "50-proxy");
         assert_eq!(
             latest.owners[&last].simple[&(Field::MemLimit as i32)],
             "10-a"

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use nri_api::EventMask;
 use nri_api::api::{
-    Container, ContainerUpdate, CreateContainerResponse, Event, LinuxResources, PluginInstance,
+    Container, ContainerUpdate, CreateContainerResponse, Event, LinuxResources, OwningPlugins,
     PodSandbox, StopContainerResponse, UpdateContainerResponse, ValidateContainerAdjustmentRequest,
 };
 use nri_plugin::{ConfigureInfo, HandlerError, HandlerResult, Plugin, SyncKind};
@@ -150,39 +150,37 @@ impl Upstream {
         self.handle(up).await.map(drop)
     }
 
-    /// Whether a validator sits behind the proxy: the plugin side's
-    /// configuration turns on the built-in default validator or has a
-    /// plugin entry with a `validation` mode, or a plugin connected to the
-    /// proxy subscribes to ValidateContainerAdjustment. Read at each
-    /// registration upstream (the subscription is fixed per connection).
+    /// Whether the configuration puts a validator behind the proxy: the
+    /// built-in default validator, or a plugin entry with a `validation`
+    /// mode. The subscription upstream follows from it alone (the same at
+    /// every registration, whoever is connected then).
     fn validator_behind(&self) -> bool {
         let rt = &self.config.runtime;
         rt.default_validator.is_some()
             || rt.plugin_policies.values().any(|p| p.validation.is_some())
-            || (self.adaptation.plugins().iter())
-                .any(|p| p.events.contains(Event::ValidateContainerAdjustment))
     }
 
     /// The runtime's validation request as the validators behind the
     /// proxy see it: the proxy's entry in the list of plugins that took
-    /// part is replaced by the plugins behind it, and the fields the
-    /// runtime says the proxy owns name the plugins behind it that own
-    /// them (see [`crate::owners`]).
+    /// part is replaced by the plugins behind it that took part in that
+    /// creation (none if the proxy answered it without them, or does not
+    /// know it), and the fields the runtime says the proxy owns name the
+    /// plugins behind it that own them (see [`crate::owners`]).
     fn behind_view(
         &self,
         mut req: ValidateContainerAdjustmentRequest,
     ) -> ValidateContainerAdjustmentRequest {
         let own = self.own_name.get().map(String::as_str);
-        if let (Some(own), Some(owners), Some(c)) = (own, req.owners.as_mut(), &req.container) {
-            self.owners.rewrite(owners, &c.id, own);
+        let handled = (req.container.as_ref()).and_then(|c| self.owners.take(&c.id));
+        if let (Some(own), Some(owners), Some(c), Some(h)) =
+            (own, req.owners.as_mut(), &req.container, &handled)
+        {
+            h.rewrite(owners, &c.id, own);
         }
         let at = (req.plugins.iter())
             .position(|p| own == Some(format!("{}-{}", p.index, p.name).as_str()));
         if let Some(at) = at {
-            let behind = (self.adaptation.plugins().into_iter()).map(|p| PluginInstance {
-                name: p.id.name().to_owned(),
-                index: p.id.index().to_owned(),
-            });
+            let behind = handled.map(|h| h.plugins).unwrap_or_default();
             req.plugins.splice(at..=at, behind);
         }
         req
@@ -331,15 +329,23 @@ impl Plugin for Upstream {
         pod: PodSandbox,
         container: Container,
     ) -> HandlerResult<CreateContainerResponse> {
+        let id = container.id.clone();
+        let validating = self.validating.load(Ordering::Relaxed);
         match self.handle(Upcall::Create(pod, container)).await? {
             Answer::Create(created) => {
                 let created = *created;
-                if self.validating.load(Ordering::Relaxed) {
-                    self.owners.keep(created.owners);
+                if validating {
+                    self.owners.keep(&id, created.owners, created.plugins);
                 }
                 Ok(created.response)
             }
-            _ => Ok(CreateContainerResponse::default()),
+            _ => {
+                // Answered without the plugins: none of them took part.
+                if validating {
+                    self.owners.keep(&id, OwningPlugins::default(), Vec::new());
+                }
+                Ok(CreateContainerResponse::default())
+            }
         }
     }
 

@@ -1,5 +1,6 @@
 //! Validation upstream: the proxy subscribes to ValidateContainerAdjustment
-//! only while a validator sits behind it, and then its validators judge
+//! only when its configuration puts a validator behind it, and then its
+//! validators judge
 //! the runtime's whole adjustment (plugins directly on the runtime too),
 //! seeing the plugins behind the proxy in place of the proxy, also as the
 //! owners of the fields they changed.

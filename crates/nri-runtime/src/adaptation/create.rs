@@ -184,6 +184,7 @@ impl Adaptation {
         sh.validate(plugins, f.pod, &f.result, &mut f.errors, self.budget)
             .await?;
         let owners = f.result.owners().to_wire();
+        let took_part = f.result.plugins().to_vec();
         for (plugin, n) in audit_owners(op, &owners) {
             sh.metrics.plugin_adjustments(&plugin, op, n, 0, 0);
         }
@@ -195,6 +196,7 @@ impl Adaptation {
             updates: resp.update,
             evictions: resp.evict,
             owners,
+            plugins: took_part,
             errors: f.errors,
             guard,
         })

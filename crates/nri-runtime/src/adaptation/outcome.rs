@@ -6,6 +6,7 @@ use nri_api::api::{
 
 use crate::failure::PluginError;
 use crate::registry::CreationGuard;
+use nri_merge::PluginId;
 
 /// Results of RunPodSandbox.
 #[derive(Debug)]
@@ -31,6 +32,10 @@ pub struct CreateContainerOutcome {
     pub evictions: Vec<ContainerEviction>,
     /// Which plugin owns which field (as sent to validators).
     pub owners: OwningPlugins,
+    /// The plugins that took part, in call order, as listed to validators:
+    /// those whose answer was merged and the active ones not subscribed to
+    /// CreateContainer; not those whose call failed or was not made.
+    pub plugins: Vec<PluginId>,
     /// Failures of plugins whose policy is `ignore`.
     pub errors: Vec<PluginError>,
     /// Keep until the container is stored (see [`RunPodSandboxOutcome::guard`]).
