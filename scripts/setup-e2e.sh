@@ -50,6 +50,9 @@ check ip iproute2
 check findmnt util-linux
 check tar tar
 check sha256sum coreutils
+# the one-node Kubernetes of tests/e2e/k8s-node.sh: certificates, health checks
+check openssl openssl
+check curl curl
 # the workload image copies /bin/busybox; it must be the static build
 dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'ok installed' \
     || need_pkgs+=(busybox-static)

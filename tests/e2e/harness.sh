@@ -65,6 +65,15 @@ _e2e_fail() {
     return 1
 }
 
+# The NRI socket of WORK's containerd: WORK/nri.sock unless start was given
+# NRI_E2E_NRI_SOCKET (kept in WORK/harness.env for restart and stop).
+_e2e_nri_socket_of() {
+    local E2E_NRI_SOCKET=""
+    # shellcheck disable=SC1091
+    [ -f "$1/harness.env" ] && . "$1/harness.env"
+    printf '%s' "${E2E_NRI_SOCKET:-$1/nri.sock}"
+}
+
 # Read a value from WORK/harness.env (written by start).
 _e2e_work_env() {
     local work=$1
@@ -188,7 +197,7 @@ imports = []
   [plugins.'io.containerd.nri.v1.nri']
     disable = false
     disable_connections = $disable_conn
-    socket_path = '$work/nri.sock'
+    socket_path = '$(_e2e_nri_socket_of "$work")'
     plugin_path = '$work/nri/plugins'
     plugin_config_path = '$work/nri/conf.d'
     plugin_registration_timeout = '$reg'
@@ -247,8 +256,9 @@ _e2e_launch() {
             >"$work/containerd.log" 2>&1 </dev/null &
         echo $! >"$work/containerd.pid"
     }
-    local pid
+    local pid nri_sock
     pid=$(cat "$work/containerd.pid")
+    nri_sock=$(_e2e_nri_socket_of "$work")
     # setsid execs in place, so $! becomes containerd itself; on a busy
     # machine the exec can take a while after the fork: wait up to 10 s.
     local want tries=0
@@ -267,7 +277,7 @@ _e2e_launch() {
             _e2e_fail "$work" "containerd (pid $pid) exited during startup"; return 1
         fi
         if [ -S "$work/containerd.sock" ] && [ -S "$work/containerd.sock.ttrpc" ] \
-           && { [ "${NRI_E2E_DISABLE_CONNECTIONS:-false}" = true ] || [ -S "$work/nri.sock" ]; } \
+           && { [ "${NRI_E2E_DISABLE_CONNECTIONS:-false}" = true ] || [ -S "$nri_sock" ]; } \
            && e2e_crictl "$work" version >/dev/null 2>&1; then
             break
         fi
@@ -306,7 +316,6 @@ e2e_start() {
     fi
     mkdir -p "$work/nri/plugins" "$work/nri/conf.d" "$work/cni/bin" "$work/cni/net.d" \
              "$work/logs" "$work/specs" "$work/runc" "$work/s"
-    _e2e_write_config "$work" "$bindir"
     _e2e_write_cni "$work" || return 1
 
     local cd_version
@@ -323,7 +332,10 @@ E2E_CGROUP_PARENT='/nri-e2e-$wid'
 E2E_CRICTL='$NRI_E2E_CRICTL'
 E2E_PAUSE_IMAGE='$NRI_E2E_PAUSE_IMAGE'
 E2E_BUSYBOX_IMAGE='$NRI_E2E_BUSYBOX_IMAGE'
+E2E_NRI_SOCKET='${NRI_E2E_NRI_SOCKET:-$work/nri.sock}'
 EOF
+    mkdir -p "$(dirname "${NRI_E2E_NRI_SOCKET:-$work/nri.sock}")"
+    _e2e_write_config "$work" "$bindir"
 
     _e2e_launch "$work" "$bindir" || return 1
     local img
@@ -357,7 +369,7 @@ e2e_restart() {
         fi
     fi
     cat "$work/containerd.log" >>"$work/containerd.log.prev" 2>/dev/null
-    rm -f "$work/containerd.log" "$work/nri.sock"
+    rm -f "$work/containerd.log" "$(_e2e_nri_socket_of "$work")"
     _e2e_launch "$work" "$E2E_BINDIR" || return 1
     _e2e_log "containerd restarted (pid $(cat "$work/containerd.pid")) in $work after $(_e2e_since "$t0") s"
 }
@@ -722,6 +734,7 @@ e2e_stop() {
     fi
     rm -rf "$work/cni/ipam"
 
+    rm -f "$(_e2e_nri_socket_of "$work")"
     rm -f "$work/harness.env" "$work/nri.sock" "$work/containerd.sock" "$work/containerd.sock.ttrpc"
     return $rc
 }
@@ -758,7 +771,7 @@ NRI_E2E_CONTAINERD_VERSION=$E2E_VERSION
 NRI_E2E_BINDIR=$E2E_BINDIR
 NRI_E2E_CONTAINERD_PID=$(cat "$work/containerd.pid" 2>/dev/null)
 NRI_E2E_CONTAINERD_SOCKET=$work/containerd.sock
-NRI_E2E_NRI_SOCKET=$work/nri.sock
+NRI_E2E_NRI_SOCKET=$(_e2e_nri_socket_of "$work")
 NRI_E2E_PLUGIN_PATH=$work/nri/plugins
 NRI_E2E_PLUGIN_CONFIG_PATH=$work/nri/conf.d
 NRI_E2E_CONTAINERD_LOG=$work/containerd.log

@@ -27,6 +27,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 pub mod daemonset;
+pub mod k8s;
 pub mod oci;
 
 mod binaries;
@@ -119,27 +120,37 @@ pub fn scaled(budget: Duration) -> Duration {
 /// `budget` (scaled, see [`scaled`]): the suite's cost is part of what it
 /// checks. Time the test's thread spent building plugins in
 /// [`plugin_binary`] (a build `cargo test --workspace` has not done
-/// already) is left out of the comparison and reported apart.
+/// already) or the Kubernetes binaries, and waiting for another test's
+/// Kubernetes node ([`k8s::Node`]), is left out of the comparison and
+/// reported apart.
 ///
 /// # Panics
 ///
 /// When `took`, less the build time, is over the scaled budget.
 pub fn check_budget(test: &str, took: Duration, budget: Duration) {
     let building = binaries::BUILD_TIME.with(|t| t.replace(Duration::ZERO));
-    let ran = took.saturating_sub(building);
+    let waiting = k8s::NODE_WAIT.with(|t| t.replace(Duration::ZERO));
+    let ran = took.saturating_sub(building).saturating_sub(waiting);
     report_timing(test, took);
     if building >= Duration::from_secs(1) {
         eprintln!(
-            "[e2e timing] {test}: {:.1} s of it building plugins",
+            "[e2e timing] {test}: {:.1} s of it building (plugins, images, Kubernetes)",
             building.as_secs_f64()
+        );
+    }
+    if waiting >= Duration::from_secs(1) {
+        eprintln!(
+            "[e2e timing] {test}: {:.1} s of it waiting for another test's Kubernetes node",
+            waiting.as_secs_f64()
         );
     }
     let budget = scaled(budget);
     assert!(
         ran <= budget,
-        "{test} took {:.1} s (not counting {:.1} s of plugin builds), over its budget of {:.0} s",
+        "{test} took {:.1} s (not counting {:.1} s of builds and {:.1} s waiting for a node), over its budget of {:.0} s",
         ran.as_secs_f64(),
         building.as_secs_f64(),
+        waiting.as_secs_f64(),
         budget.as_secs_f64()
     );
 }
