@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use nri_api::api::ContainerUpdate;
 use nri_plugin::PluginHandle;
 use nri_proxy::{Proxy, ProxyConfig};
 use nri_runtime::{Adaptation, Config, FailurePolicy, PeerLimits, PluginPolicy};
@@ -16,8 +17,9 @@ use tokio_util::sync::CancellationToken;
 use crate::lifecycle::Ctx;
 use crate::model::{Callbacks, Model};
 use crate::observe::{Clock, Observer, lock};
+use crate::raw::RawPeer;
 use crate::relay::Relay;
-use crate::schedule::{Mode, Policy, Schedule, Setup};
+use crate::schedule::{Mode, Peer, Policy, Schedule, Setup};
 
 /// What one peer may send beyond the containers known, in the runtime
 /// under test: small, so that the memory probe (invariant 5) is cheap.
@@ -26,15 +28,55 @@ pub const EXTRA_UPDATES: usize = 4;
 /// Name and index of the proxy upstream.
 pub const PROXY_NAME: &str = "50-proxy";
 
-/// One plugin slot: its observer, its relay, its running stub.
+/// The handle of a running peer.
+#[derive(Debug, Clone)]
+pub enum Handle {
+    /// A stub of the SDK.
+    Sdk(PluginHandle),
+    /// A raw peer.
+    Raw(Arc<RawPeer>),
+}
+
+impl Handle {
+    /// Stops the peer for good.
+    pub fn stop(&self) {
+        match self {
+            Handle::Sdk(h) => h.stop(),
+            Handle::Raw(r) => r.stop(),
+        }
+    }
+
+    /// Whether it is registered now.
+    pub fn is_connected(&self) -> bool {
+        match self {
+            Handle::Sdk(h) => h.is_connected(),
+            Handle::Raw(r) => r.is_connected(),
+        }
+    }
+
+    /// An unsolicited UpdateContainers: the updates that failed, or the
+    /// error with its causes as text.
+    pub async fn update_containers(
+        &self,
+        updates: Vec<ContainerUpdate>,
+    ) -> Result<Vec<ContainerUpdate>, String> {
+        match self {
+            Handle::Sdk(h) => (h.update_containers(updates, Vec::new()).await)
+                .map_err(|e| crate::memory::chain(&e)),
+            Handle::Raw(r) => r.update_containers(updates).await,
+        }
+    }
+}
+
+/// One plugin slot: its observer, its relay, its running peer.
 pub struct Slot {
     /// The recorder.
     pub obs: Arc<Observer>,
     /// The relay it dials.
     pub relay: Arc<Relay>,
-    /// The running stub's handle, if started.
-    pub handle: Option<PluginHandle>,
-    /// Whether the stub's `run` is still going.
+    /// The running peer's handle, if started.
+    pub handle: Option<Handle>,
+    /// Whether the peer is still going.
     pub running: Arc<AtomicBool>,
 }
 
@@ -170,6 +212,7 @@ impl Env {
                 Mode::Proxy => None,
             },
             undo: setup.undo,
+            behind: (setup.mode == Mode::Proxy).then(|| plugin_side.clone()),
         });
         let mut slots = Vec::new();
         for (i, spec) in setup.plugins.iter().enumerate() {
@@ -209,6 +252,18 @@ impl Env {
         if slot.running.load(Ordering::SeqCst) {
             return;
         }
+        tracing::debug!(plugin = %slot.obs.spec.full_name(), "starting an observer");
+        let running = slot.running.clone();
+        if slot.obs.spec.peer == Peer::Raw {
+            let raw = RawPeer::new(slot.obs.clone(), slot.relay.path.clone());
+            slot.handle = Some(Handle::Raw(raw.clone()));
+            running.store(true, Ordering::SeqCst);
+            self.stubs.spawn(async move {
+                raw.run().await;
+                running.store(false, Ordering::SeqCst);
+            });
+            return;
+        }
         let stub = match crate::sdk::stub(slot.obs.clone(), &slot.relay.path) {
             Ok(s) => s,
             Err(e) => {
@@ -216,13 +271,14 @@ impl Env {
                 return;
             }
         };
-        slot.handle = Some(stub.handle());
-        slot.running.store(true, Ordering::SeqCst);
-        let running = slot.running.clone();
+        slot.handle = Some(Handle::Sdk(stub.handle()));
+        running.store(true, Ordering::SeqCst);
+        let obs = slot.obs.clone();
         self.stubs.spawn(async move {
-            if let Err(e) = stub.run().await {
-                tracing::debug!(error = %e, "observer stub ended");
-            }
+            let r = stub.run().await;
+            tracing::debug!(result = ?r, "observer stub ended");
+            // The end of the last connection (the SDK reports the others).
+            obs.record(crate::observe::Seen::Lost);
             running.store(false, Ordering::SeqCst);
         });
     }

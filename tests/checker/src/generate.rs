@@ -63,7 +63,7 @@ impl Shadow {
 /// The schedule of `seed` in `mode`.
 pub fn schedule(seed: u64, mode: Mode, size: Size) -> Schedule {
     let mut rng = Rng::new(seed);
-    let setup = setup(&mut rng, mode);
+    let setup = setup(&mut rng, seed, mode);
     let mut sh = Shadow {
         pods: vec![G::Running; setup.preload.pods as usize],
         ctrs: Vec::new(),
@@ -105,7 +105,7 @@ pub fn schedule(seed: u64, mode: Mode, size: Size) -> Schedule {
     }
 }
 
-fn setup(rng: &mut Rng, mode: Mode) -> Setup {
+fn setup(rng: &mut Rng, seed: u64, mode: Mode) -> Setup {
     let timeout_ms = *rng.pick(&[500, 1000, 2000]);
     let deadline_ms = match mode {
         Mode::Runtime if rng.chance(35) => None,
@@ -139,8 +139,12 @@ fn setup(rng: &mut Rng, mode: Mode) -> Setup {
     } else {
         None
     };
+    // Settings added after the first version draw from a stream of their
+    // own, so that the schedules of earlier seeds stay what they were (the
+    // regression list names seeds).
+    let mut later = Rng::new(seed ^ LATER_STREAM);
     let plugins = (0..n)
-        .map(|k| plugin(rng, indices[k], k, echo == Some(k)))
+        .map(|k| plugin(rng, &mut later, indices[k], k, echo == Some(k)))
         .collect();
     Setup {
         mode,
@@ -158,7 +162,10 @@ fn setup(rng: &mut Rng, mode: Mode) -> Setup {
     }
 }
 
-fn plugin(rng: &mut Rng, index: u64, k: usize, echo: bool) -> PluginSpec {
+/// Salt of the stream of later settings.
+const LATER_STREAM: u64 = 0x6c61_7465_7273_7472;
+
+fn plugin(rng: &mut Rng, later: &mut Rng, index: u64, k: usize, echo: bool) -> PluginSpec {
     let mut events = EventMask::EMPTY;
     for e in Event::ALL_EVENTS {
         let p = if e == Event::ValidateContainerAdjustment {
@@ -182,15 +189,23 @@ fn plugin(rng: &mut Rng, index: u64, k: usize, echo: bool) -> PluginSpec {
         Policy::Fail,
         Policy::Required,
     ][rng.weighted(&[3, 2, 2, 2])];
+    let streaming = rng.chance(30);
+    let legacy = later.chance(50);
+    let peer = if later.chance(30) {
+        Peer::Raw
+    } else {
+        Peer::Sdk
+    };
     PluginSpec {
         index: format!("{index:02}"),
         name: format!("obs{k}"),
-        peer: Peer::Sdk,
+        peer,
         policy,
         events,
         echo,
-        streaming: rng.chance(30),
+        streaming: peer == Peer::Sdk && streaming,
         reconnect: rng.chance(75),
+        legacy: peer == Peer::Raw && legacy,
     }
 }
 

@@ -442,7 +442,17 @@ fn required_absent(ev: &Evidence<'_>, requests: &[Request]) -> Vec<Violation> {
                 continue;
             }
             let (start, end) = r.ticks;
-            let present = alive.iter().any(|(a, b)| *a < end && *b > start);
+            // Absent: not active where the runtime looked when the request
+            // started (a plugin whose connection just ended may still be),
+            // and no connection of it during the request.
+            let looked = if ev.setup.mode == Mode::Proxy {
+                &r.behind
+            } else {
+                &r.active
+            };
+            let name = spec.full_name();
+            let present =
+                looked.contains(&name) || alive.iter().any(|(a, b)| *a < end && *b > start);
             if creation && !present && r.error.is_none() {
                 out.push(Violation::new(
                     4,

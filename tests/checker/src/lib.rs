@@ -32,6 +32,7 @@ pub mod memory;
 pub mod model;
 pub mod observe;
 pub mod proxy;
+pub mod raw;
 pub mod regressions;
 pub mod relay;
 pub mod rng;

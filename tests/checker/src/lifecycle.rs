@@ -74,12 +74,15 @@ pub struct Ctx {
     pub deadline: Option<Duration>,
     /// Tell plugins about failed creations.
     pub undo: bool,
+    /// Proxy mode: the library behind the proxy (its plugins).
+    pub behind: Option<Adaptation>,
 }
 
 /// A request under way: when it started.
 struct Begun {
     event: Event,
     active: Vec<String>,
+    behind: Vec<String>,
     object: String,
     tick: u64,
     at: Instant,
@@ -95,10 +98,13 @@ impl Ctx {
             Some(d) => a.with_deadline(at + d),
             None => a,
         };
-        let active = a.plugins().iter().map(|p| p.id.to_string()).collect();
+        let names = |a: &Adaptation| a.plugins().iter().map(|p| p.id.to_string()).collect();
+        let active = names(&a);
+        let behind = self.behind.as_ref().map_or_else(Vec::new, names);
         let begun = Begun {
             event,
             active,
+            behind,
             object: object.to_owned(),
             tick: self.model.clock.tick(),
             at,
@@ -128,6 +134,7 @@ impl Ctx {
             failed_class,
             reported,
             active: b.active,
+            behind: b.behind,
         });
         r.ok()
     }

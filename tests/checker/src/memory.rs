@@ -20,7 +20,7 @@ use crate::observe::Observer;
 use crate::schedule::{Peer, PluginSpec, Policy};
 
 /// The error text and its sources.
-fn chain(e: &dyn std::error::Error) -> String {
+pub fn chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut src = e.source();
     while let Some(c) = src {
@@ -44,13 +44,13 @@ fn known_count(text: &str) -> Option<usize> {
 
 /// The probe's verdict: the answer to an update of `truth` + extra + 1
 /// entries.
-pub fn judge(r: Result<Vec<ContainerUpdate>, nri_plugin::Error>, truth: usize) -> Vec<Violation> {
+pub fn judge(r: Result<Vec<ContainerUpdate>, String>, truth: usize) -> Vec<Violation> {
     let detail = match r {
         Ok(_) => format!(
             "an update naming {} containers was accepted: the library counts more than the {truth} containers the runtime has",
             truth + crate::env::EXTRA_UPDATES + 1
         ),
-        Err(e) => match known_count(&chain(&e)) {
+        Err(e) => match known_count(&e) {
             Some(n) if n != truth => {
                 format!("the library counts {n} known containers, the runtime has {truth}")
             }
@@ -73,10 +73,11 @@ pub async fn finale(env: &mut Env, us: u64) -> Vec<Violation> {
         echo: false,
         streaming: false,
         reconnect: false,
+        legacy: false,
     };
     let obs = Arc::new(Observer::new(spec, usize::MAX, env.clock.clone()));
     let late = crate::sdk::stub(obs, &env.plugin_socket).ok();
-    let late_handle = late.as_ref().map(nri_plugin::Stub::handle);
+    let late_handle = late.as_ref().map(|s| crate::env::Handle::Sdk(s.handle()));
     if let Some(stub) = late {
         env.stubs.spawn(async move {
             let _ = stub.run().await;

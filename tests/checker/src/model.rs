@@ -59,8 +59,11 @@ pub struct Request {
     pub failed_class: Option<ErrorClass>,
     /// Plugin failures reported without failing it: plugin and class.
     pub reported: Vec<(String, ErrorClass)>,
-    /// The plugins active when it started (`NN-name`).
+    /// The plugins active in the library it went to when it started
+    /// (`NN-name`; proxy mode: the proxy).
     pub active: Vec<String>,
+    /// Proxy mode: the plugins active behind the proxy when it started.
+    pub behind: Vec<String>,
 }
 
 /// The model runtime.

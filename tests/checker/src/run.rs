@@ -357,7 +357,7 @@ impl Executor {
         let mut u = ContainerUpdate::new(format!("c{ctr}"));
         u.set_linux_cpu_shares(512 + u64::from(ctr));
         self.bg.spawn(async move {
-            if let Err(e) = h.update_containers(vec![u], Vec::new()).await {
+            if let Err(e) = h.update_containers(vec![u]).await {
                 tracing::debug!(error = %e, "unsolicited update failed");
             }
         });
@@ -372,17 +372,11 @@ impl Executor {
         *lock(&self.env.model.listing_delay) = Duration::ZERO;
         self.settle().await;
         crate::proxy::ensure_upstream(&mut self.env).await;
-        let deadline = tokio::time::Instant::now() + RECONNECT_LIMIT;
-        while tokio::time::Instant::now() < deadline {
-            // A stub that ended (stopped, or gave up) is started again.
-            for i in 0..self.env.slots.len() {
-                self.env.connect(i);
-            }
-            if (0..self.env.slots.len()).all(|i| self.env.active(i)) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        // Twice: a plugin stopped by the last step may still look active
+        // in the first round (its end not yet read by the runtime).
+        self.reconnect_all().await;
+        tokio::time::sleep(SETTLE_TIME).await;
+        self.reconnect_all().await;
         tokio::time::sleep(SETTLE_TIME).await;
         self.settle().await;
         for i in 0..self.env.slots.len() {
@@ -392,6 +386,21 @@ impl Executor {
                 self.found
                     .push(Violation::new(0, "not-reconnected", p, None, detail));
             }
+        }
+    }
+
+    /// Starts every peer that ended (stopped, or gave up) and waits until
+    /// every plugin is active (at most [`RECONNECT_LIMIT`]).
+    async fn reconnect_all(&mut self) {
+        let deadline = tokio::time::Instant::now() + RECONNECT_LIMIT;
+        while tokio::time::Instant::now() < deadline {
+            for i in 0..self.env.slots.len() {
+                self.env.connect(i);
+            }
+            if (0..self.env.slots.len()).all(|i| self.env.active(i)) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
@@ -446,7 +455,7 @@ impl Executor {
         let updates = (0..n)
             .map(|k| ContainerUpdate::new(format!("probe{k}")))
             .collect();
-        let r = h.update_containers(updates, Vec::new()).await;
+        let r = h.update_containers(updates).await;
         crate::memory::judge(r, truth)
     }
 

@@ -93,8 +93,11 @@ pub struct PluginSpec {
     pub echo: bool,
     /// SDK only: takes Synchronize message by message (`SyncMode::Streaming`).
     pub streaming: bool,
-    /// SDK only: dials again after losing the connection.
+    /// Dials again after losing the connection.
     pub reconnect: bool,
+    /// Raw only: answers the dedicated notification RPCs UNIMPLEMENTED, as
+    /// a plugin before NRI v0.12 (the runtime falls back to StateChange).
+    pub legacy: bool,
 }
 
 impl PluginSpec {

@@ -57,13 +57,14 @@ impl fmt::Display for Schedule {
         for p in &s.plugins {
             writeln!(
                 f,
-                "plugin {} peer={} policy={} echo={} streaming={} reconnect={} events={}",
+                "plugin {} peer={} policy={} echo={} streaming={} reconnect={} legacy={} events={}",
                 p.full_name(),
                 p.peer.as_str(),
                 p.policy.as_str(),
                 yes(p.echo),
                 yes(p.streaming),
                 yes(p.reconnect),
+                yes(p.legacy),
                 if p.events.is_empty() {
                     "none".to_owned()
                 } else {
@@ -250,6 +251,7 @@ fn parse_plugin(words: &[&str]) -> Result<PluginSpec, String> {
         echo: false,
         streaming: false,
         reconnect: true,
+        legacy: false,
     };
     for (k, v) in pairs(&words[1..])? {
         match k {
@@ -272,6 +274,7 @@ fn parse_plugin(words: &[&str]) -> Result<PluginSpec, String> {
             "echo" => p.echo = flag(v)?,
             "streaming" => p.streaming = flag(v)?,
             "reconnect" => p.reconnect = flag(v)?,
+            "legacy" => p.legacy = flag(v)?,
             "events" if v == "none" => p.events = EventMask::EMPTY,
             "events" => p.events = v.parse().map_err(|e| format!("events: {e}"))?,
             _ => return Err(format!("unknown plugin setting {k}")),
