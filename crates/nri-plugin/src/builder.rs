@@ -8,7 +8,7 @@ use std::time::Duration;
 use nri_api::api::FailurePolicy;
 use nri_api::{
     DEFAULT_REGISTRATION_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SOCKET_PATH, ENV_PLUGIN_IDX,
-    ENV_PLUGIN_NAME, ENV_PLUGIN_SOCKET, EventMask,
+    ENV_PLUGIN_NAME, ENV_PLUGIN_SOCKET, EventMask, Requirement,
 };
 
 use crate::handle::Shared;
@@ -90,6 +90,22 @@ impl Default for ReconnectPolicy {
     }
 }
 
+/// What a plugin does when its runtime's support for something it
+/// [requires](Builder::requires) cannot be told: a runtime that declares
+/// no capabilities and is not one whose versions are known (not
+/// containerd, not CRI-O, not built on `nri-runtime`), a version newer
+/// than the facts the SDK has, or a declaration older than the capability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum UnknownCapabilities {
+    /// Run, with a warning naming what cannot be told (default).
+    #[default]
+    Warn,
+    /// Fail the registration with [`Error::Unsupported`], as for a runtime
+    /// known to lack it.
+    Fail,
+}
+
 /// Builds a [`Stub`] around a [`Plugin`].
 ///
 /// ```
@@ -123,6 +139,8 @@ pub struct Builder<P> {
     sync_mode: SyncMode,
     sync_limits: SyncLimits,
     spin_budget: Duration,
+    requires: Vec<Requirement>,
+    unknown_capabilities: UnknownCapabilities,
 }
 
 /// Default [`Builder::spin_budget`]: more than `nri-runtime` takes,
@@ -160,6 +178,8 @@ impl<P: Plugin> Builder<P> {
             sync_mode: SyncMode::Collect,
             sync_limits: SyncLimits::default(),
             spin_budget: DEFAULT_SPIN_BUDGET,
+            requires: Vec::new(),
+            unknown_capabilities: UnknownCapabilities::Warn,
         }
     }
 
@@ -311,6 +331,57 @@ impl<P: Plugin> Builder<P> {
         self
     }
 
+    /// Declares what the plugin needs from its runtime: capabilities
+    /// ([`Capability`](nri_api::Capability): adjustments it makes,
+    /// container fields it reads, updates, evictions) and events it must
+    /// get. Calls add up. At `Configure` the SDK checks them against what
+    /// the runtime can do ([`RuntimeInfo::capabilities`](crate::RuntimeInfo::capabilities):
+    /// declared by the runtime, or inferred from its name and version), and
+    /// if something is missing it answers `Configure` with an error naming
+    /// it (the runtime logs it and drops the plugin) and
+    /// [`Stub::run`](crate::Stub::run) returns [`Error::Unsupported`],
+    /// which is not retried. What cannot be told is a warning, or the same
+    /// error under [`Builder::unknown_capabilities`].
+    ///
+    /// ```
+    /// use nri_plugin::{Builder, Capability, Plugin, api::Event};
+    /// # struct Tuner;
+    /// # #[nri_plugin::plugin]
+    /// # impl Plugin for Tuner {
+    /// #     async fn create_container(&self, _p: nri_plugin::api::PodSandbox, _c: nri_plugin::api::Container)
+    /// #         -> nri_plugin::HandlerResult<nri_plugin::api::CreateContainerResponse> { Ok(Default::default()) }
+    /// # }
+    /// // Sets sysctls and the scheduler, and follows pod resizes: on
+    /// // containerd 2.1 it fails at start-up instead of doing nothing.
+    /// let stub = Builder::new(Tuner)
+    ///     .name("tuner")
+    ///     .index("40")
+    ///     .requires([Capability::AdjustLinuxSysctl, Capability::AdjustLinuxSchedulingPolicy])
+    ///     .requires([Event::UpdatePodSandbox])
+    ///     .build()?;
+    /// # Ok::<(), nri_plugin::Error>(())
+    /// ```
+    pub fn requires<I, R>(mut self, requirements: I) -> Self
+    where
+        I: IntoIterator<Item = R>,
+        R: Into<Requirement>,
+    {
+        for r in requirements {
+            let r = r.into();
+            if !self.requires.contains(&r) {
+                self.requires.push(r);
+            }
+        }
+        self
+    }
+
+    /// What to do when the runtime's support for a requirement cannot be
+    /// told (default: [`UnknownCapabilities::Warn`]).
+    pub fn unknown_capabilities(mut self, policy: UnknownCapabilities) -> Self {
+        self.unknown_capabilities = policy;
+        self
+    }
+
     /// Checks the configuration and builds the stub.
     ///
     /// # Errors
@@ -377,6 +448,8 @@ impl<P: Plugin> Builder<P> {
                 sync_mode: self.sync_mode,
                 sync_limits: self.sync_limits,
                 spin_budget: self.spin_budget,
+                requires: self.requires,
+                unknown_capabilities: self.unknown_capabilities,
             }),
         })
     }
@@ -401,6 +474,9 @@ pub(crate) struct Config {
     pub(crate) sync_mode: SyncMode,
     pub(crate) sync_limits: SyncLimits,
     pub(crate) spin_budget: Duration,
+    /// What the plugin needs from the runtime.
+    pub(crate) requires: Vec<Requirement>,
+    pub(crate) unknown_capabilities: UnknownCapabilities,
 }
 
 /// Index and name: builder, else environment, else the executable's name.

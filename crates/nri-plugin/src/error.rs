@@ -5,7 +5,7 @@ use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use nri_api::{EventMask, NriVersion};
+use nri_api::{CapabilityBasis, CapabilityCheck, EventMask, NriVersion, Requirement};
 
 /// Where in the connection lifecycle something happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -161,6 +161,32 @@ pub enum Error {
         dropped: EventMask,
         /// The runtime's NRI version (reported or inferred).
         runtime_version: NriVersion,
+    },
+
+    /// The runtime cannot serve what the plugin
+    /// [requires](crate::Builder::requires): it lacks some of it
+    /// (`missing`), or, under
+    /// [`UnknownCapabilities::Fail`](crate::UnknownCapabilities::Fail), its
+    /// support cannot be told (`unknown`). The SDK answered `Configure`
+    /// with this error (the runtime logs it and drops the plugin). Not
+    /// retried by a reconnect policy: the same runtime would be refused
+    /// again; every new connection checks its runtime anew.
+    #[error(
+        "runtime {runtime} {version} cannot serve this plugin: {} (capabilities {basis})",
+        CapabilityCheck::new(missing.clone(), unknown.clone())
+    )]
+    Unsupported {
+        /// The runtime's name, e.g. `containerd`.
+        runtime: String,
+        /// The runtime's version, e.g. `v2.1.9`.
+        version: String,
+        /// Requirements the runtime does not meet.
+        missing: Vec<Requirement>,
+        /// Requirements whose support cannot be told (empty unless
+        /// `UnknownCapabilities::Fail`).
+        unknown: Vec<Requirement>,
+        /// Where the runtime's capabilities came from.
+        basis: CapabilityBasis,
     },
 
     /// The plugin's [`configure`](crate::Plugin::configure) failed or chose

@@ -192,7 +192,13 @@
 //!    registration with [`Error::UnsupportedEvents`] under
 //!    [`Builder::strict_events`]. The runtime's version is taken from
 //!    `ConfigureRequest.NRI_version`, or inferred from the runtime's name and
-//!    version when the runtime is too old to send it.
+//!    version when the runtime is too old to send it. What the plugin
+//!    [requires](Builder::requires) (adjustments the runtime must apply,
+//!    events it must deliver) is checked first, against
+//!    [`RuntimeInfo::capabilities`] (declared by the runtime, or inferred
+//!    from its name and version): a runtime that cannot serve the plugin
+//!    gets an error naming what is missing, and [`Stub::run`] returns
+//!    [`Error::Unsupported`], which is not retried.
 //! 4. **Synchronize.** [`Plugin::synchronize`] gets all existing pods and
 //!    containers in one call, even when the runtime split them into several
 //!    messages, and returns updates. With [`Builder::sync_mode`]`(`[`SyncMode::Streaming`]`)`
@@ -223,6 +229,7 @@
 //! [`Error::is_connection_refused`], [`Error::is_permission_denied`]),
 //! registration outcomes ([`Error::RegistrationRefused`],
 //! [`Error::RegistrationTimeout`], [`Error::UnsupportedEvents`],
+//! [`Error::Unsupported`],
 //! [`Error::ConfigureFailed`], [`Error::SynchronizeFailed`]), and the end of
 //! a connection ([`Error::ConnectionLost`], [`Error::ShutDownByRuntime`],
 //! [`Error::ReconnectGaveUp`]). The SDK never exits the process and never
@@ -357,7 +364,7 @@ mod service;
 mod stub;
 mod sync_chunk;
 
-pub use builder::{Builder, ConnectMode, ReconnectPolicy};
+pub use builder::{Builder, ConnectMode, ReconnectPolicy, UnknownCapabilities};
 pub use encoded::Encoded;
 pub use error::{BoxError, Error, Phase};
 pub use flags::{FlagValue, GoFlags};
@@ -396,7 +403,10 @@ pub use nri_api::api;
 /// themselves; this module has the `-key` removal markers and the
 /// overview.
 pub use nri_api::adjust;
-pub use nri_api::{EventMask, NriVersion, RuntimeNriVersion, VersionOrigin};
+pub use nri_api::{
+    Capability, CapabilityBasis, CapabilitySet, EventMask, NriVersion, Requirement,
+    RuntimeCapabilities, RuntimeNriVersion, VersionOrigin,
+};
 /// ttRPC status codes, for [`HandlerError::with_code`].
 pub use nri_ttrpc::Code;
 

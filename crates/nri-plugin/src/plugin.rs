@@ -9,7 +9,7 @@ use nri_api::api::{
     LinuxResources, PodSandbox, StopContainerResponse, UpdateContainerResponse,
     ValidateContainerAdjustmentRequest,
 };
-use nri_api::{EventMask, RuntimeNriVersion};
+use nri_api::{CapabilityBasis, EventMask, Requirement, RuntimeCapabilities, RuntimeNriVersion};
 use nri_ttrpc::{Code, Status};
 
 use crate::{Encoded, Error, PluginHandle, SyncChunk};
@@ -147,12 +147,38 @@ pub struct RuntimeInfo {
     /// evictions of an unsolicited `UpdateContainers`; containerd/nri's
     /// Go runtime ignores them (every release through v0.12.5).
     pub nri_rs: bool,
+    /// What the runtime can do: the adjustments it applies, the fields it
+    /// fills in, the events it delivers; declared by the runtime, or
+    /// inferred from its name and version
+    /// ([`RuntimeCapabilities::of_runtime`]).
+    pub capabilities: RuntimeCapabilities,
 }
 
 impl RuntimeInfo {
-    /// The events this runtime accepts in a subscription.
+    /// The events this runtime accepts in a subscription: those of its NRI
+    /// version, less those it declares it does not deliver (`nri-proxy`
+    /// on a runtime older than its own NRI version).
     pub fn valid_events(&self) -> EventMask {
-        self.nri_version.version.valid_events()
+        let valid = self.nri_version.version.valid_events();
+        match self.capabilities.basis {
+            CapabilityBasis::Declared => valid.intersection(self.capabilities.events),
+            _ => valid,
+        }
+    }
+
+    /// Whether the runtime meets a requirement: `Some(true)`,
+    /// `Some(false)`, or `None` when that cannot be told.
+    ///
+    /// ```
+    /// # fn f(info: &nri_plugin::ConfigureInfo) {
+    /// use nri_plugin::Capability;
+    /// if info.runtime.supports(Capability::AdjustLinuxSysctl) != Some(true) {
+    ///     // fall back to something the runtime applies
+    /// }
+    /// # }
+    /// ```
+    pub fn supports(&self, requirement: impl Into<Requirement>) -> Option<bool> {
+        self.capabilities.supports(requirement.into())
     }
 }
 

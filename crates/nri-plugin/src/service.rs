@@ -5,20 +5,19 @@
 use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use bytes::Bytes;
 use nri_api::api::{
-    ConfigureRequest, ConfigureResponse, Container, ContainerUpdate, CreateContainerRequest, Empty,
-    Event, PodSandbox, PostCreateContainerRequest, PostStartContainerRequest,
-    PostUpdateContainerRequest, PostUpdatePodSandboxRequest, RemoveContainerRequest,
-    RemovePodSandboxRequest, RunPodSandboxRequest, StartContainerRequest, StateChangeEvent,
-    StopContainerRequest, StopPodSandboxRequest, SynchronizeRequest, SynchronizeResponse,
-    UpdateContainerRequest, UpdatePodSandboxRequest, ValidateContainerAdjustmentRequest,
+    ConfigureRequest, Container, ContainerUpdate, CreateContainerRequest, Empty, Event, PodSandbox,
+    PostCreateContainerRequest, PostStartContainerRequest, PostUpdateContainerRequest,
+    PostUpdatePodSandboxRequest, RemoveContainerRequest, RemovePodSandboxRequest,
+    RunPodSandboxRequest, StartContainerRequest, StateChangeEvent, StopContainerRequest,
+    StopPodSandboxRequest, SynchronizeRequest, SynchronizeResponse, UpdateContainerRequest,
+    UpdatePodSandboxRequest, ValidateContainerAdjustmentRequest,
     ValidateContainerAdjustmentResponse,
 };
+use nri_api::method;
 use nri_api::service::{PluginHandlers, PluginMethod, dispatch_plugin};
-use nri_api::{EventMask, RuntimeNriVersion, method, runtime_nri_version};
 use nri_ttrpc::{BoxFuture, Code, HandlerSlot, RequestContext, Service, Status};
 use prost::Message;
 use tokio::sync::Notify;
@@ -26,9 +25,10 @@ use tokio::sync::Notify;
 use crate::builder::Config;
 use crate::handle::{Shared, lock};
 use crate::limits::{SyncBudget, check_request};
+
+mod configure;
 use crate::{
-    ConfigureInfo, Encoded, Error, HandlerError, HandlerResult, Phase, Plugin, PluginHandle,
-    RuntimeInfo, SyncChunk, SyncKind, SyncMode,
+    Encoded, Error, HandlerError, HandlerResult, Phase, Plugin, SyncChunk, SyncKind, SyncMode,
 };
 
 /// Per-connection state shared by the service and the connection driver.
@@ -202,134 +202,6 @@ impl<P: Plugin> PluginService<P> {
     fn handler_error(&self, event: Event, method: &str, e: HandlerError) -> Status {
         tracing::debug!(method, %event, error = %e, "nri-plugin: handler failed");
         e.into_status(method)
-    }
-
-    async fn run_configure(self, req: ConfigureRequest) -> nri_ttrpc::HandlerResult {
-        self.shared.latency.runtime_configured(&req.nri_version);
-        self.conn.set_phase(Phase::Configuring);
-        let nri_version =
-            runtime_nri_version(&req.nri_version, &req.runtime_name, &req.runtime_version);
-        let ms = |v: i64| Duration::from_millis(u64::try_from(v).unwrap_or(0));
-        let nri_rs = nri_api::is_nri_rs_runtime(&req.nri_version);
-        let runtime = RuntimeInfo {
-            name: req.runtime_name,
-            version: req.runtime_version,
-            nri_version,
-            registration_timeout: ms(req.registration_timeout),
-            request_timeout: ms(req.request_timeout),
-            nri_rs,
-        };
-        let valid = runtime.valid_events();
-        let default_events = self.config.events;
-        let info = ConfigureInfo {
-            config: req.config,
-            runtime: runtime.clone(),
-            subscription: default_events,
-            unsupported: default_events.difference(valid),
-            handle: PluginHandle {
-                shared: Arc::clone(&self.shared),
-            },
-        };
-        tracing::info!(
-            plugin = %self.config.plugin_name(),
-            runtime = %runtime.name,
-            runtime_version = %runtime.version,
-            nri_version = %nri_version.version,
-            nri_version_origin = ?nri_version.origin,
-            "nri-plugin: configuring"
-        );
-        *lock(&self.shared.runtime) = Some(runtime);
-
-        let requested = match self.plugin.configure(&info).await {
-            Ok(Some(m)) => m,
-            Ok(None) => default_events,
-            Err(e) => {
-                return Err(self.conn.fail(Error::ConfigureFailed {
-                    reason: e.to_string(),
-                }));
-            }
-        };
-        let sent = self.subscription(requested, valid, nri_version)?;
-        self.conn.set_phase(Phase::Synchronizing);
-        self.conn.configured.notify_one();
-        self.note_failure_policy(nri_version);
-        Ok(encode(&ConfigureResponse {
-            events: sent.as_i32(),
-            failure_policy: self.config.failure_policy,
-        }))
-    }
-
-    /// The events sent to the runtime: what `configure` chose, checked
-    /// against the plugin's events, less what the runtime cannot deliver
-    /// (or an error ending the connection).
-    fn subscription(
-        &self,
-        requested: EventMask,
-        valid: EventMask,
-        nri_version: RuntimeNriVersion,
-    ) -> Result<EventMask, Status> {
-        let handled = self.config.handled;
-        if requested.is_empty() || !handled.contains_all(requested) {
-            return Err(self.conn.fail(Error::ConfigureFailed {
-                reason: format!(
-                    "configure chose events {requested}, not a non-empty subset of the plugin's \
-                     events {handled} (the default subscription and the implemented methods)"
-                ),
-            }));
-        }
-        let dropped = requested.difference(valid);
-        let sent = requested.intersection(valid);
-        self.shared
-            .dropped
-            .store(dropped.as_i32(), Ordering::Relaxed);
-        if !dropped.is_empty() {
-            if self.config.strict_events || sent.is_empty() {
-                return Err(self.conn.fail(Error::UnsupportedEvents {
-                    requested,
-                    dropped,
-                    runtime_version: nri_version.version,
-                }));
-            }
-            tracing::warn!(
-                requested = %requested,
-                dropped = %dropped,
-                dropped_mask = format_args!("{:#x}", dropped.as_i32()),
-                runtime_nri_version = %nri_version.version,
-                nri_version_origin = ?nri_version.origin,
-                "nri-plugin: the runtime cannot deliver some events; they are left out of the subscription"
-            );
-        }
-        self.shared
-            .subscribed
-            .store(sent.as_i32(), Ordering::Relaxed);
-        let acknowledged = sent.difference(P::IMPLEMENTED.events());
-        if !acknowledged.is_empty() {
-            tracing::info!(
-                events = %acknowledged,
-                "nri-plugin: subscribed to events without a method; they are answered with an empty success"
-            );
-        }
-        Ok(sent)
-    }
-
-    /// Says whether the runtime honours the failure policy the plugin
-    /// declares.
-    fn note_failure_policy(&self, nri_version: RuntimeNriVersion) {
-        if let Some(policy) = self.config.failure_policy {
-            if !nri_version.version.honours_plugin_failure_policy() {
-                tracing::info!(
-                    runtime_nri_version = %nri_version.version,
-                    "nri-plugin: the runtime's NRI version predates plugin-declared failure \
-                     policies (v0.12.4); it ignores the plugin's policy"
-                );
-            } else {
-                tracing::debug!(
-                    fail_request = policy.fail_request,
-                    keep_connected = policy.keep_connected,
-                    "nri-plugin: declaring a failure policy"
-                );
-            }
-        }
     }
 
     /// Counts one `Synchronize` message of `bytes` bytes with its pods and

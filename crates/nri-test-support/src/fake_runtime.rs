@@ -115,6 +115,21 @@ pub fn configure_req(nri_version: &str) -> ConfigureRequest {
     }
 }
 
+/// A Configure request as `runtime_name` `runtime_version` sends it, with
+/// `nri_version` (empty for runtimes before NRI v0.12, which send none)
+/// and the timeouts of [`configure_req`].
+pub fn configure_as(
+    runtime_name: &str,
+    runtime_version: &str,
+    nri_version: &str,
+) -> ConfigureRequest {
+    ConfigureRequest {
+        runtime_name: runtime_name.into(),
+        runtime_version: runtime_version.into(),
+        ..configure_req(nri_version)
+    }
+}
+
 /// The runtime's side of one plugin connection. Dropping it closes the
 /// connection and stops every task it started.
 pub struct RuntimeConn {

@@ -167,6 +167,11 @@ pub struct CapabilityCheck {
 }
 
 impl CapabilityCheck {
+    /// A check's outcome from its parts.
+    pub fn new(missing: Vec<Requirement>, unknown: Vec<Requirement>) -> CapabilityCheck {
+        CapabilityCheck { missing, unknown }
+    }
+
     /// True when nothing is missing and nothing unknown.
     pub fn is_satisfied(&self) -> bool {
         self.missing.is_empty() && self.unknown.is_empty()

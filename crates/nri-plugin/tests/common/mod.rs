@@ -20,7 +20,9 @@ use nri_plugin::{ConfigureInfo, EventMask, HandlerError, HandlerResult, Plugin, 
 use tokio::sync::mpsc;
 
 pub use nri_test_support::TIMEOUT;
-pub use nri_test_support::fake_runtime::{FakeRuntime, Register, RuntimeConn, configure_req};
+pub use nri_test_support::fake_runtime::{
+    FakeRuntime, Register, RuntimeConn, configure_as, configure_req,
+};
 pub use nri_test_support::fixtures::pod;
 
 pub fn container(id: &str, pod: &str) -> Container {

@@ -38,13 +38,39 @@ impl Drop for GoRuntime {
 
 impl GoRuntime {
     pub async fn start(bin: &Path, socket: &Path, extra: &[&str]) -> GoRuntime {
+        Self::spawn(bin, socket, extra, Stdio::inherit()).await
+    }
+
+    /// [`start`](Self::start), with the runtime's log (stderr) lines
+    /// handed over instead of printed.
+    pub async fn start_logged(
+        bin: &Path,
+        socket: &Path,
+        extra: &[&str],
+    ) -> (GoRuntime, mpsc::UnboundedReceiver<String>) {
+        let mut rt = Self::spawn(bin, socket, extra, Stdio::piped()).await;
+        let stderr = rt.child.stderr.take().unwrap();
+        let (tx, log) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut rd = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = rd.next_line().await {
+                eprintln!("[go runtime] {line}");
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        (rt, log)
+    }
+
+    async fn spawn(bin: &Path, socket: &Path, extra: &[&str], stderr: Stdio) -> GoRuntime {
         let mut child = tokio::process::Command::new(bin)
             .arg("--socket")
             .arg(socket)
             .args(extra)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .kill_on_drop(true)
             .spawn()
             .unwrap();
