@@ -35,6 +35,10 @@ pub use outcome::{
     UpdateContainerOutcome,
 };
 
+/// How long `stop` waits for its background tasks to end by themselves
+/// before it aborts them.
+const TASKS_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Life {
     New,
@@ -53,6 +57,9 @@ pub(crate) struct Shared {
     tasks: Mutex<JoinSet<()>>,
     pub(crate) stopping: CancellationToken,
     life: Mutex<Life>,
+    /// Held by `start` while it runs and by `stop`: `stop` returns only
+    /// once a `start` it raced has returned.
+    lifecycle: tokio::sync::Mutex<()>,
     socket_installed: Mutex<bool>,
     /// When `start` was called (the start-up grace counts from there).
     started_at: Mutex<Option<tokio::time::Instant>>,
@@ -64,11 +71,30 @@ impl Shared {
         &self.validators
     }
 
-    /// Spawns an owned background task (aborted by `stop`).
+    /// Spawns an owned background task (aborted by `stop`). Once the
+    /// runtime is stopping, the task is dropped instead: `stop` has taken
+    /// (or is about to take) the tasks it shuts down, and nothing may run
+    /// after it.
     pub(crate) fn spawn<F: Future<Output = ()> + Send + 'static>(&self, fut: F) {
         let mut tasks = lock(&self.tasks);
+        if self.stopping.is_cancelled() {
+            return;
+        }
         while tasks.try_join_next().is_some() {}
         tasks.spawn(fut);
+    }
+
+    /// Runs `fut` (the set-up of a WebAssembly plugin) unless the runtime
+    /// starts stopping first: then it is dropped and the result is
+    /// [`Error::Stopping`].
+    async fn unless_stopping<T>(
+        &self,
+        fut: impl Future<Output = Result<T, Error>>,
+    ) -> Result<T, Error> {
+        tokio::select! {
+            r = fut => r,
+            () = self.stopping.cancelled() => Err(Error::Stopping),
+        }
     }
 }
 
@@ -156,6 +182,7 @@ impl Builder {
                 tasks: Mutex::new(JoinSet::new()),
                 stopping: CancellationToken::new(),
                 life: Mutex::new(Life::New),
+                lifecycle: tokio::sync::Mutex::new(()),
                 socket_installed: Mutex::new(false),
                 started_at: Mutex::new(None),
             }),
@@ -219,6 +246,11 @@ impl Adaptation {
     /// Launches the plugins of the plugin directory (each registered,
     /// configured and synchronized before this returns; failures are logged
     /// and the plugin skipped), then listens for external plugins.
+    ///
+    /// A [`stop`](Self::stop) during `start` ends the plugins' set-ups
+    /// (their connections closed, launched processes killed) and `start`
+    /// returns [`Error::Stopping`] without listening; `stop` returns once
+    /// `start` has.
     pub async fn start(&self) -> Result<(), Error> {
         {
             let mut life = lock(&self.shared.life);
@@ -235,58 +267,91 @@ impl Adaptation {
                 Life::Stopped => return Err(Error::InvalidState { state: "stopped" }),
             }
         }
+        let _running = self.shared.lifecycle.lock().await;
         let cfg = &self.shared.config;
-        if !cfg.disable_launch {
-            let found = crate::launch::discover(&cfg.plugin_dir, &cfg.config_dir)?;
-            let mut starting = JoinSet::new();
-            for d in found {
-                if d.wasm {
-                    let (name, shared) = (d.id.to_string(), self.shared.clone());
-                    starting.spawn(async move { (name, shared.start_wasm(d).await) });
-                    continue;
-                }
-                let (mut child, stream) = match crate::launch::spawn(&d) {
-                    Ok(x) => x,
-                    Err(e) => {
-                        tracing::warn!(plugin = %d.id, error = %e, "cannot launch NRI plugin");
-                        continue;
-                    }
-                };
-                let name = d.id.to_string();
-                crate::output::forward_child(&self.shared, &name, &mut child);
-                let pending = Pending {
-                    origin: PluginOrigin::Launched { pid: child.id() },
-                    launched_id: Some(d.id.clone()),
-                    config: d.config.clone(),
-                    child: Some(child),
-                    peer: format!("launched:{name}"),
-                    pending_slot: None,
-                };
-                let shared = self.shared.clone();
-                starting.spawn(async move { (name, shared.establish(stream, pending).await) });
-            }
-            while let Some(joined) = starting.join_next().await {
-                match joined {
-                    Ok((_, Ok(plugin))) => {
-                        let shared = self.shared.clone();
-                        self.shared
-                            .spawn(async move { shared.supervise(plugin).await });
-                    }
-                    Ok((name, Err(e))) => {
-                        tracing::warn!(plugin = %name, error = %e, "NRI plugin failed to start; skipped");
-                    }
-                    Err(e) => tracing::error!(error = %e, "NRI plugin start task failed"),
-                }
-            }
+        if !cfg.disable_launch && !self.shared.stopping.is_cancelled() {
+            self.launch_plugins().await?;
+        }
+        if self.shared.stopping.is_cancelled() {
+            return Err(Error::Stopping);
         }
         if !cfg.disable_connections {
-            let listener = crate::listener::bind(&cfg.socket_path)?;
-            *lock(&self.shared.socket_installed) = true;
-            tracing::info!(path = %cfg.socket_path.display(), "NRI listening for external plugins");
-            let shared = self.shared.clone();
-            self.shared
-                .spawn(async move { shared.accept_loop(listener).await });
+            self.listen()?;
         }
+        Ok(())
+    }
+
+    /// Launches the plugins of the plugin directory and waits until each is
+    /// active or has failed (or the runtime stops).
+    async fn launch_plugins(&self) -> Result<(), Error> {
+        let cfg = &self.shared.config;
+        let found = crate::launch::discover(&cfg.plugin_dir, &cfg.config_dir)?;
+        let mut starting = JoinSet::new();
+        for d in found {
+            let name = d.id.to_string();
+            let shared = self.shared.clone();
+            if d.wasm {
+                starting.spawn(async move {
+                    let set_up = shared.clone().start_wasm(d);
+                    (name, shared.unless_stopping(set_up).await)
+                });
+                continue;
+            }
+            let (mut child, stream) = match crate::launch::spawn(&d) {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::warn!(plugin = %d.id, error = %e, "cannot launch NRI plugin");
+                    continue;
+                }
+            };
+            crate::output::forward_child(&self.shared, &name, &mut child);
+            let pending = Pending {
+                origin: PluginOrigin::Launched { pid: child.id() },
+                launched_id: Some(d.id.clone()),
+                config: d.config.clone(),
+                child: Some(child),
+                peer: format!("launched:{name}"),
+                pending_slot: None,
+            };
+            // The set-up ends by itself when the runtime stops.
+            starting.spawn(async move { (name, shared.establish(stream, pending).await) });
+        }
+        while let Some(joined) = starting.join_next().await {
+            match joined {
+                Ok((_, Ok(plugin))) => {
+                    let shared = self.shared.clone();
+                    self.shared
+                        .spawn(async move { shared.supervise(plugin).await });
+                }
+                Ok((name, Err(e))) => {
+                    tracing::warn!(plugin = %name, error = %e, "NRI plugin failed to start; skipped");
+                }
+                Err(e) => tracing::error!(error = %e, "NRI plugin start task failed"),
+            }
+        }
+        Ok(())
+    }
+
+    /// Installs the socket and accepts external plugins on it, unless the
+    /// runtime is stopping (then the socket is removed again).
+    fn listen(&self) -> Result<(), Error> {
+        let path = &self.shared.config.socket_path;
+        let listener = crate::listener::bind(path)?;
+        {
+            // `stop` removes the socket if it finds it installed, after
+            // marking the runtime stopped: one of the two removes it.
+            let life = lock(&self.shared.life);
+            if *life == Life::Stopped {
+                drop(listener);
+                let _ = std::fs::remove_file(path);
+                return Err(Error::Stopping);
+            }
+            *lock(&self.shared.socket_installed) = true;
+        }
+        tracing::info!(path = %path.display(), "NRI listening for external plugins");
+        let shared = self.shared.clone();
+        self.shared
+            .spawn(async move { shared.accept_loop(listener).await });
         Ok(())
     }
 
@@ -295,9 +360,15 @@ impl Adaptation {
     /// ends that call), closes the connections, stops launched plugins
     /// (SIGTERM, grace, SIGKILL), stops background tasks and removes the
     /// socket.
+    ///
+    /// A plugin being set up when `stop` is called (registering,
+    /// configuring) has its connection closed; one synchronizing gets
+    /// `Shutdown` too; none becomes active afterwards. A `start` running
+    /// when `stop` is called ends first (see [`start`](Self::start)).
     pub async fn stop(&self) {
         *lock(&self.shared.life) = Life::Stopped;
         self.shared.stopping.cancel();
+        let _running = self.shared.lifecycle.lock().await;
         let plugins = self.shared.registry.clear();
         let mut set = JoinSet::new();
         for p in plugins {
@@ -317,7 +388,17 @@ impl Adaptation {
             });
         }
         while set.join_next().await.is_some() {}
+        // Every task ends by itself now (connections closed, set-ups told
+        // to stop, the accept loop cancelled); one that does not within
+        // the grace is aborted.
         let mut tasks = std::mem::take(&mut *lock(&self.shared.tasks));
+        let ended = async { while tasks.join_next().await.is_some() {} };
+        if tokio::time::timeout(TASKS_GRACE, ended).await.is_err() {
+            tracing::debug!(
+                left = tasks.len(),
+                "aborting NRI tasks still running at stop"
+            );
+        }
         tasks.shutdown().await;
         if std::mem::take(&mut *lock(&self.shared.socket_installed)) {
             let _ = std::fs::remove_file(&self.shared.config.socket_path);

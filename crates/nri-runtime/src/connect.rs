@@ -178,6 +178,9 @@ impl Shared {
                 }
                 reap(&plugin).await;
             }
+            Err(e) if self.stopping.is_cancelled() => {
+                tracing::debug!(peer = %peer, error = %e, "NRI plugin connection ended: the runtime is stopping");
+            }
             Err(e) => {
                 tracing::warn!(peer = %peer, error = %e, "NRI plugin connection failed");
             }
@@ -204,14 +207,16 @@ impl Shared {
             Ok(c) => c,
             Err(reason) => {
                 // The RegisterPlugin answer may still be on its way (its
-                // handler runs in its own task): linger before closing.
+                // handler runs in its own task): linger before closing,
+                // unless the runtime is stopping.
+                let linger = reason != RegistrationFailure::Stopping;
                 let how = Abandon {
                     client: Some(registered.client),
+                    linger,
                     ..Abandon::new(Error::Registration {
                         plugin: registered.id.to_string(),
                         reason,
                     })
-                    .lingering()
                     .releasing(&registered.id)
                 };
                 return Err(setup.abandon(&self, how).await);
@@ -342,6 +347,9 @@ impl Shared {
                 return Err(Abandon::new(setup.failure(reason)));
             }
             _ = setup.mux.closed() => None,
+            () = self.stopping.cancelled() => {
+                return Err(Abandon::new(setup.failure(RegistrationFailure::Stopping)));
+            }
         };
         registration.ok_or_else(|| {
             Abandon::new(setup.failure(RegistrationFailure::ClosedBeforeRegistration))
@@ -366,6 +374,9 @@ impl Shared {
                 PluginId::new(req.plugin_idx.clone(), req.plugin_name.clone()).map_err(invalid)?
             }
         };
+        if self.registry.is_closed() {
+            return Err(RegistrationFailure::Stopping);
+        }
         if !self.registry.reserve(&id.to_string()) {
             return Err(RegistrationFailure::NameInUse {
                 plugin: id.to_string(),
@@ -390,18 +401,18 @@ impl Shared {
             request_timeout: millis(self.config.request_timeout),
             nri_version: nri_api::nri_rs_runtime_version(),
         };
-        let resp = registered
-            .client
-            .call_message::<_, ConfigureResponse>(
-                nri_api::PLUGIN_SERVICE,
-                method::CONFIGURE,
-                &creq,
-                nri_ttrpc::CallOptions::new(timeout),
-            )
-            .await
-            .map_err(|e| RegistrationFailure::Configure {
+        let call = registered.client.call_message::<_, ConfigureResponse>(
+            nri_api::PLUGIN_SERVICE,
+            method::CONFIGURE,
+            &creq,
+            nri_ttrpc::CallOptions::new(timeout),
+        );
+        let resp = tokio::select! {
+            r = call => r.map_err(|e| RegistrationFailure::Configure {
                 message: e.to_string(),
-            })?;
+            })?,
+            () = self.stopping.cancelled() => return Err(RegistrationFailure::Stopping),
+        };
         Ok(Configured {
             mask: check_mask(resp.events)?,
             declared: resp.failure_policy,

@@ -463,6 +463,9 @@ pub enum RegistrationFailure {
     /// The connection was lost during synchronization.
     #[error("connection lost during synchronization")]
     LostDuringSync,
+    /// The runtime is stopping: the plugin does not become active.
+    #[error("runtime stopping")]
+    Stopping,
 }
 
 #[cfg(test)]

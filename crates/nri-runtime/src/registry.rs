@@ -38,6 +38,7 @@ use nri_api::api::{
 use prost::Message as _;
 use tokio::sync::{oneshot, watch};
 
+use crate::error::RegistrationFailure;
 use crate::failure::PluginFailure;
 use crate::lock;
 use crate::metrics::Metrics;
@@ -240,6 +241,9 @@ struct State {
     inflight: HashMap<u64, Arc<Inflight>>,
     next_seq: u64,
     updates: LastUpdates,
+    /// Set by [`Registry::clear`] (the runtime is stopping): no plugin
+    /// registers, synchronizes or becomes active any more.
+    closed: bool,
 }
 
 pub(crate) struct Registry {
@@ -341,7 +345,13 @@ impl Registry {
     /// Reserves a plugin identity; `false` if a plugin with that `NN-name`
     /// is registering, syncing or active.
     pub(crate) fn reserve(&self, full_name: &str) -> bool {
-        self.lock().names.insert(full_name.to_owned())
+        let mut st = self.lock();
+        !st.closed && st.names.insert(full_name.to_owned())
+    }
+
+    /// Whether the runtime is stopping (see [`clear`](Self::clear)).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.lock().closed
     }
 
     /// Releases a reservation.
@@ -447,11 +457,15 @@ impl Registry {
     ///
     /// The plugin's sync window lasts until the returned [`SyncWindow`] is
     /// dropped.
+    /// `None` once the runtime is stopping.
     pub(crate) fn begin_sync(
         self: &Arc<Self>,
         plugin: &Arc<Plugin>,
-    ) -> (Vec<Arc<Inflight>>, SyncWindow) {
+    ) -> Option<(Vec<Arc<Inflight>>, SyncWindow)> {
         let mut st = self.lock();
+        if st.closed {
+            return None;
+        }
         st.updates.windows += 1;
         let window = SyncWindow(self.clone());
         let mut pending: Vec<_> = st.inflight.iter().map(|(k, v)| (*k, v.clone())).collect();
@@ -476,7 +490,7 @@ impl Registry {
             plugin: plugin.clone(),
             queue,
         });
-        (finished, window)
+        Some((finished, window))
     }
 
     /// Leaves out of the container updates a plugin answered to a deferred
@@ -532,22 +546,28 @@ impl Registry {
     }
 
     /// Makes the plugin active (atomically) and returns its queued
-    /// deliveries, the backlog; `None` if the plugin is no longer syncing.
+    /// deliveries, the backlog; or why not: the plugin is no longer
+    /// syncing (it is closed), or the runtime is stopping.
     ///
     /// From here on nothing more is queued for the plugin: later events see
     /// it in the active list and wait for its ready gate (opened with
     /// [`Plugin::mark_ready`] once the backlog is delivered), so the backlog
     /// always reaches the plugin first and activation cannot be starved by a
     /// steady stream of events.
-    pub(crate) fn activate(&self, plugin: &Arc<Plugin>) -> Option<VecDeque<Deferred>> {
+    pub(crate) fn activate(
+        &self,
+        plugin: &Arc<Plugin>,
+    ) -> Result<VecDeque<Deferred>, RegistrationFailure> {
         let mut st = self.lock();
-        let pos = st
-            .syncing
-            .iter()
-            .position(|s| Arc::ptr_eq(&s.plugin, plugin))?;
+        if st.closed {
+            return Err(RegistrationFailure::Stopping);
+        }
+        let pos = (st.syncing.iter())
+            .position(|s| Arc::ptr_eq(&s.plugin, plugin))
+            .ok_or(RegistrationFailure::LostDuringSync)?;
         let backlog = st.syncing.remove(pos).queue;
         if plugin.is_closed() {
-            return None;
+            return Err(RegistrationFailure::LostDuringSync);
         }
         let mut list: Vec<_> = st.active.iter().cloned().collect();
         list.push(plugin.clone());
@@ -559,7 +579,7 @@ impl Registry {
         drop(st);
         self.metrics.active_plugins(n);
         self.activations.send_modify(|n| *n += 1);
-        Some(backlog)
+        Ok(backlog)
     }
 
     /// Whether a plugin known as `name` (`NN-name` or base name) has been
@@ -595,9 +615,12 @@ impl Registry {
         }
     }
 
-    /// Removes every plugin and returns them.
+    /// Removes every plugin (active or synchronizing) and returns them;
+    /// from now on no plugin registers, synchronizes or becomes active
+    /// (the runtime is stopping).
     pub(crate) fn clear(&self) -> Vec<Arc<Plugin>> {
         let mut st = self.lock();
+        st.closed = true;
         let mut v: Vec<_> = st.active.iter().cloned().collect();
         v.extend(st.syncing.drain(..).map(|s| s.plugin));
         st.active = Arc::new(Vec::new());

@@ -45,7 +45,10 @@ impl Shared {
         plugin: &Arc<Plugin>,
     ) -> Result<(), RegistrationFailure> {
         // Until the backlog is delivered (or this fails): see `SyncWindow`.
-        let (finished, _window) = self.registry.begin_sync(plugin);
+        let (finished, _window) = self
+            .registry
+            .begin_sync(plugin)
+            .ok_or(RegistrationFailure::Stopping)?;
         let unlisted = self.await_finished_creations(plugin, finished).await;
         let snapshot = self
             .callbacks
@@ -84,7 +87,13 @@ impl Shared {
                 }
             }
         }
-        let backlog = self.registry.activate(plugin).unwrap_or_default();
+        let backlog = match self.registry.activate(plugin) {
+            Ok(backlog) => backlog,
+            Err(e) => {
+                plugin.mark_ready();
+                return Err(e);
+            }
+        };
         for d in backlog {
             if plugin.is_closed() {
                 break;
