@@ -98,8 +98,8 @@ async fn a_hanging_plugin_costs_its_own_call_and_the_proxy_answers_in_time() {
             &proxy.proxy,
             r#"nri_plugin_consecutive_strikes{plugin="20-fast"}"#
         ),
-        None,
-        "no strike, no series"
+        Some(0.0),
+        "no strike: the gauge is at 0 from the plugin's connection on"
     );
 
     behind.stop().await;
