@@ -11,12 +11,16 @@
 //! runtime's.
 //!
 //! - Upstream, the proxy subscribes to every event the runtime can deliver
-//!   ([`UPSTREAM_EVENTS`]; ValidateContainerAdjustment only while a
-//!   validator sits behind it, and its validators then judge the runtime's
-//!   whole adjustment), hands
-//!   each to its plugins in order (index, then name) and answers with the
-//!   merged adjustment, updates and evictions. It declares the failure
-//!   policy `keep_connected` (and `fail_request` if configured).
+//!   ([`UPSTREAM_EVENTS`]; ValidateContainerAdjustment only when its
+//!   configuration puts a validator behind it, and its validators then
+//!   judge the runtime's whole adjustment), hands each to its plugins in
+//!   order (index, then name) and answers with the merged adjustment,
+//!   updates and evictions. It declares the failure policy
+//!   `keep_connected` (and `fail_request` if configured).
+//! - Each plugin gets the runtime's events in the runtime's order (per
+//!   pod; a resynchronization between what came before and after it), each
+//!   delivered in a task the proxy owns: a delivery the runtime's
+//!   disconnect interrupts still reaches every plugin.
 //! - Every upstream request is answered within the runtime's request
 //!   timeout (read from `Configure`) minus a safety margin: each plugin
 //!   call gets the smaller of its own timeout and what is left

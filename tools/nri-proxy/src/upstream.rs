@@ -28,8 +28,8 @@ use crate::view::State;
 
 /// The events the proxy can subscribe to upstream: all of them. It
 /// narrows the subscription at `Configure`: ValidateContainerAdjustment
-/// only while a validator sits behind it; the plugin SDK drops those the
-/// runtime cannot deliver (`0x7FF` on NRI before v0.10).
+/// only when the configuration puts a validator behind it; the plugin SDK
+/// drops those the runtime cannot deliver (`0x7FF` on NRI before v0.10).
 pub const UPSTREAM_EVENTS: EventMask = EventMask::ALL;
 
 const VALIDATION: EventMask = EventMask::from_events(&[Event::ValidateContainerAdjustment]);
