@@ -145,6 +145,7 @@ impl Drop for Place {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -167,6 +168,78 @@ mod tests {
             order.lock().lanes.is_empty(),
             "lanes are forgotten when done"
         );
+    }
+
+    /// Seeded random schedules of events on three lanes, resynchronizations
+    /// and completions (of any place whose turn has come, in any order).
+    /// Invariants at every step: a place whose turn has come follows every
+    /// earlier place of its lane and every earlier resynchronization (a
+    /// resynchronization: every earlier place), all done; some place has
+    /// its turn while any is pending (no deadlock); at the end nothing is
+    /// left. 200 seeds of 200 steps, well under a second.
+    #[test]
+    fn every_schedule_keeps_the_order_and_drains() {
+        for seed in 1..=200u64 {
+            let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let mut next = move |n: u64| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x % n
+            };
+            let order = Arc::new(Order::default());
+            // (seq, lane or None for a resync, place), and the done seqs.
+            let mut live: Vec<(u64, Option<u64>, Place)> = Vec::new();
+            let mut created: Vec<(u64, Option<u64>)> = Vec::new();
+            let mut done = std::collections::HashSet::new();
+            let mut checked = std::collections::HashSet::new();
+            for step in 0..200u64 {
+                match next(10) {
+                    0..=4 => {
+                        let lane = next(3);
+                        live.push((step, Some(lane), order.event(&lane.to_string())));
+                        created.push((step, Some(lane)));
+                    }
+                    5 => {
+                        live.push((step, None, order.barrier()));
+                        created.push((step, None));
+                    }
+                    _ => {
+                        let ready: Vec<usize> =
+                            (0..live.len()).filter(|i| live[*i].2.is_turn()).collect();
+                        assert!(
+                            live.is_empty() || !ready.is_empty(),
+                            "seed {seed}: deadlock"
+                        );
+                        if !ready.is_empty() {
+                            let i = ready[usize::try_from(next(ready.len() as u64)).unwrap()];
+                            done.insert(live.remove(i).0);
+                        }
+                    }
+                }
+                // A turn, once come, stays: each place is checked once.
+                for (seq, lane, place) in &live {
+                    if !place.is_turn() || !checked.insert(*seq) {
+                        continue;
+                    }
+                    for (earlier, l) in created.iter().filter(|(s, _)| s < seq) {
+                        let must = lane.is_none() || l.is_none() || l == lane;
+                        assert!(
+                            !must || done.contains(earlier),
+                            "seed {seed}: {seq} ({lane:?}) has its turn before {earlier} ({l:?}) is done"
+                        );
+                    }
+                }
+            }
+            while !live.is_empty() {
+                let i = live
+                    .iter()
+                    .position(|p| p.2.is_turn())
+                    .unwrap_or_else(|| panic!("seed {seed}: deadlock"));
+                live.remove(i);
+            }
+            assert_eq!(order.pending(), 0);
+        }
     }
 
     #[test]
