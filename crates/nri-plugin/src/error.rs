@@ -141,7 +141,9 @@ pub enum Error {
     /// before they are decoded); the plugin ends the connection.
     #[error("synchronization too large: {count} {what}, over the limit of {limit}")]
     SyncTooLarge {
-        /// What went over: `bytes`, `pods` or `containers`.
+        /// What went over: `bytes`, `pods`, `containers` or `decoded bytes`
+        /// (the estimated decoded size, in
+        /// [`SyncMode::Collect`](crate::SyncMode::Collect)).
         what: &'static str,
         /// How many were received, with the message that went over.
         count: usize,

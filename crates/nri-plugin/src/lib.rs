@@ -284,7 +284,12 @@
 //! **Synchronization memory.** In the default [`SyncMode::Collect`] the
 //! whole decoded state is in memory at once (a sync of 1000 pods / 5000
 //! containers, 15 MB on the wire, takes about 50 MB of heap); each
-//! message's bytes are released as soon as it is decoded. A plugin that
+//! message's bytes are released as soon as it is decoded. What a runtime
+//! can make the plugin hold is capped by [`SyncLimits`]: 64 MiB on the
+//! wire, 20,000 pods and containers, and 256 MiB of estimated decoded size
+//! over all messages ([`SyncLimits::max_decoded_bytes`]); without the
+//! last, 64 MiB of entries that decode large (one-letter environment
+//! variables) would have been about 1.2 GiB of heap. A plugin that
 //! keeps little of it should use [`SyncMode::Streaming`] and
 //! [`Plugin::synchronize_chunk`]: each message (≤ 4 MiB on the wire) is
 //! handed over undecoded as a [`SyncChunk`], whose iterators decode one pod
@@ -371,7 +376,7 @@ pub use flags::{FlagValue, GoFlags};
 pub use handle::PluginHandle;
 pub use limits::{
     DECODED_RATIO, DECODED_SIZE_FLOOR, DEFAULT_MAX_SYNC_BYTES, DEFAULT_MAX_SYNC_CONTAINERS,
-    DEFAULT_MAX_SYNC_PODS, SyncLimits,
+    DEFAULT_MAX_SYNC_DECODED_BYTES, DEFAULT_MAX_SYNC_PODS, SyncLimits,
 };
 pub use main_loop::{Runner, error_chain};
 pub use plugin::{

@@ -25,6 +25,10 @@ pub const DEFAULT_MAX_SYNC_BYTES: usize = 64 << 20;
 pub const DEFAULT_MAX_SYNC_CONTAINERS: usize = 20_000;
 /// Default of [`SyncLimits::max_pods`].
 pub const DEFAULT_MAX_SYNC_PODS: usize = 20_000;
+/// Default of [`SyncLimits::max_decoded_bytes`]: 256 MiB, four times
+/// [`DEFAULT_MAX_SYNC_BYTES`] (real synchronizations decode to about three
+/// times their wire size).
+pub const DEFAULT_MAX_SYNC_DECODED_BYTES: usize = 256 << 20;
 /// How much larger than its wire size a request may decode, beyond the
 /// pods and containers of a `Synchronize` (which are counted instead).
 pub const DECODED_RATIO: usize = 16;
@@ -34,6 +38,16 @@ pub const DECODED_SIZE_FLOOR: usize = 64 * 1024;
 
 /// Limits on one synchronization with the runtime, across all its
 /// messages.
+///
+/// In [`SyncMode::Collect`](crate::SyncMode::Collect) the whole decoded
+/// state is held at once: each message is sized before it is decoded
+/// (`nri_api::scan`), and the sum may not exceed
+/// [`max_decoded_bytes`](Self::max_decoded_bytes). Without that sum, the
+/// bound would be what the per-message check allows: 16 times the bytes
+/// ([`DECODED_RATIO`]), about 1 GiB for a 64 MiB synchronization of
+/// entries that decode large (one-letter environment variables, empty
+/// mounts). In [`SyncMode::Streaming`](crate::SyncMode::Streaming) the
+/// SDK decodes nothing and holds one message at a time.
 ///
 /// ```
 /// use nri_plugin::SyncLimits;
@@ -51,6 +65,10 @@ pub struct SyncLimits {
     pub max_containers: usize,
     /// Pods (default 20,000).
     pub max_pods: usize,
+    /// Estimated decoded size of all messages, in
+    /// [`SyncMode::Collect`](crate::SyncMode::Collect) (default
+    /// [`DEFAULT_MAX_SYNC_DECODED_BYTES`]).
+    pub max_decoded_bytes: usize,
 }
 
 impl Default for SyncLimits {
@@ -59,6 +77,7 @@ impl Default for SyncLimits {
             max_bytes: DEFAULT_MAX_SYNC_BYTES,
             max_containers: DEFAULT_MAX_SYNC_CONTAINERS,
             max_pods: DEFAULT_MAX_SYNC_PODS,
+            max_decoded_bytes: DEFAULT_MAX_SYNC_DECODED_BYTES,
         }
     }
 }
@@ -69,25 +88,32 @@ pub(crate) struct SyncBudget {
     bytes: usize,
     pods: usize,
     containers: usize,
+    decoded: usize,
+}
+
+/// One message of a synchronization, as counted by [`SyncBudget`].
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct SyncMessage {
+    pub(crate) bytes: usize,
+    pub(crate) pods: usize,
+    pub(crate) containers: usize,
+    /// Estimated decoded size (0 when the SDK does not decode it).
+    pub(crate) decoded: usize,
 }
 
 impl SyncBudget {
     /// Counts one more message; fails if the synchronization is then over
     /// `limits`.
-    pub(crate) fn admit(
-        &mut self,
-        limits: &SyncLimits,
-        bytes: usize,
-        pods: usize,
-        containers: usize,
-    ) -> Result<(), Error> {
-        self.bytes = self.bytes.saturating_add(bytes);
-        self.pods = self.pods.saturating_add(pods);
-        self.containers = self.containers.saturating_add(containers);
+    pub(crate) fn admit(&mut self, limits: &SyncLimits, m: SyncMessage) -> Result<(), Error> {
+        self.bytes = self.bytes.saturating_add(m.bytes);
+        self.pods = self.pods.saturating_add(m.pods);
+        self.containers = self.containers.saturating_add(m.containers);
+        self.decoded = self.decoded.saturating_add(m.decoded);
         let over = [
             ("bytes", self.bytes, limits.max_bytes),
             ("pods", self.pods, limits.max_pods),
             ("containers", self.containers, limits.max_containers),
+            ("decoded bytes", self.decoded, limits.max_decoded_bytes),
         ]
         .into_iter()
         .find(|(_, n, max)| n > max);
@@ -175,10 +201,17 @@ mod tests {
             max_bytes: 100,
             max_containers: 3,
             max_pods: 2,
+            max_decoded_bytes: 1000,
+        };
+        let m = |bytes, pods, containers, decoded| SyncMessage {
+            bytes,
+            pods,
+            containers,
+            decoded,
         };
         let mut b = SyncBudget::default();
-        b.admit(&limits, 40, 1, 2).unwrap();
-        let err = b.admit(&limits, 40, 1, 2).unwrap_err();
+        b.admit(&limits, m(40, 1, 2, 0)).unwrap();
+        let err = b.admit(&limits, m(40, 1, 2, 0)).unwrap_err();
         assert!(matches!(
             err,
             Error::SyncTooLarge {
@@ -188,8 +221,22 @@ mod tests {
             }
         ));
         b.reset();
-        let err = b.admit(&limits, 101, 0, 0).unwrap_err();
+        let err = b.admit(&limits, m(101, 0, 0, 0)).unwrap_err();
         assert!(err.to_string().contains("101 bytes"), "{err}");
+        b.reset();
+        b.admit(&limits, m(10, 0, 0, 600)).unwrap();
+        let err = b.admit(&limits, m(10, 0, 0, 600)).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::SyncTooLarge {
+                    what: "decoded bytes",
+                    count: 1200,
+                    limit: 1000
+                }
+            ),
+            "{err}"
+        );
     }
 
     #[test]

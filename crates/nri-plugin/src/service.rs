@@ -24,7 +24,7 @@ use tokio::sync::Notify;
 
 use crate::builder::Config;
 use crate::handle::{Shared, lock};
-use crate::limits::{SyncBudget, check_request};
+use crate::limits::{SyncBudget, SyncMessage, check_request};
 
 mod configure;
 use crate::{
@@ -204,11 +204,11 @@ impl<P: Plugin> PluginService<P> {
         e.into_status(method)
     }
 
-    /// Counts one `Synchronize` message of `bytes` bytes with its pods and
-    /// containers against the limits; going over them ends the connection.
-    fn admit_sync(&self, bytes: usize, pods: usize, containers: usize) -> Result<(), Status> {
+    /// Counts one `Synchronize` message against the limits; going over
+    /// them ends the connection.
+    fn admit_sync(&self, m: SyncMessage) -> Result<(), Status> {
         lock(&self.conn.sync_budget)
-            .admit(&self.config.sync_limits, bytes, pods, containers)
+            .admit(&self.config.sync_limits, m)
             .map_err(|e| self.conn.fail(e))
     }
 
@@ -231,25 +231,30 @@ impl<P: Plugin> PluginService<P> {
     }
 
     /// Counts (a quick pass over the top level), then sizes (a pass over
-    /// everything) a `Synchronize` message, before anything is decoded.
+    /// everything) a `Synchronize` message, before anything is decoded:
+    /// its pods, containers and bytes, then its decoded size.
     fn check_synchronize(&self, payload: &Bytes) -> Result<(), Status> {
         let framed = SyncChunk::new(payload.clone()).ok();
         if let Some(c) = &framed {
-            self.admit_sync(c.wire_len(), c.pod_count(), c.container_count())?;
+            self.admit_sync(SyncMessage {
+                bytes: c.wire_len(),
+                pods: c.pod_count(),
+                containers: c.container_count(),
+                decoded: 0,
+            })?;
         }
         let scan =
             check_request::<SynchronizeRequest>(payload, &["pods", "containers"]).map_err(|r| {
                 tracing::warn!(reason = %r.reason, "nri-plugin: refusing a Synchronize message");
                 r.status()
             })?;
-        if framed.is_none() {
-            self.admit_sync(
-                scan.wire_len(),
-                scan.count("pods"),
-                scan.count("containers"),
-            )?;
-        }
-        Ok(())
+        let counted = framed.is_some();
+        self.admit_sync(SyncMessage {
+            bytes: if counted { 0 } else { scan.wire_len() },
+            pods: if counted { 0 } else { scan.count("pods") },
+            containers: if counted { 0 } else { scan.count("containers") },
+            decoded: scan.decoded_size(),
+        })
     }
 
     /// A decoded `Synchronize` message (decoding consumed the payload: the
@@ -314,7 +319,12 @@ impl<P: Plugin> PluginService<P> {
         })?;
         // Counted before any item is decoded; each item is sized when the
         // plugin reaches it (`SyncItems`).
-        self.admit_sync(chunk.wire_len(), chunk.pod_count(), chunk.container_count())?;
+        self.admit_sync(SyncMessage {
+            bytes: chunk.wire_len(),
+            pods: chunk.pod_count(),
+            containers: chunk.container_count(),
+            decoded: 0,
+        })?;
         let kind = self.conn.sync_kind;
         let more = chunk.more();
         tracing::debug!(

@@ -182,3 +182,70 @@ async fn an_event_that_would_decode_to_far_more_than_its_size_is_refused() {
     let (res, _conn) = tokio::join!(stub.run(), driver);
     res.unwrap();
 }
+
+/// A synchronization whose messages each pass the per-message check (at
+/// most 16 times their size once decoded) but together would decode to
+/// far more than the bytes cap suggests is refused once the estimated
+/// decoded size of all its messages goes over `max_decoded_bytes`, before
+/// that message is decoded. Without the sum, 64 MiB of one-letter
+/// environment variables would be about 1.2 GiB of heap; with the default
+/// (256 MiB) a synchronization of 3.9 MB such messages is refused at its
+/// sixth. Here the messages are 1 MB and the limit 16 MiB, so that a
+/// debug build decodes one message only.
+#[tokio::test]
+async fn a_synchronization_that_would_decode_to_far_more_than_its_bytes_is_refused() {
+    // One container with 330,000 `k` environment variables: 1 MB (3
+    // bytes each on the wire, about 40 decoded).
+    let ctr = Container {
+        env: vec!["k".into(); 330_000],
+        ..container("c0", "p0")
+    };
+    let message = Bytes::from(
+        SynchronizeRequest {
+            pods: Vec::new(),
+            containers: vec![ctr],
+            more: true,
+        }
+        .encode_to_vec(),
+    );
+    let rt = FakeRuntime::new();
+    let (rec, _calls) = Recorder::new();
+    let mut limits = SyncLimits::default();
+    assert_eq!(limits.max_decoded_bytes, 256 << 20);
+    limits.max_decoded_bytes = 16 << 20;
+    let stub = Builder::new(rec)
+        .name("test")
+        .index("10")
+        .socket_path(&rt.path)
+        .sync_limits(limits)
+        .build()
+        .unwrap();
+    let driver = async {
+        let conn = rt.accept_configured().await;
+        let mut answered = 0;
+        for _ in 0..4 {
+            match conn.call_raw(method::SYNCHRONIZE, message.clone()).await {
+                Ok(_) => answered += 1,
+                Err(e) => {
+                    assert!(e.to_string().contains("decoded bytes"), "{e}");
+                    break;
+                }
+            }
+        }
+        (conn, answered)
+    };
+    let (res, (_conn, answered)) = tokio::join!(stub.run(), driver);
+    assert!(
+        matches!(
+            res,
+            Err(Error::SyncTooLarge {
+                what: "decoded bytes",
+                limit: 16_777_216,
+                ..
+            })
+        ),
+        "after {answered} messages: {res:?}"
+    );
+    assert_eq!(answered, 1);
+    assert!(stub.plugin().syncs.lock().unwrap().is_empty());
+}
