@@ -155,8 +155,8 @@ impl Failure {
         let _ = writeln!(s, "replay:");
         let _ = writeln!(
             s,
-            "  cargo run -p nri-checker --release -- replay --seed {} --mode {mode}",
-            self.seed
+            "  cargo run -p nri-checker --release -- replay --seed {} --mode {mode} --generator {}",
+            self.seed, self.shrunk.generator
         );
         if let Some(f) = file {
             let _ = writeln!(

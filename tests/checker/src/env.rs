@@ -138,18 +138,26 @@ pub enum SetupError {
     ProxyNotServing,
 }
 
+/// Request timeout of WebAssembly observers: their guest logs every
+/// request hex-encoded, a split-size Synchronize takes it seconds of the
+/// host's wall-clock deadline (they commit no faults).
+pub const WASM_TIMEOUT: Duration = Duration::from_secs(20);
+
 fn policies(setup: &Setup) -> Vec<(String, PluginPolicy)> {
     setup
         .plugins
         .iter()
         .filter_map(|p| {
-            let f = match p.policy {
-                Policy::Default => return None,
-                Policy::Ignore => FailurePolicy::Ignore,
-                Policy::Fail => FailurePolicy::Fail,
-                Policy::Required => FailurePolicy::Required,
+            let mut policy = match p.policy {
+                Policy::Default => PluginPolicy::default(),
+                Policy::Ignore => PluginPolicy::new(FailurePolicy::Ignore),
+                Policy::Fail => PluginPolicy::new(FailurePolicy::Fail),
+                Policy::Required => PluginPolicy::new(FailurePolicy::Required),
             };
-            Some((p.full_name(), PluginPolicy::new(f)))
+            if p.peer == Peer::Wasm {
+                policy = policy.with_request_timeout(WASM_TIMEOUT);
+            }
+            (policy != PluginPolicy::default()).then(|| (p.full_name(), policy))
         })
         .collect()
 }
@@ -160,7 +168,8 @@ fn plugin_side_config(setup: &Setup, socket: &Path, dir: &Path, name: &str) -> C
     c.socket_path = socket.to_owned();
     c.plugin_dir = dir.join("plugins");
     c.config_dir = dir.join("conf.d");
-    c.disable_launch = true;
+    // Launching is for the WebAssembly plugins (nothing else is there).
+    c.disable_launch = !setup.plugins.iter().any(|p| p.peer == Peer::Wasm);
     c.request_timeout = Duration::from_millis(setup.timeout_ms);
     c.strike_limit = setup.strikes;
     c.startup_grace = Duration::from_millis(setup.grace_ms);
@@ -184,12 +193,13 @@ async fn runtime(config: Config, model: &Arc<Model>) -> Result<Adaptation, nri_r
 
 impl Env {
     /// Sets up the peers of `schedule` (plugins are not started: the
-    /// steps start them).
+    /// steps start them; WebAssembly plugins start with the library).
     pub async fn new(schedule: &Schedule, forget_every: Option<u64>) -> Result<Env, SetupError> {
         let setup = &schedule.setup;
         let dir = tempfile::Builder::new().prefix("nri-checker").tempdir()?;
         let clock = Arc::new(Clock::default());
         let model = Model::new(clock.clone(), setup.preload);
+        let observers = observers(setup, &clock, forget_every, &dir.path().join("plugins"))?;
         let (nri, plugin_side, plugin_socket, proxy) = match setup.mode {
             Mode::Runtime => {
                 let socket = dir.path().join("nri.sock");
@@ -215,10 +225,7 @@ impl Env {
             behind: (setup.mode == Mode::Proxy).then(|| plugin_side.clone()),
         });
         let mut slots = Vec::new();
-        for (i, spec) in setup.plugins.iter().enumerate() {
-            let mut obs = Observer::new(spec.clone(), i, clock.clone());
-            obs.forget_every = forget_every;
-            let obs = Arc::new(obs);
+        for (i, obs) in observers.into_iter().enumerate() {
             let relay = Relay::start(&dir.path().join(format!("relay{i}.sock")), &plugin_socket)?;
             let r = relay.clone();
             obs.set_cut(Arc::new(move || r.cut()));
@@ -249,7 +256,7 @@ impl Env {
         let Some(slot) = self.slots.get_mut(i) else {
             return;
         };
-        if slot.running.load(Ordering::SeqCst) {
+        if slot.running.load(Ordering::SeqCst) || slot.obs.spec.peer == Peer::Wasm {
             return;
         }
         tracing::debug!(plugin = %slot.obs.spec.full_name(), "starting an observer");
@@ -330,6 +337,28 @@ impl Env {
             s.relay.shutdown().await;
         }
     }
+}
+
+/// The observers of the plugins; a WebAssembly plugin's guest is written
+/// to `plugin_dir` (the library launches it when it starts).
+fn observers(
+    setup: &Setup,
+    clock: &Arc<Clock>,
+    forget_every: Option<u64>,
+    plugin_dir: &Path,
+) -> std::io::Result<Vec<Arc<Observer>>> {
+    let mut out = Vec::new();
+    for (i, spec) in setup.plugins.iter().enumerate() {
+        let mut obs = Observer::new(spec.clone(), i, clock.clone());
+        obs.forget_every = forget_every;
+        let obs = Arc::new(obs);
+        if spec.peer == Peer::Wasm {
+            let nonce = crate::wasm::register(&obs);
+            crate::wasm::install(&obs, nonce, plugin_dir)?;
+        }
+        out.push(obs);
+    }
+    Ok(out)
 }
 
 /// The upstream runtime of proxy mode on `dir/up.sock`.

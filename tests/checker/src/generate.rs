@@ -60,10 +60,25 @@ impl Shadow {
     }
 }
 
-/// The schedule of `seed` in `mode`.
+/// The version of the generator: what a seed means. Each version keeps
+/// every schedule of the versions before it but for what it adds (a
+/// regression entry names the version its seed was found with).
+///
+/// 1. SDK plugins only.
+/// 2. Raw wire peers, some answering like a plugin before NRI v0.12.
+/// 3. WebAssembly plugins.
+pub const GENERATOR: u32 = 3;
+
+/// The schedule of `seed` in `mode` (the latest generator).
 pub fn schedule(seed: u64, mode: Mode, size: Size) -> Schedule {
+    schedule_with(seed, mode, size, GENERATOR)
+}
+
+/// The schedule of `seed` in `mode` as generator version `generator` made
+/// it.
+pub fn schedule_with(seed: u64, mode: Mode, size: Size, generator: u32) -> Schedule {
     let mut rng = Rng::new(seed);
-    let setup = setup(&mut rng, seed, mode);
+    let setup = setup(&mut rng, seed, mode, generator);
     let mut sh = Shadow {
         pods: vec![G::Running; setup.preload.pods as usize],
         ctrs: Vec::new(),
@@ -99,13 +114,14 @@ pub fn schedule(seed: u64, mode: Mode, size: Size) -> Schedule {
     let finale_us = *rng.pick(&[0, 10, 100, 1_000, 10_000, 100_000]);
     Schedule {
         seed,
+        generator,
         setup,
         steps,
         finale_us,
     }
 }
 
-fn setup(rng: &mut Rng, seed: u64, mode: Mode) -> Setup {
+fn setup(rng: &mut Rng, seed: u64, mode: Mode, generator: u32) -> Setup {
     let timeout_ms = *rng.pick(&[500, 1000, 2000]);
     let deadline_ms = match mode {
         Mode::Runtime if rng.chance(35) => None,
@@ -144,7 +160,7 @@ fn setup(rng: &mut Rng, seed: u64, mode: Mode) -> Setup {
     // regression list names seeds).
     let mut later = Rng::new(seed ^ LATER_STREAM);
     let plugins = (0..n)
-        .map(|k| plugin(rng, &mut later, indices[k], k, echo == Some(k)))
+        .map(|k| plugin(rng, &mut later, generator, (indices[k], k), echo == Some(k)))
         .collect();
     Setup {
         mode,
@@ -165,7 +181,13 @@ fn setup(rng: &mut Rng, seed: u64, mode: Mode) -> Setup {
 /// Salt of the stream of later settings.
 const LATER_STREAM: u64 = 0x6c61_7465_7273_7472;
 
-fn plugin(rng: &mut Rng, later: &mut Rng, index: u64, k: usize, echo: bool) -> PluginSpec {
+fn plugin(
+    rng: &mut Rng,
+    later: &mut Rng,
+    generator: u32,
+    (index, k): (u64, usize),
+    echo: bool,
+) -> PluginSpec {
     let mut events = EventMask::EMPTY;
     for e in Event::ALL_EVENTS {
         let p = if e == Event::ValidateContainerAdjustment {
@@ -191,10 +213,11 @@ fn plugin(rng: &mut Rng, later: &mut Rng, index: u64, k: usize, echo: bool) -> P
     ][rng.weighted(&[3, 2, 2, 2])];
     let streaming = rng.chance(30);
     let legacy = later.chance(50);
-    let peer = if later.chance(30) {
-        Peer::Raw
-    } else {
-        Peer::Sdk
+    let (raw, wasm) = (later.chance(30), later.chance(15));
+    let peer = match generator {
+        3.. if wasm => Peer::Wasm,
+        2.. if raw => Peer::Raw,
+        _ => Peer::Sdk,
     };
     PluginSpec {
         index: format!("{index:02}"),
@@ -418,6 +441,29 @@ fn fault(rng: &mut Rng, setup: &Setup) -> Step {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// A later version changes what it adds (the peers) and nothing else.
+    #[test]
+    fn a_later_generator_keeps_the_earlier_schedules() {
+        for seed in 0..50 {
+            for mode in [Mode::Runtime, Mode::Proxy] {
+                let v1 = schedule_with(seed, mode, Size::default(), 1);
+                let mut v3 = schedule_with(seed, mode, Size::default(), GENERATOR);
+                assert_eq!(v1.steps, v3.steps);
+                assert!(v1.setup.plugins.iter().all(|p| p.peer == Peer::Sdk));
+                for p in &mut v3.setup.plugins {
+                    p.streaming = p.streaming || p.peer != Peer::Sdk && v1_streaming(&v1, p);
+                    p.peer = Peer::Sdk;
+                    p.legacy = false;
+                }
+                assert_eq!(v1.setup, v3.setup, "seed {seed}");
+            }
+        }
+    }
+
+    fn v1_streaming(v1: &Schedule, p: &PluginSpec) -> bool {
+        (v1.setup.plugins.iter()).any(|q| q.name == p.name && q.streaming)
+    }
 
     #[test]
     fn a_seed_is_one_schedule_and_its_text_reads_back() {

@@ -24,6 +24,7 @@
 //! generated, what is checked, and what the checker found.
 
 pub mod check;
+pub mod decode;
 pub mod env;
 pub mod generate;
 pub mod invariants;
@@ -42,6 +43,7 @@ pub mod sdk;
 pub mod shrink;
 pub mod text;
 pub mod view;
+pub mod wasm;
 
 pub use check::{Failure, Outcome, check_schedule, check_seed};
 pub use generate::Size;

@@ -174,7 +174,7 @@ impl Ctx {
     /// RunPodSandbox of pod `n` (if it was never created).
     pub async fn run_pod(&self, n: u32) {
         let pod = pod_object(n);
-        if self.begun(&pod.id) {
+        if self.begun(&pod.id) || self.pod(&pod.id).is_some() {
             return;
         }
         self.model.begin(&pod.id);
@@ -206,7 +206,7 @@ impl Ctx {
             return;
         };
         let ctr = ctr_object(n, &pod_id, Some(CREATE_MEM));
-        if self.begun(&ctr.id) {
+        if self.begun(&ctr.id) || self.ctr(&ctr.id).is_some() {
             return;
         }
         self.model.begin(&ctr.id);

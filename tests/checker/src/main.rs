@@ -99,6 +99,9 @@ enum Cmd {
         /// The mode of `--seed`.
         #[arg(long, value_enum, default_value = "runtime")]
         mode: Modes,
+        /// The generator version of `--seed` (default: the latest).
+        #[arg(long)]
+        generator: Option<u32>,
         /// Print the schedule before running it.
         #[arg(long)]
         print: bool,
@@ -115,11 +118,17 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
+        .with_filter(filter);
+    tracing_subscriber::registry()
+        .with(fmt)
+        .with(nri_checker::wasm::layer())
         .init();
     match run(Cli::parse()) {
         Ok(true) => ExitCode::SUCCESS,
@@ -164,6 +173,7 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
             seed,
             file,
             mode,
+            generator,
             print,
             dump,
             no_shrink,
@@ -186,7 +196,8 @@ fn run(cli: Cli) -> anyhow::Result<bool> {
                 }
                 (Some(seed), None) => {
                     let m = mode.list()[0];
-                    let s = nri_checker::generate::schedule(seed, m, Size::default());
+                    let g = generator.unwrap_or(nri_checker::generate::GENERATOR);
+                    let s = nri_checker::generate::schedule_with(seed, m, Size::default(), g);
                     if print {
                         print!("{s}");
                     }
@@ -274,7 +285,9 @@ fn triage(start: u64, seeds: u64, modes: &[Mode]) -> anyhow::Result<bool> {
     let mut clean = true;
     for &m in modes {
         for seed in start..start.saturating_add(seeds) {
-            let listed = list.iter().find(|e| e.mode == m && e.seed == seed);
+            let latest = nri_checker::generate::GENERATOR;
+            let listed =
+                (list.iter()).find(|e| e.mode == m && e.seed == seed && e.generator == latest);
             let o = check_seed(seed, m, Size::default(), &opts, None);
             let kinds: std::collections::BTreeSet<String> = match &o {
                 Outcome::Fail(f, _) => (f.violations.iter())

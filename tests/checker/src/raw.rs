@@ -12,20 +12,19 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use nri_api::api::{
-    ConfigureResponse, ContainerUpdate, CreateContainerRequest, CreateContainerResponse, Empty,
-    Event, PostCreateContainerRequest, StateChangeEvent, StopContainerRequest,
-    StopContainerResponse, SynchronizeRequest, SynchronizeResponse, UpdateContainerRequest,
-    UpdateContainerResponse, UpdateContainersRequest, UpdateContainersResponse,
-    UpdatePodSandboxRequest, UpdatePodSandboxResponse, ValidateContainerAdjustmentRequest,
+    ConfigureResponse, ContainerUpdate, CreateContainerResponse, Empty, Event,
+    StopContainerResponse, SynchronizeRequest, SynchronizeResponse, UpdateContainerResponse,
+    UpdateContainersRequest, UpdateContainersResponse, UpdatePodSandboxResponse,
     ValidateContainerAdjustmentResponse,
 };
 use nri_api::{RUNTIME_SERVICE, method};
 use nri_test_support::plugin_end::{Options, PluginEnd, register_req};
 use nri_ttrpc::{CallOptions, Client, Code, HandlerResult, Status, service_fn};
-use prost::Message;
+use prost::Message as _;
 use tokio::net::UnixStream;
 use tokio_util::sync::CancellationToken;
 
+use crate::decode::{Request, decode};
 use crate::observe::{CtrView, Observer, Seen, lock};
 use crate::schedule::Hook;
 
@@ -159,36 +158,45 @@ impl RawPeer {
     }
 
     async fn handle(&self, m: &str, payload: Bytes) -> HandlerResult {
-        let reply = match m {
-            method::CONFIGURE => {
+        let legacy_rpc = Event::ALL_EVENTS
+            .iter()
+            .any(|e| e.is_state_change_event() && e.method_name() == Some(m));
+        if self.obs.spec.legacy && legacy_rpc {
+            // A plugin before NRI v0.12 knows StateChange only.
+            return Err(Status::unknown_method(m));
+        }
+        let req = decode(m, &payload)
+            .map_err(bad)?
+            .ok_or_else(|| Status::unknown_method(m))?;
+        let reply = match req {
+            Request::Configure => {
                 self.obs.configured();
-                let events = self.obs.spec.events.as_i32();
                 ConfigureResponse {
-                    events,
+                    events: self.obs.spec.events.as_i32(),
                     failure_policy: None,
                 }
                 .encode_to_vec()
             }
-            method::SYNCHRONIZE => self.sync(payload).await?,
-            method::SHUTDOWN => {
+            Request::Sync(r) => self.sync(r).await?,
+            Request::Shutdown => {
                 self.obs.record(Seen::Shutdown);
                 Empty {}.encode_to_vec()
             }
-            method::STATE_CHANGE => {
-                let r = StateChangeEvent::decode(payload).map_err(bad)?;
-                let ev = Event::try_from(r.event).unwrap_or(Event::Unknown);
-                let pod = r.pod.map(|p| p.id).unwrap_or_default();
-                self.event(ev, pod, r.container.as_ref().map(CtrView::of), None)
-                    .await?;
-                Empty {}.encode_to_vec()
+            Request::Event {
+                event,
+                pod,
+                ctr,
+                asked_mem,
+            } => {
+                let id = ctr.as_ref().map(|c| c.id.clone()).unwrap_or_default();
+                self.event(event, pod, ctr, asked_mem).await?;
+                self.reply(m, id, asked_mem)
             }
-            _ => self.answer(m, payload).await?,
         };
         Ok(Bytes::from(reply))
     }
 
-    async fn sync(&self, payload: Bytes) -> Result<Vec<u8>, Status> {
-        let r = SynchronizeRequest::decode(payload).map_err(bad)?;
+    async fn sync(&self, r: SynchronizeRequest) -> Result<Vec<u8>, Status> {
         self.obs.record_sync(&r.pods, &r.containers, r.more);
         if !r.more {
             let fault = self.obs.take_fault(Hook::Synchronize);
@@ -204,76 +212,26 @@ impl RawPeer {
         .encode_to_vec())
     }
 
-    /// The events with an answer of their own, and the notifications.
-    async fn answer(&self, m: &str, payload: Bytes) -> Result<Vec<u8>, Status> {
-        let reply = match m {
-            method::CREATE_CONTAINER => {
-                let r = CreateContainerRequest::decode(payload).map_err(bad)?;
-                let pod = r.pod.map(|p| p.id).unwrap_or_default();
-                let ctr = r.container.as_ref().map(CtrView::of);
-                self.event(Event::CreateContainer, pod, ctr, None).await?;
-                CreateContainerResponse::default().encode_to_vec()
+    /// The answer to an event's request (UpdateContainer repeats the limit
+    /// asked for when the plugin echoes).
+    fn reply(&self, m: &str, id: String, asked: Option<i64>) -> Vec<u8> {
+        match m {
+            method::CREATE_CONTAINER => CreateContainerResponse::default().encode_to_vec(),
+            method::UPDATE_CONTAINER => {
+                let mut resp = UpdateContainerResponse::default();
+                if let (true, Some(mem)) = (self.obs.spec.echo, asked) {
+                    let mut u = ContainerUpdate::new(id);
+                    u.set_linux_memory_limit(mem);
+                    resp.update.push(u);
+                }
+                resp.encode_to_vec()
             }
-            method::UPDATE_CONTAINER => self.update(payload).await?,
-            method::STOP_CONTAINER => {
-                let r = StopContainerRequest::decode(payload).map_err(bad)?;
-                let pod = r.pod.map(|p| p.id).unwrap_or_default();
-                let ctr = r.container.as_ref().map(CtrView::of);
-                self.event(Event::StopContainer, pod, ctr, None).await?;
-                StopContainerResponse::default().encode_to_vec()
-            }
-            method::UPDATE_POD_SANDBOX => {
-                let r = UpdatePodSandboxRequest::decode(payload).map_err(bad)?;
-                let pod = r.pod.map(|p| p.id).unwrap_or_default();
-                self.event(Event::UpdatePodSandbox, pod, None, None).await?;
-                UpdatePodSandboxResponse::default().encode_to_vec()
-            }
+            method::STOP_CONTAINER => StopContainerResponse::default().encode_to_vec(),
+            method::UPDATE_POD_SANDBOX => UpdatePodSandboxResponse::default().encode_to_vec(),
             method::VALIDATE_CONTAINER_ADJUSTMENT => {
-                let r = ValidateContainerAdjustmentRequest::decode(payload).map_err(bad)?;
-                let pod = r.pod.map(|p| p.id).unwrap_or_default();
-                let ctr = r.container.as_ref().map(CtrView::of);
-                let ev = Event::ValidateContainerAdjustment;
-                self.event(ev, pod, ctr, None).await?;
                 ValidateContainerAdjustmentResponse::default().encode_to_vec()
             }
-            other => return self.notification(other, payload).await,
-        };
-        Ok(reply)
-    }
-
-    async fn update(&self, payload: Bytes) -> Result<Vec<u8>, Status> {
-        let r = UpdateContainerRequest::decode(payload).map_err(bad)?;
-        let asked = r.linux_resources.as_ref().and_then(|l| l.memory_limit());
-        let pod = r.pod.map(|p| p.id).unwrap_or_default();
-        let ctr = r.container.as_ref().map(CtrView::of);
-        let id = ctr.as_ref().map(|c| c.id.clone()).unwrap_or_default();
-        self.event(Event::UpdateContainer, pod, ctr, asked).await?;
-        let mut resp = UpdateContainerResponse::default();
-        if let (true, Some(mem)) = (self.obs.spec.echo, asked) {
-            let mut u = ContainerUpdate::new(id);
-            u.set_linux_memory_limit(mem);
-            resp.update.push(u);
+            _ => Empty {}.encode_to_vec(),
         }
-        Ok(resp.encode_to_vec())
-    }
-
-    /// One of the nine dedicated notification RPCs (UNIMPLEMENTED when
-    /// legacy, as a plugin before NRI v0.12 answers).
-    async fn notification(&self, m: &str, payload: Bytes) -> Result<Vec<u8>, Status> {
-        let Some(ev) = Event::ALL_EVENTS
-            .into_iter()
-            .find(|e| e.method_name() == Some(m))
-        else {
-            return Err(Status::unknown_method(m));
-        };
-        if self.obs.spec.legacy {
-            return Err(Status::unknown_method(m));
-        }
-        // Every one of them carries pod = 1, container = 2 (or only pod).
-        let r = PostCreateContainerRequest::decode(payload).map_err(bad)?;
-        let pod = r.pod.map(|p| p.id).unwrap_or_default();
-        let ctr = r.container.as_ref().map(CtrView::of);
-        self.event(ev, pod, ctr, None).await?;
-        Ok(Empty {}.encode_to_vec())
     }
 }

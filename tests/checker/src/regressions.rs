@@ -30,6 +30,9 @@ pub struct Entry {
     pub mode: Mode,
     /// The seed.
     pub seed: u64,
+    /// The generator version it was found with (`SEED@VERSION`; a bare
+    /// seed is version 1).
+    pub generator: u32,
     /// Fixed or not.
     pub status: Status,
     /// The defect it found.
@@ -51,7 +54,12 @@ pub fn parse(text: &str) -> Result<Vec<Entry>, String> {
             Some("proxy") => Mode::Proxy,
             _ => return Err(bad("mode is runtime or proxy")),
         };
-        let seed = (word(&mut rest).and_then(|w| w.parse().ok())).ok_or_else(|| bad("no seed"))?;
+        let (seed, generator) = word(&mut rest)
+            .and_then(|w| match w.split_once('@') {
+                Some((s, g)) => Some((s.parse().ok()?, g.parse().ok()?)),
+                None => Some((w.parse().ok()?, 1)),
+            })
+            .ok_or_else(|| bad("no seed (SEED or SEED@GENERATOR)"))?;
         let status = match word(&mut rest) {
             Some("open") => Status::Open,
             Some("fixed") => Status::Fixed,
@@ -61,6 +69,7 @@ pub fn parse(text: &str) -> Result<Vec<Entry>, String> {
         out.push(Entry {
             mode,
             seed,
+            generator,
             status,
             defect,
         });
@@ -85,11 +94,19 @@ pub fn entries() -> Result<Vec<Entry>, String> {
     parse(SEEDS)
 }
 
-/// Whether `seed` in `mode` is listed as open.
+/// Whether `seed` in `mode` of the latest generator is listed as open.
 pub fn is_open(entries: &[Entry], mode: Mode, seed: u64) -> bool {
-    entries
-        .iter()
-        .any(|e| e.mode == mode && e.seed == seed && e.status == Status::Open)
+    entries.iter().any(|e| {
+        e.mode == mode
+            && e.seed == seed
+            && e.generator == crate::generate::GENERATOR
+            && e.status == Status::Open
+    })
+}
+
+/// The schedule an entry names.
+pub fn schedule(e: &Entry) -> crate::Schedule {
+    crate::generate::schedule_with(e.seed, e.mode, crate::Size::default(), e.generator)
 }
 
 #[cfg(test)]
@@ -100,9 +117,11 @@ mod tests {
     fn the_list_reads() {
         let e = entries();
         assert!(e.is_ok(), "{e:?}");
-        let e = parse("proxy 3 fixed a defect of several words\n# c\n").unwrap_or_default();
-        assert_eq!(e.len(), 1);
+        let e = parse("proxy 3 fixed a defect of several words\nruntime 4@2 open d\n# c\n")
+            .unwrap_or_default();
+        assert_eq!(e.len(), 2);
         assert_eq!(e[0].defect, "a defect of several words");
+        assert_eq!((e[0].generator, e[1].generator, e[1].seed), (1, 2, 4));
         assert!(parse("runtime x open d").is_err());
     }
 }

@@ -63,6 +63,8 @@ pub struct Report {
 
 /// Runs `schedule` on a fresh runtime.
 pub fn run(schedule: &Schedule, opts: &Options) -> Report {
+    // WebAssembly observers report through the global subscriber.
+    crate::wasm::install_capture();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .start_paused(true)

@@ -38,6 +38,9 @@ pub enum Peer {
     Sdk,
     /// A peer on nri-mux and nri-ttrpc directly, answering by hand.
     Raw,
+    /// A WebAssembly plugin in the plugin directory (launched at start,
+    /// never cut or stopped by the schedule, no faults).
+    Wasm,
 }
 
 impl Peer {
@@ -46,6 +49,7 @@ impl Peer {
         match self {
             Peer::Sdk => "sdk",
             Peer::Raw => "raw",
+            Peer::Wasm => "wasm",
         }
     }
 }
@@ -353,6 +357,8 @@ impl Step {
 pub struct Schedule {
     /// The seed it was generated from.
     pub seed: u64,
+    /// The generator version that made it.
+    pub generator: u32,
     /// Settings.
     pub setup: Setup,
     /// Steps.

@@ -40,6 +40,7 @@ impl fmt::Display for Schedule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.setup;
         writeln!(f, "seed {}", self.seed)?;
+        writeln!(f, "generator {}", self.generator)?;
         writeln!(f, "mode {}", s.mode.as_str())?;
         let deadline = s.deadline_ms.map_or("none".to_owned(), |d| d.to_string());
         let p = s.preload;
@@ -137,6 +138,7 @@ impl fmt::Display for Step {
 /// Reads a schedule written by its `Display`.
 pub fn parse(text: &str) -> Result<Schedule, ParseError> {
     let mut seed = 0;
+    let mut generator = 1;
     let mut setup = Setup {
         mode: Mode::Runtime,
         timeout_ms: 2000,
@@ -161,6 +163,7 @@ pub fn parse(text: &str) -> Result<Schedule, ParseError> {
         let words: Vec<&str> = line.split_whitespace().collect();
         match words[0] {
             "seed" => seed = num(words.get(1)).map_err(err)?,
+            "generator" => generator = num(words.get(1)).map_err(err)?,
             "mode" => {
                 setup.mode = match words.get(1).copied() {
                     Some("runtime") => Mode::Runtime,
@@ -176,6 +179,7 @@ pub fn parse(text: &str) -> Result<Schedule, ParseError> {
     }
     Ok(Schedule {
         seed,
+        generator,
         setup,
         steps,
         finale_us,
@@ -259,6 +263,7 @@ fn parse_plugin(words: &[&str]) -> Result<PluginSpec, String> {
                 p.peer = match v {
                     "sdk" => Peer::Sdk,
                     "raw" => Peer::Raw,
+                    "wasm" => Peer::Wasm,
                     _ => return Err(format!("unknown peer {v}")),
                 }
             }

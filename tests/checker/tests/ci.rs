@@ -9,7 +9,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use nri_checker::regressions::{Status, entries, is_open};
-use nri_checker::{Mode, Options, Outcome, Size, check_seed};
+use nri_checker::{Mode, Options, Outcome, Size, check_schedule, check_seed};
 
 /// Seeds of runtime mode run by CI: `0..RUNTIME_SEEDS`.
 const RUNTIME_SEEDS: u64 = 100;
@@ -60,9 +60,8 @@ fn fixed_regressions_stay_fixed() {
     let list = entries().unwrap();
     let mut failed = Vec::new();
     for e in list.iter().filter(|e| e.status == Status::Fixed) {
-        if let Outcome::Fail(f, _) =
-            check_seed(e.seed, e.mode, Size::default(), &Options::default(), None)
-        {
+        let s = nri_checker::regressions::schedule(e);
+        if let Outcome::Fail(f, _) = check_schedule(&s, &Options::default(), None) {
             failed.push(format!("{} (was: {})", f.describe(None), e.defect));
         }
     }
