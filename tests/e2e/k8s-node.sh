@@ -335,26 +335,13 @@ EOF
 # control plane and etcd, then the harness's stop (pods, containerd,
 # mounts, cgroups, the bridge). Idempotent.
 k8s_stop() {
-    local work=${1:?usage: stop WORK} rc=0 name pid t0 times=""
+    local work=${1:?usage: stop WORK} rc=0 t0 times=""
     [ -d "$work" ] || return 0
     work=$(cd "$work" && pwd -P)
     t0=$(_e2e_now)
-    for name in kubelet kube-scheduler kube-controller-manager kube-apiserver etcd; do
-        [ -f "$work/k8s/$name.pid" ] || continue
-        times="$times $name $(_e2e_since "$t0")"
-        pid=$(cat "$work/k8s/$name.pid")
-        if kill -0 "$pid" 2>/dev/null; then
-            kill -TERM "$pid" 2>/dev/null || true
-            # Nothing of the node outlives it: no need to wait long for
-            # a graceful end (the API server takes its time).
-            if ! _e2e_wait_gone "$pid" 30; then
-                _k8s_log "$name ($pid) still there 3 s after TERM; killing"
-                kill -KILL "$pid" 2>/dev/null || true
-                _e2e_wait_gone "$pid" 50 || rc=1
-            fi
-        fi
-        rm -f "$work/k8s/$name.pid"
-    done
+    _k8s_end "$work" kubelet || rc=1
+    times="$times control-plane $(_e2e_since "$t0")"
+    _k8s_end "$work" kube-scheduler kube-controller-manager kube-apiserver etcd || rc=1
     times="$times containerd $(_e2e_since "$t0")"
     e2e_stop "$work" || rc=1
     # The kubelet's links to container logs (a fixed host directory).
@@ -363,6 +350,31 @@ k8s_stop() {
         rm -f "$_K8S_OWNER"
     fi
     _k8s_log "node in $work stopped after $(_e2e_since "$t0") s (each part's start:$times)"
+    return $rc
+}
+
+# end WORK NAME...: TERM the node's processes NAME... (by their pid files)
+# together, then KILL what is left after 3 s: nothing of the node
+# outlives it, so no need to wait long for a graceful end (the API
+# server takes its time).
+_k8s_end() {
+    local work=$1 name pid p pids=() rc=0; shift
+    for name in "$@"; do
+        [ -f "$work/k8s/$name.pid" ] || continue
+        pid=$(cat "$work/k8s/$name.pid")
+        rm -f "$work/k8s/$name.pid"
+        kill -0 "$pid" 2>/dev/null || continue
+        kill -TERM "$pid" 2>/dev/null || true
+        pids+=("$name:$pid")
+    done
+    for p in "${pids[@]}"; do
+        pid=${p#*:}
+        if ! _e2e_wait_gone "$pid" 30; then
+            _k8s_log "${p%%:*} ($pid) still there 3 s after TERM; killing"
+            kill -KILL "$pid" 2>/dev/null || true
+            _e2e_wait_gone "$pid" 50 || rc=1
+        fi
+    done
     return $rc
 }
 

@@ -307,10 +307,9 @@ impl Node {
     ///
     /// kubectl failed.
     pub fn apply(&self, manifest: &str) -> Result<()> {
-        let file = self.work.join(format!(
-            "tmp/manifest-{}.yaml",
-            self.t0.elapsed().as_nanos()
-        ));
+        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let file = self.work.join(format!("tmp/manifest-{n}.yaml"));
         fs::create_dir_all(self.work.join("tmp"))?;
         fs::write(&file, manifest)?;
         self.kubectl(&["apply", "-f", file.to_str().unwrap_or_default()])

@@ -27,6 +27,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 pub mod daemonset;
+pub mod images;
 pub mod k8s;
 pub mod oci;
 

@@ -87,6 +87,19 @@ impl ImageDefinition {
 ///
 /// The build fails.
 pub fn static_binary(package: &str, bin: &str) -> Result<PathBuf> {
+    let mut paths = static_binaries(&[(package, bin)])?;
+    paths.pop().context("no binary built")
+}
+
+/// [`static_binary`] for several `(package, bin)` pairs in one cargo
+/// invocation; the paths in the same order. Their dependencies are built
+/// once, with the features the packages need together (built one by one,
+/// a dependency whose features differ between them is built twice).
+///
+/// # Errors
+///
+/// The build fails.
+pub fn static_binaries(bins: &[(&str, &str)]) -> Result<Vec<PathBuf>> {
     let _building = BuildTimer(std::time::Instant::now());
     let profile = crate::profile_dir()?;
     let target_dir = profile.parent().context("no target dir")?.to_path_buf();
@@ -95,25 +108,22 @@ pub fn static_binary(package: &str, bin: &str) -> Result<PathBuf> {
     cmd.current_dir(workspace_root())
         .env("CARGO_TARGET_DIR", &target_dir)
         .env("RUSTFLAGS", "-C target-feature=+crt-static")
-        .args([
-            "build",
-            "--profile",
-            "min-size",
-            "--target",
-            STATIC_TARGET,
-            "-p",
-            package,
-            "--bin",
-            bin,
-        ]);
-    eprintln!("[e2e] static build of {package} {bin}: {cmd:?}");
+        .args(["build", "--profile", "min-size", "--target", STATIC_TARGET]);
+    for (package, bin) in bins {
+        cmd.args(["-p", package, "--bin", bin]);
+    }
+    eprintln!("[e2e] static build of {bins:?}: {cmd:?}");
     let out = run_with_deadline(cmd, &std::env::temp_dir(), Duration::from_secs(1800))?;
     if !out.status.success() {
-        bail!("static build of {package} {bin} failed:\n{}", out.stderr);
+        bail!("static build of {bins:?} failed:\n{}", out.stderr);
     }
-    let path = target_dir.join(STATIC_TARGET).join("min-size").join(bin);
-    ensure!(path.is_file(), "{} missing after the build", path.display());
-    Ok(path)
+    bins.iter()
+        .map(|(_, bin)| {
+            let path = target_dir.join(STATIC_TARGET).join("min-size").join(bin);
+            ensure!(path.is_file(), "{} missing after the build", path.display());
+            Ok(path)
+        })
+        .collect()
 }
 
 fn sha256(path: &Path) -> Result<String> {

@@ -3,9 +3,9 @@
 //! `nri` on `PATH` and the scaffolded crate's `nri-*` dependencies patched
 //! onto this checkout's crates (offline, so nothing is fetched). Blocks
 //! that need a node or a cluster are fenced as `sh cluster`; they are
-//! counted here (the page and this test change together) and stood in for
-//! on the e2e containerd by the `cluster` module (an image built offline,
-//! the DaemonSet's container run through crictl).
+//! counted here (the page and this test change together) and run by the
+//! `cluster` module on the e2e tests' one-node Kubernetes cluster (an image
+//! built offline and imported; the page's `kubectl` block as written).
 //!
 //! Between blocks the test links the scaffold's `target` to the shared
 //! target dir (the scenario names `./target/debug/scratch`) and gives it

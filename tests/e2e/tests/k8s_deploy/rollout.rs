@@ -1,0 +1,145 @@
+//! `kubectl rollout restart` of a required plugin's DaemonSet behind the
+//! proxy during a stream of pod creations: no pod may be refused. Waits
+//! for plugin upgrades without a gap (a second instance of `NN-name`
+//! taking over from the first): the tests are ignored until the runtime
+//! library has them.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, ensure};
+use nri_e2e_tests::check_budget;
+use nri_e2e_tests::k8s::{Node, k8s_enabled};
+
+use super::{BUDGET, check_workload, images, overlays, refusals, required_proxy, workload};
+
+/// A bare pod of the stream in `batch`.
+fn stream_pod(image: &str, n: usize) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: stream-{n}
+  namespace: batch
+  labels: {{app: stream}}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+    - name: app
+      image: {image}
+      command: ["sleep", "3600"]
+"#
+    )
+}
+
+/// Creates stream pods `first`, `first + STREAMS`, ... back to back until
+/// `stop`; returns how many.
+fn stream(
+    node: &Node,
+    image: &str,
+    first: usize,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<usize> {
+    let mut n = 0;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        node.apply(&stream_pod(image, first + n * STREAMS))?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// Creators of the stream at once: one `kubectl apply` takes about a
+/// second on a loaded machine, the gap of a rollout today under one.
+const STREAMS: usize = 4;
+
+/// A stream of pod creations in `batch` (back to back, from before the
+/// rollout starts until after it ends) while the required plugin behind
+/// the proxy is rolled with `kubectl rollout restart`; no pod may be
+/// refused, every one must run. The plugin's DaemonSet gets `maxSurge: 1,
+/// maxUnavailable: 0`: only then are two instances up on a node at once.
+/// Today the new instance's registration is refused while the old one is
+/// connected, the old one goes, and creations in between are refused.
+fn rollout_run(version: &str) -> Result<()> {
+    let (proxy, ulimit) = images()?;
+    let mut node = Node::start(version, &format!("k8s rollout {version}"))?;
+    let image = node.env("NRI_E2E_BUSYBOX_IMAGE")?.context("no image")?;
+    node.import_image(&proxy.tar)?;
+    node.import_image(&ulimit.tar)?;
+    node.sh("kubectl apply -k deploy/nri-proxy")?;
+    node.sh("kubectl -n kube-system rollout status ds/nri-proxy --timeout=180s")?;
+    let (proxy_overlay, plugin_overlay) = overlays(&node, true)?;
+    required_proxy(&node, &proxy_overlay)?;
+    node.sh(&format!("kubectl apply -k {}", plugin_overlay.display()))?;
+    node.sh("kubectl -n kube-system rollout status ds/nri-plugin-ulimit-adjuster --timeout=180s")?;
+    node.apply(&workload(&image, 1))?;
+    check_workload(&node, 1)?;
+
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (created, rolled) = std::thread::scope(|s| {
+        let creators: Vec<_> = (0..STREAMS)
+            .map(|i| {
+                let (node, image, stop) = (&node, &image, &stop);
+                s.spawn(move || stream(node, image, i, stop))
+            })
+            .collect();
+        let rolled = (|| -> Result<()> {
+            std::thread::sleep(Duration::from_secs(2));
+            node.sh("kubectl -n kube-system rollout restart ds/nri-plugin-ulimit-adjuster")?;
+            node.sh("kubectl -n kube-system rollout status ds/nri-plugin-ulimit-adjuster --timeout=120s")?;
+            std::thread::sleep(Duration::from_secs(3));
+            Ok(())
+        })();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let created: Result<usize> = creators
+            .into_iter()
+            .map(|c| {
+                c.join()
+                    .map_err(|_| anyhow::anyhow!("a creator panicked"))?
+            })
+            .sum();
+        (created, rolled)
+    });
+    rolled?;
+    let created = created?;
+    eprintln!("[e2e k8s rollout {version}] {created} pods created during the rollout");
+    ensure!(
+        created >= 5,
+        "only {created} pods created during the rollout"
+    );
+    let refused = refusals(&node)?;
+    ensure!(
+        refused.is_empty(),
+        "{} pod creations refused during the rollout, e.g. {}",
+        refused.len(),
+        refused[0]
+    );
+    node.sh("kubectl -n batch wait --for=condition=Ready pod -l app=stream --timeout=180s")?;
+    node.passed();
+    Ok(())
+}
+
+fn rollout_test(version: &str) {
+    let name = format!(
+        "k8s_plugin_rollout_containerd_{}",
+        version.replace('.', "_")
+    );
+    if !k8s_enabled(&name) {
+        return;
+    }
+    let t0 = Instant::now();
+    if let Err(e) = rollout_run(version) {
+        panic!("{name}: {e:#}");
+    }
+    check_budget(&name, t0.elapsed(), BUDGET);
+}
+
+#[test]
+#[ignore = "waits for plugin upgrades without a gap (a second instance of NN-name taking over from the first): today the rolled plugin is absent between its old pod's end and its new pod's registration, so required-plugin creations are refused; run with --ignored once the runtime library has them"]
+fn k8s_plugin_rollout_containerd_2_3() {
+    rollout_test("2.3");
+}
+
+#[test]
+#[ignore = "waits for plugin upgrades without a gap (a second instance of NN-name taking over from the first): today the rolled plugin is absent between its old pod's end and its new pod's registration, so required-plugin creations are refused; run with --ignored once the runtime library has them"]
+fn k8s_plugin_rollout_containerd_2_4() {
+    rollout_test("2.4");
+}
