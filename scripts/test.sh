@@ -7,6 +7,8 @@
 #                                         # (every e2e test runs on containerd 2.1, 2.3
 #                                         # and 2.4: about 7.5 min, see tests/e2e/README.md)
 #   NRI_SKIP_CRITEST=1 bash scripts/test.sh   # e2e without critest's NRI cases
+#   NRI_SKIP_K8S=1 bash scripts/test.sh   # e2e without the one-node Kubernetes
+#                                         # (its build and its tests, see docs/dev/k8s-node.md)
 #   NRI_FUZZ_SECONDS=30 bash scripts/test.sh  # fuzz time per target (default 20)
 #
 # Builds are cached under ${XDG_CACHE_HOME:-$HOME/.cache}/nri-rs.
@@ -28,6 +30,20 @@ command -v pkg-config >/dev/null || need_apt+=(pkg-config)
 if [ ${#need_apt[@]} -gt 0 ]; then
   step "apt-get install ${need_apt[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}"
+fi
+
+# The Kubernetes binaries of the one-node cluster (tests/e2e/k8s-node.sh)
+# build in the background from here on, niced, while the rest compiles: a
+# cold build is minutes of CPU, cached after. The node's tests wait for it
+# (scripts/setup-k8s.sh holds a lock while it builds).
+k8s_pid=""
+if [ "${NRI_SKIP_E2E:-0}" != 1 ] && [ "${NRI_SKIP_K8S:-0}" != 1 ]; then
+  step "Kubernetes build (in the background, log: $CACHE/setup-k8s.log)"
+  setsid nice -n 10 bash scripts/setup-k8s.sh >"$CACHE/setup-k8s.log" 2>&1 </dev/null &
+  k8s_pid=$!
+  trap '[ -z "$k8s_pid" ] || kill -TERM -- "-$k8s_pid" 2>/dev/null || true' EXIT
+else
+  export NRI_E2E_SKIP_K8S=1
 fi
 
 step "codegen is up to date"
@@ -70,6 +86,11 @@ fi
 step "cargo test"
 cargo test --workspace --all-targets --no-fail-fast
 cargo test --workspace --doc
+if [ -n "$k8s_pid" ]; then
+  wait "$k8s_pid" || { echo "error: scripts/setup-k8s.sh failed; see $CACHE/setup-k8s.log" >&2; exit 1; }
+  k8s_pid=""
+  grep -h 'built .* in\|cached:' "$CACHE/setup-k8s.log" || true
+fi
 
 # The race test of the runtime's Synchronize must catch lost events: built
 # with the queuing for synchronizing plugins turned off (a test-only

@@ -7,7 +7,8 @@
 //!
 //! [`k8s_enabled`] is [`crate::e2e_enabled`] plus the Kubernetes binaries:
 //! it runs `scripts/setup-k8s.sh` once per test process, which waits for a
-//! build already running, builds them if nobody did (minutes, counted as a
+//! build already running (`scripts/test.sh` starts one in the background
+//! at its beginning), builds them if nobody did (minutes, counted as a
 //! build: left out of the budget like a plugin build) or finds them cached
 //! at once.
 //! `NRI_E2E_SKIP_K8S=1` skips the node's tests (saying so).
