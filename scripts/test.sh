@@ -5,7 +5,8 @@
 #   bash scripts/test.sh            # everything
 #   NRI_SKIP_E2E=1 bash scripts/test.sh   # no containerd end-to-end tests
 #                                         # (every e2e test runs on containerd 2.1, 2.3
-#                                         # and 2.4: about 7.5 min, see tests/e2e/README.md)
+#                                         # and 2.4: about 7.5 min, and about 6 min on the
+#                                         # one-node Kubernetes; see tests/e2e/README.md)
 #   NRI_SKIP_CRITEST=1 bash scripts/test.sh   # e2e without critest's NRI cases
 #   NRI_SKIP_K8S=1 bash scripts/test.sh   # e2e without the one-node Kubernetes
 #                                         # (its build and its tests, see docs/dev/k8s-node.md)
