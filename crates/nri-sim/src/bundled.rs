@@ -624,7 +624,7 @@ pub async fn run(kind: &str) -> Result<(), Error> {
         .build()
         .map_err(|source| Error::BundledPlugin {
             name: name(),
-            source,
+            source: Box::new(source),
         })?;
     match stub.run().await {
         Ok(()) | Err(nri_plugin::Error::ShutDownByRuntime) => Ok(()),
@@ -634,7 +634,7 @@ pub async fn run(kind: &str) -> Result<(), Error> {
         }
         Err(source) => Err(Error::BundledPlugin {
             name: name(),
-            source,
+            source: Box::new(source),
         }),
     }
 }

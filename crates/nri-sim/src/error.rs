@@ -245,9 +245,10 @@ pub enum Error {
     BundledPlugin {
         /// Which plugin kind.
         name: String,
-        /// The plugin SDK's error.
+        /// The plugin SDK's error (boxed: it is large, and this enum is
+        /// returned on every scenario check).
         #[source]
-        source: nri_plugin::Error,
+        source: Box<nri_plugin::Error>,
     },
 }
 
