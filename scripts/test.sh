@@ -5,7 +5,7 @@
 #   bash scripts/test.sh            # everything
 #   NRI_SKIP_E2E=1 bash scripts/test.sh   # no containerd end-to-end tests
 #                                         # (every e2e test runs on containerd 2.1, 2.3
-#                                         # and 2.4: about 7.5 min, and about 6 min on the
+#                                         # and 2.4: about 7.5 min, and about 4 min on the
 #                                         # one-node Kubernetes; see tests/e2e/README.md)
 #   NRI_SKIP_CRITEST=1 bash scripts/test.sh   # e2e without critest's NRI cases
 #   NRI_SKIP_K8S=1 bash scripts/test.sh   # e2e without the one-node Kubernetes
@@ -19,6 +19,9 @@ ROOT=$PWD
 CACHE=${XDG_CACHE_HOME:-$HOME/.cache}/nri-rs
 mkdir -p "$CACHE"
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$CACHE/target}
+# Line tables only in the test builds: file and line in backtraces, and a
+# target dir a third of the size (full debug info made it pass 35 GB).
+export CARGO_PROFILE_DEV_DEBUG=${CARGO_PROFILE_DEV_DEBUG:-line-tables-only}
 export NRI_INTEROP_BIN=${NRI_INTEROP_BIN:-$ROOT/interop/bin}
 export NRI_REQUIRE_INTEROP=1
 

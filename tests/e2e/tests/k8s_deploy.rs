@@ -439,7 +439,11 @@ fn test(version: &str) {
     check_budget(&name, t0.elapsed(), BUDGET);
 }
 
+/// Containerd 2.3 on the cluster runs by hand (`-- --ignored`): the
+/// crictl-driven suite covers 2.3 in CI, and CI's time budget keeps the
+/// cluster's operator flows to 2.4 (each version costs 132 s).
 #[test]
+#[ignore = "by hand: CI runs the cluster's operator flows on containerd 2.4 only"]
 fn k8s_deploy_containerd_2_3() {
     test("2.3");
 }
