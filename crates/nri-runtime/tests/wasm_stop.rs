@@ -4,23 +4,23 @@
 //! call's deadline. A plugin that is idle still gets `Shutdown`.
 //!
 //! The guests log a line through `env.log` when their call starts; a
-//! global subscriber (this binary's own) tells the test when it is in.
+//! global subscriber (this binary's own, `common::log_capture`) tells the
+//! test when it is in.
 #![cfg(feature = "wasm")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 mod wasm_util;
 
-use std::io::Write;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::log_capture::{log, logged};
 use common::*;
 use nri_api::EventMask;
 use nri_api::api::Event;
 use nri_api::api::log_request::Level;
 use nri_runtime::{Error, FailurePolicy, PluginFailure, PluginPolicy};
-use tokio::sync::Notify;
 use wasm_util::{Wat, Work};
 
 const CREATE: &str = "plugin_create_container";
@@ -31,60 +31,6 @@ const LONG: Duration = Duration::from_secs(60);
 /// Generous bound on `stop` (the call ends within a fuel slice or a 10 ms
 /// sleep check; a stop that waits for the deadline takes a minute).
 const PROMPT: Duration = Duration::from_secs(5);
-
-/// The log so far, and a wake-up on each write.
-#[derive(Default)]
-struct Log {
-    text: Mutex<Vec<u8>>,
-    written: Notify,
-}
-
-#[derive(Clone)]
-struct Writer(Arc<Log>);
-
-impl Write for Writer {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.text.lock().unwrap().extend_from_slice(b);
-        self.0.written.notify_waiters();
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// This binary's log (installed once as the global subscriber).
-fn log() -> Arc<Log> {
-    static LOG: OnceLock<Arc<Log>> = OnceLock::new();
-    LOG.get_or_init(|| {
-        let log = Arc::new(Log::default());
-        let writer = Writer(log.clone());
-        tracing::subscriber::set_global_default(
-            tracing_subscriber::fmt()
-                .with_max_level(tracing::Level::INFO)
-                .with_ansi(false)
-                .with_writer(move || writer.clone())
-                .finish(),
-        )
-        .unwrap();
-        log
-    })
-    .clone()
-}
-
-/// Waits until the log has `needle`.
-async fn logged(needle: &str) {
-    let log = log();
-    loop {
-        let written = log.written.notified();
-        tokio::pin!(written);
-        written.as_mut().enable();
-        if String::from_utf8_lossy(&log.text.lock().unwrap()).contains(needle) {
-            return;
-        }
-        written.await;
-    }
-}
 
 /// Starts a runtime whose only plugin, `10-<name>` (required, 60 s
 /// requests), logs "`<name>` is in" and then does `work` in
@@ -115,7 +61,7 @@ async fn stop_during(name: &str, work: Work) {
     tokio::time::timeout(PROMPT, logged(&entered))
         .await
         .unwrap_or_else(|_| {
-            let text = String::from_utf8_lossy(&log.text.lock().unwrap()).into_owned();
+            let text = log.text();
             panic!("the guest never started its call:\n{text}")
         });
     assert!(!call.is_finished());
@@ -166,7 +112,7 @@ async fn stop_sends_shutdown_to_an_idle_guest() {
     tokio::time::timeout(PROMPT, a.stop())
         .await
         .expect("stop returned");
-    let text = String::from_utf8_lossy(&log.text.lock().unwrap()).into_owned();
+    let text = log.text();
     assert!(
         text.contains(said),
         "no Shutdown reached the guest:\n{text}"

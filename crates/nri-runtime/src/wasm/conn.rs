@@ -276,6 +276,16 @@ impl WasmConn {
     }
 }
 
+/// A connection dropped before its plugin took it (a set-up dropped in
+/// the middle of a call, when the runtime stops) closes its instance: a
+/// call it was running ends within a fuel slice or a sleep's closing
+/// check instead of going on up to its deadline.
+impl Drop for WasmConn {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
 /// The caller's side of a call moved to a blocking thread: dropped
 /// without [`Waiter::disarm`] (the caller stopped waiting, or its future
 /// was dropped), it leaves the call to its thread, or closes the plugin

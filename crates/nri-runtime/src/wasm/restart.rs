@@ -81,7 +81,14 @@ impl Shared {
                     () = tokio::time::sleep(wait) => {}
                     () = self.stopping.cancelled() => return,
                 }
-                match self.clone().restart_wasm(&origin, strikes).await {
+                // The runtime stopping drops the attempt at once (its
+                // instance is closed with it) rather than after stop's
+                // grace for its tasks.
+                let attempt = tokio::select! {
+                    r = self.clone().restart_wasm(&origin, strikes) => r,
+                    () = self.stopping.cancelled() => return,
+                };
+                match attempt {
                     Ok(p) => {
                         plugin = p;
                         break;

@@ -2,6 +2,8 @@
 //! a fake plugin on its plugin end (no dependency on nri-plugin).
 #![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod log_capture;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -183,25 +183,29 @@ impl Wat {
                 )
             }
             Work::Forever => "(loop $l (br $l))".to_owned(),
-            Work::Sleep(d) => {
-                if !self.imports.iter().any(|i| i == POLL_IMPORT) {
-                    self.imports.push(POLL_IMPORT.to_owned());
-                }
-                // A subscription: userdata, tag 0 (clock), clock id 1
-                // (monotonic), timeout in ns at 24, no flags (relative).
-                let mut sub = [0u8; 48];
-                sub[16] = 1;
-                let nanos = u64::try_from(d.as_nanos()).unwrap();
-                sub[24..32].copy_from_slice(&nanos.to_le_bytes());
-                let sub_at = self.place(&sub);
-                let event_at = self.place(&[0; 32]);
-                let count_at = self.place(&[0; 4]);
-                format!(
-                    "(drop (call $poll (i32.const {sub_at}) (i32.const {event_at}) (i32.const 1) (i32.const {count_at})))"
-                )
-            }
+            Work::Sleep(d) => self.sleep_call(d),
         };
         self.before(export, &before)
+    }
+
+    /// The instructions of one WASI `poll_oneoff` sleep of `d` (one
+    /// relative clock subscription; importing `poll_oneoff` as `$poll`).
+    pub fn sleep_call(&mut self, d: Duration) -> String {
+        if !self.imports.iter().any(|i| i == POLL_IMPORT) {
+            self.imports.push(POLL_IMPORT.to_owned());
+        }
+        // A subscription: userdata, tag 0 (clock), clock id 1
+        // (monotonic), timeout in ns at 24, no flags (relative).
+        let mut sub = [0u8; 48];
+        sub[16] = 1;
+        let nanos = u64::try_from(d.as_nanos()).unwrap();
+        sub[24..32].copy_from_slice(&nanos.to_le_bytes());
+        let sub_at = self.place(&sub);
+        let event_at = self.place(&[0; 32]);
+        let count_at = self.place(&[0; 4]);
+        format!(
+            "(drop (call $poll (i32.const {sub_at}) (i32.const {event_at}) (i32.const 1) (i32.const {count_at})))"
+        )
     }
 
     /// `export` runs `instructions` (WAT leaving nothing on the stack),
@@ -224,7 +228,7 @@ impl Wat {
 
     /// The instructions of one `env.log` of `msg` at `level` (importing
     /// `env.log` as `$log`).
-    fn log_call(&mut self, level: Level, msg: &str) -> String {
+    pub fn log_call(&mut self, level: Level, msg: &str) -> String {
         let import = r#"(import "env" "log" (func $log (param i32 i32) (result i64)))"#;
         if !self.imports.iter().any(|i| i == import) {
             self.imports.push(import.to_owned());
