@@ -125,16 +125,24 @@ impl Upcall {
     /// the event is done with it).
     pub(crate) fn store(self, v: &mut View) {
         match self {
+            Upcall::PodNote(Event::StopPodSandbox, p) => {
+                v.stopped_pods.insert(p.id.clone());
+                v.pods.insert(p.id.clone(), p);
+            }
             Upcall::RunPod(p) | Upcall::UpdatePod(p, ..) | Upcall::PodNote(_, p) => {
                 v.pods.insert(p.id.clone(), p);
             }
             Upcall::RemovePod(p) => {
+                v.stopped_pods.remove(&p.id);
                 v.pods.remove(&p.id);
             }
-            Upcall::Create(_, c)
-            | Upcall::ContainerNote(_, _, c)
-            | Upcall::Update(_, c, _)
-            | Upcall::Stop(_, c) => {
+            Upcall::Stop(_, mut c) => {
+                // The plugins were told it stopped, whatever state the
+                // runtime sent it in.
+                c.state = nri_api::api::ContainerState::ContainerStopped as i32;
+                v.containers.insert(c.id.clone(), c);
+            }
+            Upcall::Create(_, c) | Upcall::ContainerNote(_, _, c) | Upcall::Update(_, c, _) => {
                 v.containers.insert(c.id.clone(), c);
             }
             Upcall::Remove(_, c) => {

@@ -12,18 +12,23 @@ use crate::metrics::ProxyMetrics;
 use crate::view::{Changes, State};
 
 /// The events telling what changed: Stop/Remove for the containers and
-/// pods that went, StartContainer or StopContainer for the containers that
+/// pods that went (Remove alone for those the plugins were told stopped),
+/// StartContainer or StopContainer for the containers that
 /// started or exited, RunPodSandbox, CreateContainer (then StartContainer
 /// for a running container, StopContainer for one that has exited) for
 /// what appeared, in that order.
 pub(crate) fn events(ch: Changes) -> Vec<Upcall> {
     let mut out = Vec::new();
     for (pod, c) in ch.gone_containers {
-        out.push(Upcall::Stop(pod.clone(), c.clone()));
+        if c.state != ContainerState::ContainerStopped as i32 {
+            out.push(Upcall::Stop(pod.clone(), c.clone()));
+        }
         out.push(Upcall::Remove(pod, c));
     }
-    for pod in ch.gone_pods {
-        out.push(Upcall::PodNote(Event::StopPodSandbox, pod.clone()));
+    for (pod, stopped) in ch.gone_pods {
+        if !stopped {
+            out.push(Upcall::PodNote(Event::StopPodSandbox, pod.clone()));
+        }
         out.push(Upcall::RemovePod(pod));
     }
     for (pod, c) in ch.moved {

@@ -1,25 +1,31 @@
 //! The proxy's view of the runtime's pods and containers: what its plugins
 //! are synchronized from, and what a resynchronization is compared with.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use nri_api::api::{Container, PodSandbox};
 
-/// Pods and containers by id.
+/// Pods and containers by id, as the plugins behind the proxy were told
+/// of them.
 #[derive(Debug, Default)]
 pub(crate) struct View {
     pub(crate) pods: BTreeMap<String, PodSandbox>,
     pub(crate) containers: BTreeMap<String, Container>,
+    /// The pods the plugins were told stopped (StopPodSandbox): a pod has
+    /// no state of its own on the wire.
+    pub(crate) stopped_pods: BTreeSet<String>,
 }
 
 /// What changed between two views.
 #[derive(Debug, Default)]
 pub(crate) struct Changes {
-    /// Containers that went away, with their pods.
+    /// Containers that went away, with their pods (in the state the
+    /// plugins were told).
     pub(crate) gone_containers: Vec<(PodSandbox, Container)>,
-    /// Pods that went away.
-    pub(crate) gone_pods: Vec<PodSandbox>,
+    /// Pods that went away, and whether the plugins were told they
+    /// stopped.
+    pub(crate) gone_pods: Vec<(PodSandbox, bool)>,
     /// Pods that appeared.
     pub(crate) new_pods: Vec<PodSandbox>,
     /// Containers that appeared, with their pods.
@@ -57,6 +63,7 @@ impl View {
     pub(crate) fn replace(&mut self, pods: Vec<PodSandbox>, containers: Vec<Container>) {
         self.pods = pods.into_iter().map(|p| (p.id.clone(), p)).collect();
         self.containers = containers.into_iter().map(|c| (c.id.clone(), c)).collect();
+        self.stopped_pods.clear();
     }
 
     /// Compares the view with the runtime's lists after a reconnection:
@@ -69,6 +76,7 @@ impl View {
         let new = View {
             pods: pods.into_iter().map(|p| (p.id.clone(), p)).collect(),
             containers: containers.into_iter().map(|c| (c.id.clone(), c)).collect(),
+            stopped_pods: BTreeSet::new(),
         };
         let mut ch = Changes::default();
         for (id, c) in &self.containers {
@@ -78,7 +86,8 @@ impl View {
         }
         for (id, p) in &self.pods {
             if !new.pods.contains_key(id) {
-                ch.gone_pods.push(p.clone());
+                ch.gone_pods
+                    .push((p.clone(), self.stopped_pods.contains(id)));
             }
         }
         for (id, p) in &new.pods {

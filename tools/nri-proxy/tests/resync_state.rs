@@ -103,6 +103,74 @@ async fn a_restart_brings_the_plugins_to_the_runtimes_states() {
     up.stop().await;
 }
 
+/// A proxy with `plugin` behind it under a runtime that has `pods` and
+/// `containers`.
+async fn set_up(
+    env: &Env,
+    pods: Vec<nri_api::api::PodSandbox>,
+    containers: Vec<Container>,
+    plugin: &TestPlugin,
+) -> (nri_runtime::Adaptation, Running, Behind) {
+    *env.runtime.pods.lock().unwrap() = pods;
+    *env.runtime.containers.lock().unwrap() = containers;
+    let up = env.upstream(Duration::from_secs(2)).await;
+    let proxy = Running::start(env.config("", "")).await;
+    proxy.wait_serving(&env.proxy_socket).await;
+    let mut behind = Behind::default();
+    behind.connect(&env.proxy_socket, "10", "ay", plugin.clone());
+    until("the plugin", || {
+        proxy.proxy.adaptation().plugins().len() == 1
+    })
+    .await;
+    (up, proxy, behind)
+}
+
+/// Stops the runtime `up` and waits until the proxy has noticed.
+async fn runtime_away(up: nri_runtime::Adaptation, proxy: &Running) {
+    up.stop().await;
+    until("the proxy to notice", || {
+        !proxy.proxy.upstream().is_connected()
+    })
+    .await;
+}
+
+/// A container and a pod the plugins were told stopped, gone when the
+/// runtime comes back: only their removal reaches the plugins, not a
+/// second StopContainer or StopPodSandbox. Paused time.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn objects_that_went_away_stopped_are_not_stopped_again() {
+    let env = Env::new();
+    let plugin = TestPlugin::default();
+    let pods = vec![pod("p0"), pod("p1")];
+    let (up, proxy, behind) =
+        set_up(&env, pods, vec![in_state("p0", "c0", RUNNING)], &plugin).await;
+    let c0 = in_state("p0", "c0", STOPPED);
+    *env.runtime.containers.lock().unwrap() = vec![c0.clone()];
+    up.stop_container(&pod("p0"), &c0).await.unwrap();
+    up.stop_pod_sandbox(&pod("p1")).await.unwrap();
+    runtime_away(up, &proxy).await;
+
+    *env.runtime.pods.lock().unwrap() = vec![pod("p0")];
+    env.runtime.containers.lock().unwrap().clear();
+    let up = env.upstream(Duration::from_secs(2)).await;
+    until("the resync events", || {
+        plugin.events().iter().any(|e| e == "RemovePodSandbox:p1")
+    })
+    .await;
+    assert_eq!(
+        plugin.events(),
+        [
+            "StopContainer:c0",
+            "StopPodSandbox:p1",
+            "RemoveContainer:c0",
+            "RemovePodSandbox:p1",
+        ]
+    );
+    behind.stop().await;
+    proxy.stop().await;
+    up.stop().await;
+}
+
 /// The containers' states a plugin registering with the proxy now is
 /// synchronized with, by id.
 async fn states_of_a_new_plugin(env: &Env, proxy: &Running) -> Vec<(String, i32)> {
