@@ -175,18 +175,20 @@ pub enum Error {
     /// again; every new connection checks its runtime anew.
     #[error(
         "runtime {runtime} {version} cannot serve this plugin: {} (capabilities {basis})",
-        CapabilityCheck::new(missing.clone(), unknown.clone())
+        CapabilityCheck::new(missing.to_vec(), unknown.to_vec())
     )]
     Unsupported {
         /// The runtime's name, e.g. `containerd`.
         runtime: String,
         /// The runtime's version, e.g. `v2.1.9`.
         version: String,
-        /// Requirements the runtime does not meet.
-        missing: Vec<Requirement>,
+        /// Requirements the runtime does not meet. Boxed, as `unknown`,
+        /// so that the error stays small enough to wrap in the plugin's
+        /// own error (clippy's `result_large_err`).
+        missing: Box<[Requirement]>,
         /// Requirements whose support cannot be told (empty unless
         /// `UnknownCapabilities::Fail`).
-        unknown: Vec<Requirement>,
+        unknown: Box<[Requirement]>,
         /// Where the runtime's capabilities came from.
         basis: CapabilityBasis,
     },

@@ -81,7 +81,7 @@ async fn containerd_2_1_cannot_serve_sysctls_and_the_plugin_fails_fast() {
         (runtime.as_str(), version.as_str()),
         ("containerd", "v2.1.9")
     );
-    assert_eq!(missing, &vec![Requirement::from(SYSCTL)]);
+    assert_eq!(&missing[..], [Requirement::from(SYSCTL)]);
     assert!(unknown.is_empty());
     assert_eq!(*basis, CapabilityBasis::Inferred);
     assert_eq!(
@@ -135,7 +135,7 @@ async fn containerd_2_2_1_has_the_scheduler_but_not_sysctls() {
     let Err(Error::Unsupported { missing, .. }) = res else {
         panic!("{res:?}");
     };
-    assert_eq!(missing, vec![Requirement::from(SYSCTL)]);
+    assert_eq!(&missing[..], [Requirement::from(SYSCTL)]);
 }
 
 #[tokio::test]
@@ -186,7 +186,7 @@ async fn an_unknown_runtime_warns_by_default_and_fails_when_asked() {
     };
     // The NRI version tells the events; nothing tells the adjustments.
     assert!(missing.is_empty());
-    assert_eq!(unknown, &vec![Requirement::from(SYSCTL)]);
+    assert_eq!(&unknown[..], [Requirement::from(SYSCTL)]);
     assert_eq!(*basis, CapabilityBasis::Unknown);
     assert!(
         err.to_string().contains("ADJUST_LINUX_SYSCTL unknown"),
@@ -207,7 +207,7 @@ async fn a_declaring_runtime_is_taken_at_its_word() {
     let Err(Error::Unsupported { missing, basis, .. }) = res else {
         panic!("{res:?}");
     };
-    assert_eq!(missing, vec![Requirement::from(SYSCTL)]);
+    assert_eq!(&missing[..], [Requirement::from(SYSCTL)]);
     assert_eq!(basis, CapabilityBasis::Declared);
     // Events it declares it does not deliver leave the subscription.
     let (res, configured, handle, _) = against(
@@ -278,4 +278,13 @@ async fn unsupported_is_not_retried_by_the_reconnect_policy() {
         .await
         .unwrap();
     res.unwrap();
+}
+
+/// `Error::Unsupported` keeps the SDK's error small enough that a plugin's
+/// own error wrapping it (with a name or a path beside it) stays under
+/// clippy's `result_large_err` threshold (128 bytes).
+#[test]
+fn the_error_is_small_enough_to_wrap() {
+    let size = std::mem::size_of::<Error>();
+    assert!(size <= 96, "nri_plugin::Error is {size} bytes");
 }

@@ -90,8 +90,8 @@ async fn containerd_2_1s_nri_drops_a_plugin_requiring_sysctls_and_logs_why() {
         panic!("want Unsupported, got {err:?}");
     };
     assert_eq!(
-        missing,
-        &vec![Requirement::from(Capability::AdjustLinuxSysctl)]
+        &missing[..],
+        [Requirement::from(Capability::AdjustLinuxSysctl)]
     );
     assert_eq!(*basis, CapabilityBasis::Inferred);
     // The Go runtime logs the plugin's reason and does not keep it.

@@ -110,8 +110,8 @@ impl<P: Plugin> PluginService<P> {
         Err(self.conn.fail(Error::Unsupported {
             runtime: runtime.name.clone(),
             version: runtime.version.clone(),
-            missing: check.missing,
-            unknown: check.unknown,
+            missing: check.missing.into(),
+            unknown: check.unknown.into(),
             basis: caps.basis,
         }))
     }
