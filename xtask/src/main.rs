@@ -68,7 +68,7 @@ fn main() -> ExitCode {
 }
 
 fn usage() -> &'static str {
-    "usage: cargo xtask codegen [--check] | public-api [--bless] [-p CRATE]... | release-check [--order]\n\n  codegen              regenerate crates/nri-api/src/generated from the .proto schema\n  codegen --check      fail if the committed generated code is out of date\n  public-api           the public API of each published library against public-api/*.txt\n                       and against the last release tag (skipped before the first snapshot)\n  public-api --bless   rewrite public-api/*.txt from the current code\n  public-api -p CRATE  only these crates (repeatable)\n  release-check        versions, crate metadata, publish order and CHANGELOG.md of a release\n  release-check --order  only the publish order, one crate a line"
+    "usage: cargo xtask codegen [--check] | public-api [--bless] [-p CRATE]... | release-check [--order]\n\n  codegen              regenerate crates/nri-api/src/generated from the .proto schema\n  codegen --check      fail if the committed generated code is out of date\n  public-api           the public API of each published library against public-api/*.txt\n                       and against the last release tag (skipped before the first snapshot)\n  public-api --bless   rewrite public-api/*.txt from the current code\n  public-api -p CRATE  only these crates (repeatable)\n  release-check        versions, crate metadata, publish order and CHANGELOG.md of a release\n  release-check --order  only the publish order, one crate a line\n  checker [ARGS]       the fault-schedule checker in a release build: nri-checker ARGS\n                       (default: run --time 3600 --mode both, an hour of seeds from 100000)"
 }
 
 fn run() -> Result<ExitCode> {
@@ -83,6 +83,7 @@ fn run() -> Result<ExitCode> {
         ["public-api", rest @ ..] => public_api::run_args(&repo_root()?, rest),
         ["release-check"] => release::run(&repo_root()?, false),
         ["release-check", "--order"] => release::run(&repo_root()?, true),
+        ["checker", rest @ ..] => checker(rest),
         ["help"] | ["--help"] | ["-h"] => {
             println!("{}", usage());
             Ok(ExitCode::SUCCESS)
@@ -92,6 +93,28 @@ fn run() -> Result<ExitCode> {
             Ok(ExitCode::from(2))
         }
     }
+}
+
+/// `cargo xtask checker [ARGS]`: the fault-schedule checker (`nri-checker`,
+/// docs/reliability.md) in a release build, for long runs; without
+/// arguments an hour of seeds past the ones CI runs.
+fn checker(args: &[&str]) -> Result<ExitCode> {
+    const DEFAULT: &[&str] = &[
+        "run", "--time", "3600", "--mode", "both", "--start", "100000",
+    ];
+    let args = if args.is_empty() { DEFAULT } else { args };
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = std::process::Command::new(cargo)
+        .args(["run", "--release", "--package", "nri-checker", "--"])
+        .args(args)
+        .current_dir(repo_root()?)
+        .status()
+        .context("running cargo run -p nri-checker")?;
+    Ok(match status.code() {
+        Some(0) => ExitCode::SUCCESS,
+        Some(c) => ExitCode::from(u8::try_from(c).unwrap_or(1)),
+        None => ExitCode::FAILURE,
+    })
 }
 
 /// Repository root: the parent of this crate's manifest directory.

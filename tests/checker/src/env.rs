@@ -292,8 +292,11 @@ impl Env {
 
     /// Stops the stub of slot `i`.
     pub fn stop_plugin(&mut self, i: usize) {
-        if let Some(h) = self.slots.get(i).and_then(|s| s.handle.as_ref()) {
-            h.stop();
+        if let Some(s) = self.slots.get(i) {
+            if let Some(h) = &s.handle {
+                s.obs.record(crate::observe::Seen::Cut);
+                h.stop();
+            }
         }
     }
 

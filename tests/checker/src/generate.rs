@@ -67,7 +67,11 @@ impl Shadow {
 /// 1. SDK plugins only.
 /// 2. Raw wire peers, some answering like a plugin before NRI v0.12.
 /// 3. WebAssembly plugins.
-pub const GENERATOR: u32 = 3;
+/// 4. Scenarios between the random steps (`scenarios.rs`).
+pub const GENERATOR: u32 = 4;
+
+/// Salt of the stream of version 4's scenarios.
+const SCENARIO_STREAM: u64 = 0x7363_656e_6172_696f;
 
 /// The schedule of `seed` in `mode` (the latest generator).
 pub fn schedule(seed: u64, mode: Mode, size: Size) -> Schedule {
@@ -106,12 +110,26 @@ pub fn schedule_with(seed: u64, mode: Mode, size: Size, generator: u32) -> Sched
         }
     }
     let n = rng.range(size.min_steps as u64, size.max_steps as u64) as usize;
-    while steps.len() < n {
+    // Version 4's scenarios come from a stream of their own and do not
+    // count toward the random steps.
+    let mut scenarios = Rng::new(seed ^ SCENARIO_STREAM);
+    let mut ids = crate::scenarios::Ids::default();
+    let mut inserted = 0;
+    while steps.len() - inserted < n {
         if let Some(s) = step(&mut rng, &setup, &mut sh) {
             steps.push(s);
         }
+        if generator >= 4 {
+            let extra = crate::scenarios::scenario(&mut scenarios, &setup, &mut ids);
+            inserted += extra.len();
+            steps.extend(extra);
+        }
     }
-    let finale_us = *rng.pick(&[0, 10, 100, 1_000, 10_000, 100_000]);
+    let mut finale_us = *rng.pick(&[0, 10, 100, 1_000, 10_000, 100_000]);
+    if generator >= 4 && scenarios.chance(50) {
+        // A few scheduler turns: the stop lands inside the registration.
+        finale_us = scenarios.range(0, 40);
+    }
     Schedule {
         seed,
         generator,
@@ -442,14 +460,20 @@ fn fault(rng: &mut Rng, setup: &Setup) -> Step {
 mod tests {
     use super::*;
 
-    /// A later version changes what it adds (the peers) and nothing else.
+    /// A later version changes what it adds (the peers, the scenarios)
+    /// and nothing else.
     #[test]
     fn a_later_generator_keeps_the_earlier_schedules() {
         for seed in 0..50 {
             for mode in [Mode::Runtime, Mode::Proxy] {
                 let v1 = schedule_with(seed, mode, Size::default(), 1);
-                let mut v3 = schedule_with(seed, mode, Size::default(), GENERATOR);
+                let mut v3 = schedule_with(seed, mode, Size::default(), 3);
+                let v4 = schedule_with(seed, mode, Size::default(), 4);
                 assert_eq!(v1.steps, v3.steps);
+                assert_eq!(v3.setup, v4.setup);
+                let mut rest = v4.steps.iter();
+                let kept = v3.steps.iter().all(|s| rest.any(|t| t == s));
+                assert!(kept, "seed {seed}: version 4 lost a step of version 3");
                 assert!(v1.setup.plugins.iter().all(|p| p.peer == Peer::Sdk));
                 for p in &mut v3.setup.plugins {
                     p.streaming = p.streaming || p.peer != Peer::Sdk && v1_streaming(&v1, p);

@@ -120,6 +120,48 @@ pub fn check(ev: &Evidence<'_>) -> Vec<Violation> {
     out.extend(deadlines(ev.setup, &requests));
     out.extend(teardown_and_blame(ev, &requests));
     out.extend(required_absent(ev, &requests));
+    out.extend(strikes(ev));
+    out
+}
+
+/// Invariant 4, "a timeout fails one call": a plugin the runtime dropped
+/// (its connection ended though neither the harness nor a crash cut it,
+/// and no Shutdown came) had at least the strike limit of answers that
+/// may have been late (a delay, a hang) in that connection.
+fn strikes(ev: &Evidence<'_>) -> Vec<Violation> {
+    let mut out = Vec::new();
+    for (slot, insts) in ev.instances.iter().enumerate() {
+        let spec = &ev.setup.plugins[slot];
+        for inst in insts {
+            let mut late = 0;
+            let mut events = 0;
+            for r in &inst.records {
+                match &r.seen {
+                    Seen::Event { fault, .. } => {
+                        events += 1;
+                        late += u32::from(matches!(fault, Some(Fault::Delay(_) | Fault::Hang)));
+                    }
+                    Seen::Cut | Seen::Shutdown => break,
+                    Seen::Lost if events > 0 && late < ev.setup.strikes => {
+                        let detail = format!(
+                            "the runtime dropped the plugin after {late} answers that may have been late, the strike limit is {}",
+                            ev.setup.strikes
+                        );
+                        out.push(Violation::new(
+                            4,
+                            "struck-out-early",
+                            Some(spec.full_name()),
+                            None,
+                            detail,
+                        ));
+                        break;
+                    }
+                    Seen::Lost => break,
+                    Seen::Sync { .. } => {}
+                }
+            }
+        }
+    }
     out
 }
 

@@ -38,10 +38,12 @@ pub mod regressions;
 pub mod relay;
 pub mod rng;
 pub mod run;
+pub mod scenarios;
 pub mod schedule;
 pub mod sdk;
 pub mod shrink;
 pub mod text;
+pub mod totals;
 pub mod view;
 pub mod wasm;
 

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 use nri_checker::shrink::Budget;
+use nri_checker::totals::Totals;
 use nri_checker::{Mode, Options, Outcome, Size, check_schedule, check_seed};
 
 #[derive(Parser)]
@@ -246,7 +247,10 @@ fn run_many(
 ) -> bool {
     let t0 = Instant::now();
     let opts = Options::default();
-    let (mut ran, mut failed) = (0u64, 0u64);
+    let mut totals = Totals {
+        seeds: (start, start),
+        ..Totals::default()
+    };
     let mut seed = start;
     loop {
         let done = match limit {
@@ -259,22 +263,25 @@ fn run_many(
         for &m in modes {
             let budget = shrink.then(Budget::default);
             let o = check_seed(seed, m, size, &opts, budget);
-            ran += 1;
+            totals.add(seed, m, &o);
             if !matches!(o, Outcome::Pass(_)) {
-                failed += 1;
                 report(&o, out);
+            }
+            if totals.ran() % 50 == 0 {
+                eprintln!(
+                    "{} runs, {} failed, {:.0?}",
+                    totals.ran(),
+                    totals.failed(),
+                    t0.elapsed()
+                );
             }
         }
         seed += 1;
-        if ran % 50 == 0 {
-            eprintln!("{ran} runs, {failed} failed, {:.0?}", t0.elapsed());
-        }
+        totals.seeds.1 = seed;
     }
-    println!(
-        "{ran} runs (seeds {start}..{seed}), {failed} failed, {:.1?}",
-        t0.elapsed()
-    );
-    failed == 0
+    totals.wall = t0.elapsed();
+    print!("{totals}");
+    totals.clean()
 }
 
 /// See `Cmd::Triage`.
@@ -283,12 +290,18 @@ fn triage(start: u64, seeds: u64, modes: &[Mode]) -> anyhow::Result<bool> {
     let list = entries().map_err(anyhow::Error::msg)?;
     let opts = Options::default();
     let mut clean = true;
+    let t0 = Instant::now();
+    let mut totals = Totals {
+        seeds: (start, start.saturating_add(seeds)),
+        ..Totals::default()
+    };
     for &m in modes {
         for seed in start..start.saturating_add(seeds) {
             let latest = nri_checker::generate::GENERATOR;
             let listed =
                 (list.iter()).find(|e| e.mode == m && e.seed == seed && e.generator == latest);
             let o = check_seed(seed, m, Size::default(), &opts, None);
+            totals.add(seed, m, &o);
             let kinds: std::collections::BTreeSet<String> = match &o {
                 Outcome::Fail(f, _) => (f.violations.iter())
                     .map(|v| format!("{}/{}", v.invariant, v.kind))
@@ -309,5 +322,7 @@ fn triage(start: u64, seeds: u64, modes: &[Mode]) -> anyhow::Result<bool> {
             println!("{} {seed} {mark} {}", m.as_str(), kinds.join(" "));
         }
     }
+    totals.wall = t0.elapsed();
+    print!("{totals}");
     Ok(clean)
 }

@@ -61,9 +61,10 @@ pub fn judge(r: Result<Vec<ContainerUpdate>, String>, truth: usize) -> Vec<Viola
 }
 
 /// A plugin starts registering, `us` microseconds later the runtime the
-/// plugins dial stops: afterwards no plugin is connected or active and
-/// the socket is gone.
-pub async fn finale(env: &mut Env, us: u64) -> Vec<Violation> {
+/// plugins dial stops: afterwards no plugin is connected or active and the
+/// socket is gone. With `turns` (generator 4 on), `us` under a millisecond
+/// counts scheduler turns instead.
+pub async fn finale(env: &mut Env, us: u64, turns: bool) -> Vec<Violation> {
     let spec = PluginSpec {
         index: "99".into(),
         name: "finale".into(),
@@ -83,7 +84,16 @@ pub async fn finale(env: &mut Env, us: u64) -> Vec<Violation> {
             let _ = stub.run().await;
         });
     }
-    tokio::time::sleep(Duration::from_micros(us)).await;
+    // Paused time does not move while the plugin registers (its I/O is
+    // always ready): a sleep ends once the registration is over. Scheduler
+    // turns let the stop land in the middle of the registration.
+    if turns && us < 1000 {
+        for _ in 0..us {
+            tokio::task::yield_now().await;
+        }
+    } else {
+        tokio::time::sleep(Duration::from_micros(us)).await;
+    }
     match &mut env.proxy {
         Some(p) => {
             p.shutdown.cancel();

@@ -84,6 +84,9 @@ pub enum Seen {
     },
     /// The runtime's Shutdown.
     Shutdown,
+    /// The harness cut or stopped the connection (or a crash fault did):
+    /// the end that follows is not the runtime's doing.
+    Cut,
     /// The connection ended.
     Lost,
 }
@@ -243,6 +246,7 @@ impl Observer {
                 Ok(())
             }
             Some(Fault::Crash) => {
+                self.record(Seen::Cut);
                 let cut = lock(&self.cut).clone();
                 if let Some(cut) = cut {
                     cut();

@@ -17,7 +17,7 @@ use tokio::task::JoinSet;
 use crate::env::{EXTRA_UPDATES, Env};
 use crate::invariants::{Evidence, Violation, check};
 use crate::lifecycle::Ctx;
-use crate::observe::lock;
+use crate::observe::{Seen, lock};
 use crate::schedule::{Schedule, Step};
 
 /// Paused time a foreground step, or all background steps together, may
@@ -107,7 +107,7 @@ async fn run_async(schedule: &Schedule, opts: &Options) -> Report {
     report.violations.extend(ex.probe().await);
     report
         .violations
-        .extend(ex.finale(schedule.finale_us).await);
+        .extend(ex.finale(schedule.finale_us, schedule.generator >= 4).await);
     report.violations.extend(std::mem::take(&mut ex.found));
     ex.env.teardown().await;
     report.paused = t0.elapsed();
@@ -310,7 +310,10 @@ impl Executor {
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
             }
-            Step::Cut { plugin } if plugin < n => self.env.slots[plugin].relay.cut(),
+            Step::Cut { plugin } if plugin < n => {
+                self.env.slots[plugin].obs.record(Seen::Cut);
+                self.env.slots[plugin].relay.cut();
+            }
             Step::StopPlugin { plugin } if plugin < n => self.env.stop_plugin(plugin),
             Step::Fault {
                 plugin,
@@ -426,8 +429,8 @@ impl Executor {
         let (mut events, mut split) = (0, 0);
         for r in records {
             match &r.seen {
-                crate::observe::Seen::Event { .. } => events += 1,
-                crate::observe::Seen::Sync { more: true, .. } => split += 1,
+                Seen::Event { .. } => events += 1,
+                Seen::Sync { more: true, .. } => split += 1,
                 _ => {}
             }
         }
@@ -461,7 +464,7 @@ impl Executor {
         crate::memory::judge(r, truth)
     }
 
-    async fn finale(&mut self, us: u64) -> Vec<Violation> {
-        crate::memory::finale(&mut self.env, us).await
+    async fn finale(&mut self, us: u64, turns: bool) -> Vec<Violation> {
+        crate::memory::finale(&mut self.env, us, turns).await
     }
 }

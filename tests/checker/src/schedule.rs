@@ -364,6 +364,7 @@ pub struct Schedule {
     /// Steps.
     pub steps: Vec<Step>,
     /// The final stop comes this many microseconds after a last plugin
-    /// started to register.
+    /// started to register (generator 4 on: under 1000, this many
+    /// scheduler turns, so that the stop lands inside the registration).
     pub finale_us: u64,
 }

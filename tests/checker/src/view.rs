@@ -101,7 +101,7 @@ pub fn walk(spec: &PluginSpec, inst: &Instance) -> (View, Vec<Violation>) {
                     _ => w.pod_event(*event, pod),
                 }
             }
-            Seen::Shutdown => {}
+            Seen::Shutdown | Seen::Cut => {}
             Seen::Lost => w.view.lost = true,
         }
     }
