@@ -70,7 +70,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    args.runner().run(args.builder(plugin, "default-validator"))
+    // Nothing of the runtime's state is kept: its Synchronize is handed
+    // over undecoded and dropped (one message in memory at a time).
+    let builder = args
+        .builder(plugin, "default-validator")
+        .sync_mode(nri_plugin::SyncMode::Streaming);
+    args.runner().run(builder)
 }
 
 /// Whether an executable name has the `NN-name` form.

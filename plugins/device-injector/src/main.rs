@@ -87,5 +87,10 @@ fn main() -> ExitCode {
         fence: Current::default(),
         config,
     };
-    args.runner().run(args.builder(plugin, "device-injector"))
+    // Nothing of the runtime's state is kept: its Synchronize is handed
+    // over undecoded and dropped (one message in memory at a time).
+    let builder = args
+        .builder(plugin, "device-injector")
+        .sync_mode(nri_plugin::SyncMode::Streaming);
+    args.runner().run(builder)
 }

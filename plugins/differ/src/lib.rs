@@ -26,7 +26,7 @@ use nri_plugin::api::{
     Container, ContainerUpdate, CreateContainerResponse, Event, LinuxResources, PodSandbox,
     StopContainerResponse, UpdateContainerResponse,
 };
-use nri_plugin::{ConfigureInfo, EventMask, HandlerResult, Plugin, SyncKind};
+use nri_plugin::{ConfigureInfo, EventMask, HandlerResult, Plugin, SyncChunk, SyncKind};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -603,13 +603,15 @@ impl Plugin for DifferInstance {
         Ok(None)
     }
 
-    async fn synchronize(
+    // One message of the synchronization at a time (the instances are
+    // built with `SyncMode::Streaming`): decoded only to be dumped.
+    async fn synchronize_chunk(
         &self,
-        pods: Vec<PodSandbox>,
-        containers: Vec<Container>,
+        chunk: SyncChunk,
         _kind: SyncKind,
     ) -> HandlerResult<Vec<ContainerUpdate>> {
         if self.shared.config().verbose_level > 2 {
+            let (pods, containers) = chunk.into_vecs()?;
             let v = serde_json::json!({"pods": pods, "containers": containers});
             self.shared.dump(self.idx, "Synchronize", "state", &v);
         }

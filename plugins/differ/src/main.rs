@@ -127,6 +127,9 @@ impl Instances {
     }
 
     fn spawn(&mut self, idx: u8, b: Builder<DifferInstance>) {
+        // The runtime's state is dumped one message at a time (verbose
+        // level 3), never held whole.
+        let b = b.sync_mode(nri_plugin::SyncMode::Streaming);
         match b.build() {
             Ok(stub) => {
                 self.handles.push(stub.handle());

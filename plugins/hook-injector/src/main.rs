@@ -182,5 +182,10 @@ fn main() -> ExitCode {
         tracing::info!("watching directories {dirs:?} for new changes");
     }
     let plugin = HookInjector::new(dirs, !disable_watch, config);
-    args.runner().run(args.builder(plugin, "hook-injector"))
+    // Nothing of the runtime's state is kept: its Synchronize is handed
+    // over undecoded and dropped (one message in memory at a time).
+    let builder = args
+        .builder(plugin, "hook-injector")
+        .sync_mode(nri_plugin::SyncMode::Streaming);
+    args.runner().run(builder)
 }

@@ -10,7 +10,9 @@ use nri_plugin::api::{
     Container, ContainerUpdate, CreateContainerResponse, LinuxResources, PodSandbox,
     StopContainerResponse, UpdateContainerResponse, ValidateContainerAdjustmentRequest,
 };
-use nri_plugin::{ConfigureInfo, EventMask, HandlerError, HandlerResult, Plugin, SyncKind};
+use nri_plugin::{
+    ConfigureInfo, EventMask, HandlerError, HandlerResult, Plugin, SyncChunk, SyncKind, SyncMode,
+};
 use nri_sample_common::{COMMON_USAGE, LogOutput, dump, init_logging, parse_args, usage_exit};
 
 mod config;
@@ -70,13 +72,15 @@ impl Plugin for Logger {
         })
     }
 
-    async fn synchronize(
+    // One message of the runtime's synchronization at a time (dumped as it
+    // comes), so the plugin never holds the whole state.
+    async fn synchronize_chunk(
         &self,
-        pods: Vec<PodSandbox>,
-        containers: Vec<Container>,
+        chunk: SyncChunk,
         kind: SyncKind,
     ) -> HandlerResult<Vec<ContainerUpdate>> {
-        tracing::debug!("Synchronize: {kind:?}");
+        tracing::debug!("Synchronize: {kind:?} (more to come: {})", chunk.more());
+        let (pods, containers) = chunk.into_vecs()?;
         dump(
             "Synchronize",
             &[("pods", &pods), ("containers", &containers)],
@@ -271,7 +275,9 @@ fn main() -> ExitCode {
         strict: args.strict,
         output,
     };
-    let builder = args.builder(plugin, "logger");
+    let builder = args
+        .builder(plugin, "logger")
+        .sync_mode(SyncMode::Streaming);
     args.runner().run(match flag_mask {
         Some(m) => builder.events(m),
         None => builder,

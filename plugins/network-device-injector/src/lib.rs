@@ -20,7 +20,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use nri_plugin::api::{
     Container, ContainerAdjustment, CreateContainerResponse, LinuxNetDevice, PodSandbox,
 };
-use nri_plugin::{ConfigureInfo, EventMask, HandlerResult, NriVersion, Plugin, SyncKind};
+use nri_plugin::{
+    ConfigureInfo, EventMask, HandlerResult, NriVersion, Plugin, SyncChunk, SyncKind,
+};
 use nri_sample_common::fence::{ConfigError, Current, Refused};
 use nri_sample_common::goyaml::{Field, MAX_EXCERPT_BYTES, Shape, excerpt};
 use nri_sample_common::{AnnotationError, Source, Strict, StrictError, decode_annotation};
@@ -322,6 +324,9 @@ struct Pods {
 /// a bad one fails the pod), CreateContainer (adds the devices to the first
 /// container of the pod), PostCreateContainer (confirms it),
 /// StopPodSandbox and RemovePodSandbox (forget the pod).
+///
+/// Build its stub with `SyncMode::Streaming`: it learns which pods already
+/// have containers in `synchronize_chunk`, one message at a time.
 #[derive(Debug)]
 pub struct NetDeviceInjector {
     pods: Mutex<Pods>,
@@ -333,6 +338,9 @@ pub struct NetDeviceInjector {
     fence: Current<Fence>,
     /// The `-config` file's text (used when the runtime passes none).
     config: String,
+    /// The synchronization under way: pods (by id) with a container in
+    /// the messages so far.
+    syncing: Mutex<Option<BTreeSet<String>>>,
 }
 
 impl Default for NetDeviceInjector {
@@ -364,6 +372,7 @@ impl NetDeviceInjector {
             strict: Strict::new(strict),
             fence: Current::default(),
             config,
+            syncing: Mutex::new(None),
         }
     }
 
@@ -455,26 +464,37 @@ impl Plugin for NetDeviceInjector {
         Ok(None)
     }
 
-    async fn synchronize(
+    /// One message of the synchronization at a time (the plugin is built
+    /// with `SyncMode::Streaming`): only the pod id of each container is
+    /// kept, one container decoded at a time, never the runtime's state.
+    async fn synchronize_chunk(
         &self,
-        pods: Vec<PodSandbox>,
-        containers: Vec<Container>,
+        chunk: SyncChunk,
         _kind: SyncKind,
     ) -> HandlerResult<Vec<nri_plugin::api::ContainerUpdate>> {
         // A pod that already has containers had its first container created
         // (with or without us): never add the devices again.
-        let with_containers: BTreeSet<&str> = containers
-            .iter()
-            .map(|c| c.pod_sandbox_id.as_str())
-            .collect();
-        let mut p = self.pods();
-        *p = Pods::default();
-        for pod in &pods {
-            if with_containers.contains(pod.id.as_str()) {
-                p.done.insert(pod.id.clone());
-            }
+        let mut with_containers = BTreeSet::new();
+        for c in chunk.containers() {
+            with_containers.insert(c?.pod_sandbox_id);
+        }
+        let mut syncing = self.syncing.lock().unwrap_or_else(PoisonError::into_inner);
+        syncing
+            .get_or_insert_with(BTreeSet::new)
+            .append(&mut with_containers);
+        if !chunk.more() {
+            let done = syncing.take().unwrap_or_default();
+            *self.pods() = Pods {
+                done,
+                pending: BTreeMap::new(),
+            };
         }
         Ok(Vec::new())
+    }
+
+    fn disconnected(&self, _cause: &nri_plugin::Error) {
+        // A synchronization cut short starts afresh on the next connection.
+        *self.syncing.lock().unwrap_or_else(PoisonError::into_inner) = None;
     }
 
     async fn run_pod_sandbox(&self, pod: PodSandbox) -> HandlerResult<()> {

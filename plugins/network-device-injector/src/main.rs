@@ -23,6 +23,10 @@ fn main() -> ExitCode {
         Err(e) => return usage_exit(&e, &usage()),
     };
     let plugin = NetDeviceInjector::with_config(args.strict, config);
-    args.runner()
-        .run(args.builder(plugin, "network-device-injector"))
+    // The synchronization goes to `synchronize_chunk` one message at a
+    // time (only pod ids are kept).
+    let builder = args
+        .builder(plugin, "network-device-injector")
+        .sync_mode(nri_plugin::SyncMode::Streaming);
+    args.runner().run(builder)
 }

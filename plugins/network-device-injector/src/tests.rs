@@ -304,13 +304,24 @@ async fn synchronize_marks_pods_with_containers() {
     let p = NetDeviceInjector::new();
     let a = pod("a", &[(NETDEVICE_KEY, "- name: d0")], true);
     let b = pod("b", &[(NETDEVICE_KEY, "- name: d1")], true);
-    p.synchronize(
-        vec![a.clone(), b.clone()],
-        vec![ctr("x", "a")],
+    // Two messages: the container of pod `a` comes in the second.
+    let chunk = |pods: Vec<PodSandbox>, containers: Vec<Container>, more: bool| {
+        let req = nri_plugin::api::SynchronizeRequest {
+            pods,
+            containers,
+            more,
+        };
+        SyncChunk::new(prost::Message::encode_to_vec(&req).into()).unwrap()
+    };
+    p.synchronize_chunk(
+        chunk(vec![a.clone(), b.clone()], vec![], true),
         SyncKind::Initial,
     )
     .await
     .unwrap();
+    p.synchronize_chunk(chunk(vec![], vec![ctr("x", "a")], false), SyncKind::Initial)
+        .await
+        .unwrap();
     let r = p.create_container(a, ctr("y", "a")).await.unwrap();
     assert!(net_devices(&r).is_empty(), "pod a already had a container");
     let r = p.create_container(b, ctr("z", "b")).await.unwrap();

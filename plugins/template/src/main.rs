@@ -21,7 +21,8 @@ use nri_plugin::api::{
 // error/result types of handlers, what `configure` receives, and the run
 // loop (`Runner`) with the Go plugins' flags (`GoFlags`).
 use nri_plugin::{
-    Builder, ConfigureInfo, EventMask, GoFlags, HandlerError, HandlerResult, Plugin, SyncKind,
+    Builder, ConfigureInfo, EventMask, GoFlags, HandlerError, HandlerResult, Plugin, SyncChunk,
+    SyncKind, SyncMode,
 };
 // `serde` derives the YAML decoding of the configuration struct.
 use serde::Deserialize;
@@ -134,20 +135,25 @@ impl Plugin for Template {
         Ok(None)
     }
 
-    // After `configure`: every existing pod and container. Build your view
-    // of the node from them. After a reconnect (`SyncKind::Resync`) they
-    // replace whatever you kept. You may return updates for existing
-    // containers.
-    async fn synchronize(
+    // After `configure`: every existing pod and container, one message of
+    // the runtime at a time (the builder asks for `SyncMode::Streaming`):
+    // `chunk.pods()` and `chunk.containers()` decode one item at a time,
+    // so keep only what you need and the plugin never holds the whole
+    // state (a runtime can send 64 MiB of it). After a reconnect
+    // (`SyncKind::Resync`) the first message starts a new view. You may
+    // return updates for existing containers. (`synchronize`, called once
+    // with everything decoded, is the simpler alternative when the whole
+    // state is needed at once.)
+    async fn synchronize_chunk(
         &self,
-        pods: Vec<PodSandbox>,
-        containers: Vec<Container>,
+        chunk: SyncChunk,
         kind: SyncKind,
     ) -> HandlerResult<Vec<ContainerUpdate>> {
         tracing::info!(
-            "Synchronized state with the runtime ({} pods, {} containers, {kind:?})...",
-            pods.len(),
-            containers.len()
+            "Synchronizing state with the runtime ({} pods, {} containers in this message{}, {kind:?})...",
+            chunk.pod_count(),
+            chunk.container_count(),
+            if chunk.more() { ", more to come" } else { "" }
         );
         Ok(Vec::new())
     }
@@ -334,7 +340,8 @@ fn main() -> ExitCode {
             strict,
             ..Template::default()
         }))
-        .events(subscription(validate, pod_updates));
+        .events(subscription(validate, pod_updates))
+        .sync_mode(SyncMode::Streaming);
 
     // Connects (external: the socket; pre-launched: the runtime's fd),
     // registers, runs until SIGINT/SIGTERM or the runtime's shutdown, and

@@ -52,6 +52,10 @@ fn main() -> ExitCode {
         eprintln!("v010-adapter: {e}");
         return ExitCode::FAILURE;
     }
-    args.runner()
-        .run(args.builder(V010Adapter::new(invoker), "v010-adapter"))
+    // Nothing of the runtime's state is kept: its Synchronize is handed
+    // over undecoded and dropped (one message in memory at a time).
+    let builder = args
+        .builder(V010Adapter::new(invoker), "v010-adapter")
+        .sync_mode(nri_plugin::SyncMode::Streaming);
+    args.runner().run(builder)
 }
