@@ -481,7 +481,7 @@ fn sysctls(r: &Request<'_>, a: &mut ContainerAdjustment) -> Result<(), InjectErr
         "{}: adjusted {} sysctls: {}",
         r.name(),
         map.len(),
-        listing(map.iter().map(|(k, v)| format!("{k}={v:?}")))
+        listing(map.iter().map(|(k, v)| format!("{k:?}={v:?}")))
     );
     for (k, v) in map {
         a.set_linux_sysctl(k, v);

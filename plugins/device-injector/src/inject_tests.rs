@@ -345,3 +345,77 @@ fn one_annotation_logs_a_few_kib_at_most() {
     eprintln!("4 annotations of 700 to 3,000 items: {log} bytes of log");
     assert!(log <= 4 * 4096, "{log} bytes of log for 4 annotations");
 }
+
+/// An annotation cannot forge log lines: every name and value it puts in
+/// a log line (device paths, CDI names, mount paths, interface names,
+/// sysctl names and values, memory nodes) is quoted, so a line break or
+/// an escape sequence in it shows as `\n` or `\u{1b}`, never as a new
+/// line of the plugin's log. Before, sysctl names were written as they
+/// came.
+#[test]
+fn annotations_cannot_forge_log_lines() {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Default)]
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+    impl Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    let forged = "x\\nFORGED level=error \\e[31m";
+    let annotations = ann(&[
+        (
+            "devices.noderesource.dev/container.c",
+            &format!("- {{path: \"/dev/{forged}\", type: c, major: 1, minor: 3}}"),
+        ),
+        (
+            "cdi-devices.noderesource.dev/container.c",
+            &format!("- \"vendor.com/class={forged}\""),
+        ),
+        (
+            "mounts.noderesource.dev/container.c",
+            &format!("- {{source: \"/{forged}\", destination: \"/{forged}\", type: bind}}"),
+        ),
+        (
+            "network-devices.noderesource.dev/container.c",
+            &format!("- {{hostIf: \"{forged}\", name: \"{forged}\"}}"),
+        ),
+        (
+            "sysctl.noderesource.dev/container.c",
+            &format!("\"net.core.{forged}\": \"{forged}\""),
+        ),
+        (
+            "memory-policy.noderesource.dev/container.c",
+            &format!("{{mode: MPOL_INTERLEAVE, nodes: \"{forged}\"}}"),
+        ),
+    ]);
+    adjust(&annotations, "c").unwrap();
+    let sink = Sink::default();
+    let out = sink.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || out.clone())
+        .with_ansi(false)
+        .finish();
+    tracing::subscriber::with_default(subscriber, || {
+        adjust(&annotations, "c").unwrap();
+    });
+    let log = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+    assert!(log.contains("FORGED"), "the values are logged:\n{log}");
+    for line in log.lines() {
+        assert!(
+            !line.starts_with("FORGED"),
+            "a line forged by an annotation:\n{log}"
+        );
+    }
+    assert!(
+        !log.contains('\u{1b}'),
+        "an escape sequence in the log:\n{log}"
+    );
+}

@@ -503,7 +503,7 @@ impl Plugin for NetDeviceInjector {
             tracing::info!(
                 pod = %format!("{}/{}", pod.namespace, pod.name),
                 devices = %nri_sample_common::listing(
-                    devices.iter().map(|d| format!("{}->{}", d.name, d.pod_name()))
+                    devices.iter().map(|d| format!("{:?}->{:?}", d.name, d.pod_name()))
                 ),
                 "pod asks for network devices"
             );

@@ -54,3 +54,49 @@ fn dropped_devices_cost_one_warning() {
     assert!(log.len() <= 4096, "{} bytes of log", log.len());
     assert!(log.contains("and 1996 more"), "{log}");
 }
+
+/// A device name cannot forge a log line: upstream's name check lets a
+/// line break through (the kernel refuses it later), and the plugin's
+/// line of what a pod asks for quotes the names. Before, it wrote them as
+/// they came.
+#[tokio::test(flavor = "current_thread")]
+async fn device_names_cannot_forge_log_lines() {
+    use nri_plugin::Plugin;
+    use nri_plugin::api::{LinuxNamespace, LinuxPodSandbox, PodSandbox};
+
+    let pod = PodSandbox {
+        id: "p".into(),
+        name: "p".into(),
+        namespace: "default".into(),
+        annotations: [(
+            format!("{NETDEVICE_KEY}/pod"),
+            "- {name: \"a\\nFORGED\", new_name: \"b\\nFORGED\"}".to_owned(),
+        )]
+        .into(),
+        linux: Some(LinuxPodSandbox {
+            namespaces: vec![LinuxNamespace {
+                r#type: "network".into(),
+                path: "/var/run/netns/cni-p".into(),
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let sink = Sink::default();
+    let out = sink.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || out.clone())
+        .with_ansi(false)
+        .finish();
+    let plugin = nri_network_device_injector::NetDeviceInjector::new();
+    {
+        let _guard = tracing::subscriber::set_default(subscriber);
+        plugin.run_pod_sandbox(pod).await.unwrap();
+    }
+    let log = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+    assert!(log.contains("FORGED"), "the names are logged:\n{log}");
+    assert!(
+        log.lines().all(|l| !l.starts_with("FORGED")),
+        "a line forged by an annotation:\n{log}"
+    );
+}
