@@ -376,6 +376,15 @@ pub async fn upstream(
     c.config_dir = dir.join("up-conf.d");
     c.disable_launch = true;
     c.request_timeout = Duration::from_millis(setup.deadline_ms.unwrap_or(2000));
+    if setup.configure_timeout_zero {
+        // The library refuses a request timeout of zero, and Configure
+        // tells `request_timeout` in whole milliseconds: under 1 ms it
+        // tells 0, as a runtime without the field. The proxy is timed by
+        // the default policy's timeout instead (`Config::request_timeout_for`).
+        c.request_timeout = Duration::from_micros(1);
+        c.default_policy = PluginPolicy::default()
+            .with_request_timeout(Duration::from_millis(setup.deadline_ms.unwrap_or(2000)));
+    }
     c.spin_budget = Duration::ZERO;
     runtime(c, model).await
 }

@@ -68,10 +68,16 @@ impl Shadow {
 /// 2. Raw wire peers, some answering like a plugin before NRI v0.12.
 /// 3. WebAssembly plugins.
 /// 4. Scenarios between the random steps (`scenarios.rs`).
-pub const GENERATOR: u32 = 4;
+/// 5. Proxy mode: in one run of four, the upstream runtime's Configure
+///    tells a request timeout of zero (runtime-mode schedules are those of
+///    version 4).
+pub const GENERATOR: u32 = 5;
 
 /// Salt of the stream of version 4's scenarios.
 const SCENARIO_STREAM: u64 = 0x7363_656e_6172_696f;
+
+/// Salt of the stream of version 5's upstream settings.
+const UPSTREAM_STREAM: u64 = 0x7570_7374_7265_616d;
 
 /// The schedule of `seed` in `mode` (the latest generator).
 pub fn schedule(seed: u64, mode: Mode, size: Size) -> Schedule {
@@ -82,7 +88,7 @@ pub fn schedule(seed: u64, mode: Mode, size: Size) -> Schedule {
 /// it.
 pub fn schedule_with(seed: u64, mode: Mode, size: Size, generator: u32) -> Schedule {
     let mut rng = Rng::new(seed);
-    let setup = setup(&mut rng, seed, mode, generator);
+    let mut setup = setup(&mut rng, seed, mode, generator);
     let mut sh = Shadow {
         pods: vec![G::Running; setup.preload.pods as usize],
         ctrs: Vec::new(),
@@ -129,6 +135,13 @@ pub fn schedule_with(seed: u64, mode: Mode, size: Size, generator: u32) -> Sched
     if generator >= 4 && scenarios.chance(50) {
         // A few scheduler turns: the stop lands inside the registration.
         finale_us = scenarios.range(0, 40);
+    }
+    // Set after the steps were drawn (they do not depend on it).
+    if generator >= 5 && mode == Mode::Proxy && Rng::new(seed ^ UPSTREAM_STREAM).chance(25) {
+        // A runtime that does not tell its request timeout times its
+        // plugins with NRI's default.
+        setup.configure_timeout_zero = true;
+        setup.deadline_ms = Some(2000);
     }
     Schedule {
         seed,
@@ -190,6 +203,7 @@ fn setup(rng: &mut Rng, seed: u64, mode: Mode, generator: u32) -> Setup {
             *rng.pick(&[500, 3000])
         },
         deadline_ms,
+        configure_timeout_zero: false,
         undo: rng.chance(80),
         preload,
         plugins,
@@ -469,11 +483,19 @@ mod tests {
                 let v1 = schedule_with(seed, mode, Size::default(), 1);
                 let mut v3 = schedule_with(seed, mode, Size::default(), 3);
                 let v4 = schedule_with(seed, mode, Size::default(), 4);
+                let mut v5 = schedule_with(seed, mode, Size::default(), 5);
                 assert_eq!(v1.steps, v3.steps);
                 assert_eq!(v3.setup, v4.setup);
                 let mut rest = v4.steps.iter();
                 let kept = v3.steps.iter().all(|s| rest.any(|t| t == s));
                 assert!(kept, "seed {seed}: version 4 lost a step of version 3");
+                assert_eq!((&v4.steps, v4.finale_us), (&v5.steps, v5.finale_us));
+                if v5.setup.configure_timeout_zero {
+                    assert_eq!(mode, Mode::Proxy);
+                    v5.setup.configure_timeout_zero = false;
+                    v5.setup.deadline_ms = v4.setup.deadline_ms;
+                }
+                assert_eq!(v4.setup, v5.setup, "seed {seed}");
                 assert!(v1.setup.plugins.iter().all(|p| p.peer == Peer::Sdk));
                 for p in &mut v3.setup.plugins {
                     p.streaming = p.streaming || p.peer != Peer::Sdk && v1_streaming(&v1, p);
@@ -483,6 +505,27 @@ mod tests {
                 assert_eq!(v1.setup, v3.setup, "seed {seed}");
             }
         }
+    }
+
+    /// Version 5 reaches the Configure without a request timeout in a
+    /// quarter of the proxy runs, never in runtime mode.
+    #[test]
+    fn version_5_tells_no_timeout_to_some_proxies() {
+        let zero = |mode| {
+            (0..100)
+                .filter(|s| {
+                    schedule_with(*s, mode, Size::default(), 5)
+                        .setup
+                        .configure_timeout_zero
+                })
+                .count()
+        };
+        assert_eq!(zero(Mode::Runtime), 0);
+        assert!(
+            (10..=40).contains(&zero(Mode::Proxy)),
+            "{}",
+            zero(Mode::Proxy)
+        );
     }
 
     fn v1_streaming(v1: &Schedule, p: &PluginSpec) -> bool {

@@ -148,6 +148,10 @@ pub struct Setup {
     /// start, `Adaptation::with_deadline`); proxy mode: the upstream
     /// runtime's request timeout.
     pub deadline_ms: Option<u64>,
+    /// Proxy mode (generator 5 on): the upstream runtime's Configure tells
+    /// a request timeout of zero (the field absent, as from a runtime on
+    /// NRI before v0.7.0) and times the proxy out at NRI's default, 2 s.
+    pub configure_timeout_zero: bool,
     /// The model runtime tells plugins about creations that failed (their
     /// teardown events), as containerd does for containers.
     pub undo: bool,

@@ -55,6 +55,9 @@ impl fmt::Display for Schedule {
             p.containers_per_pod,
             p.pad
         )?;
+        if s.configure_timeout_zero {
+            writeln!(f, "setup configure-timeout=zero")?;
+        }
         for p in &s.plugins {
             writeln!(
                 f,
@@ -145,6 +148,7 @@ pub fn parse(text: &str) -> Result<Schedule, ParseError> {
         strikes: 3,
         grace_ms: 0,
         deadline_ms: None,
+        configure_timeout_zero: false,
         undo: true,
         preload: Preload::default(),
         plugins: Vec::new(),
@@ -226,6 +230,13 @@ fn parse_setup(s: &mut Setup, words: &[&str]) -> Result<(), String> {
             "grace" => s.grace_ms = n(v)?,
             "deadline" => s.deadline_ms = if v == "none" { None } else { Some(n(v)?) },
             "undo" => s.undo = flag(v)?,
+            "configure-timeout" => {
+                s.configure_timeout_zero = match v {
+                    "zero" => true,
+                    "told" => false,
+                    _ => return Err(format!("configure-timeout is zero or told: {v:?}")),
+                }
+            }
             "preload" => {
                 let parts: Vec<u64> = v.split('x').map(n).collect::<Result<_, _>>()?;
                 let [pods, per, pad] = parts[..] else {
