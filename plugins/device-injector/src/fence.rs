@@ -373,7 +373,7 @@ fn malformed_device(d: &Device) -> Option<&'static str> {
         return Some("device numbers the kernel has (major 0-4095, minor 0-1048575)");
     }
     if !absolute_without_dot_dot(&d.path) {
-        return Some("an absolute device path without `..`");
+        return Some("an absolute device path without `..` or control characters");
     }
     if d.file_mode & !0o777 != 0 {
         return Some("a file mode of permission bits only (at most 0777)");

@@ -559,3 +559,6 @@ fn malformed_names_are_refused() {
         refused(run(&f, "gpu-jobs", k, v));
     }
 }
+
+#[path = "attack_tests.rs"]
+mod attacks;

@@ -85,7 +85,7 @@ impl MountFence {
         if !absolute_without_dot_dot(&m.destination) {
             return outside(
                 format!("mount destination {:?}", m.destination),
-                "an absolute destination without `..`".into(),
+                "an absolute destination without `..` or control characters".into(),
             );
         }
         let bind = is_bind(&m.r#type, &m.options);
@@ -96,6 +96,12 @@ impl MountFence {
                 format!("mount type {:?}", m.r#type)
             };
             return outside(what, self.types_rule());
+        }
+        if m.source.chars().any(char::is_control) {
+            return outside(
+                format!("mount source {:?}", m.source),
+                "a source without control characters".into(),
+            );
         }
         if bind && !m.source.starts_with('/') {
             return outside(

@@ -120,9 +120,11 @@ pub(crate) fn is_bind(r#type: &str, options: &[String]) -> bool {
     r#type == "bind" || options.iter().any(|o| o == "bind" || o == "rbind")
 }
 
-/// Whether `p` is an absolute path without a `..` component.
+/// Whether `p` is an absolute path without a `..` component and without
+/// control characters (a line break, an escape sequence or a NUL would
+/// make the runtime, its logs and the fence see different paths).
 pub(crate) fn absolute_without_dot_dot(p: &str) -> bool {
-    p.starts_with('/') && !p.split('/').any(|c| c == "..")
+    p.starts_with('/') && !p.split('/').any(|c| c == "..") && !p.chars().any(char::is_control)
 }
 
 /// Largest major device number the kernel has (12 bits).

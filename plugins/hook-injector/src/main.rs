@@ -110,7 +110,7 @@ impl Plugin for HookInjector {
             annotations: &annotations,
             has_bind_mounts: !ctr.mounts.is_empty(),
         };
-        tracing::debug!("{name}: args {:?}, annotations {annotations:?}", ctr.args);
+        tracing::debug!("{name}: {}", target_summary(&ctr.args, &annotations));
         let pod_ref = Pod {
             namespace: &pod.namespace,
             name: &pod.name,
@@ -133,6 +133,25 @@ impl Plugin for HookInjector {
             ..Default::default()
         })
     }
+}
+
+/// What the debug log says of a container's arguments and annotations:
+/// each quoted (a line break shows as `\n`, never as a line of the log)
+/// and cut, each list at most `MAX_LISTING_BYTES`, so a pod's 256 KiB of
+/// annotations and its arguments log a few KiB at most.
+fn target_summary(args: &[String], annotations: &BTreeMap<String, String>) -> String {
+    use nri_sample_common::goyaml::{MAX_EXCERPT_BYTES, excerpt};
+    use nri_sample_common::listing;
+    let q = |s: &str| format!("{:?}", excerpt(s, MAX_EXCERPT_BYTES));
+    format!(
+        "args [{}], annotations {{{}}}",
+        listing(args.iter().map(|a| q(a))),
+        listing(
+            annotations
+                .iter()
+                .map(|(k, v)| format!("{}: {}", q(k), q(v)))
+        )
+    )
 }
 
 const USAGE: &str = "usage: hook-injector [flags]
@@ -188,4 +207,26 @@ fn main() -> ExitCode {
         .builder(plugin, "hook-injector")
         .sync_mode(nri_plugin::SyncMode::Streaming);
     args.runner().run(builder)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The debug line of a container's arguments and annotations is a few
+    /// KiB whatever the pod, and a value cannot start a line of the log.
+    /// Before, it wrote both whole (a pod's 256 KiB of annotations and
+    /// arguments of any size, on every creation).
+    #[test]
+    fn the_debug_line_of_a_container_is_bounded_and_quoted() {
+        let args = vec!["a".repeat(100_000), "x\nFORGED level=error".into()];
+        let annotations: BTreeMap<String, String> = (0..1_000)
+            .map(|i| (format!("example.com/k{i}"), "v\nFORGED".repeat(100)))
+            .collect();
+        let s = target_summary(&args, &annotations);
+        assert!(s.len() <= 3 * 1024, "{} bytes: {s}", s.len());
+        assert!(!s.contains('\n'), "{s}");
+        assert!(s.contains("FORGED"), "{s}");
+        assert!(s.contains("example.com/k0"), "{s}");
+    }
 }
