@@ -97,7 +97,7 @@ impl Context {
                 }
             }
         }
-        if !up.is_known(&self.state.lock().view) {
+        if !up.is_news(&self.state.lock().view) {
             self.skip(&up);
             let _ = reply.send(Ok(Answer::Done));
             return;
@@ -127,7 +127,7 @@ impl Context {
         let _ = reply.send(answer.map(|()| Answer::Done));
         place.turn().await;
         drop(held);
-        if refused || !up.is_known(&self.state.lock().view) {
+        if refused || !up.is_news(&self.state.lock().view) {
             self.skip(&up);
             return;
         }
@@ -144,7 +144,7 @@ impl Context {
         tracing::debug!(
             event = up.event().pretty_name(),
             id = up.id(),
-            "nri-proxy: not delivered: the plugins were never told of the object (a creation refused before any plugin saw it)"
+            "nri-proxy: not delivered: the plugins were never told of the object (a creation refused before any plugin saw it), or already told what the event says (by a resynchronization)"
         );
     }
 }

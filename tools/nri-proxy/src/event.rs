@@ -6,8 +6,8 @@
 //! synchronization barrier relies on that order).
 
 use nri_api::api::{
-    Container, CreateContainerResponse, Event, LinuxResources, OwningPlugins, PodSandbox,
-    StopContainerResponse, UpdateContainerResponse,
+    Container, ContainerState, CreateContainerResponse, Event, LinuxResources, OwningPlugins,
+    PodSandbox, StopContainerResponse, UpdateContainerResponse,
 };
 use nri_runtime::Adaptation;
 
@@ -136,14 +136,15 @@ impl Upcall {
                 v.stopped_pods.remove(&p.id);
                 v.pods.remove(&p.id);
             }
-            Upcall::Stop(_, mut c) => {
-                // The plugins were told it stopped, whatever state the
-                // runtime sent it in.
-                c.state = nri_api::api::ContainerState::ContainerStopped as i32;
-                v.containers.insert(c.id.clone(), c);
+            // The plugins were told it stopped or started, whatever state
+            // the runtime sent it in (containerd sends StartContainer
+            // before it marks the container running).
+            Upcall::Stop(_, c) => v.store_container(c, Some(ContainerState::ContainerStopped)),
+            Upcall::ContainerNote(Event::StartContainer, _, c) => {
+                v.store_container(c, Some(ContainerState::ContainerRunning));
             }
             Upcall::Create(_, c) | Upcall::ContainerNote(_, _, c) | Upcall::Update(_, c, _) => {
-                v.containers.insert(c.id.clone(), c);
+                v.store_container(c, None);
             }
             Upcall::Remove(_, c) => {
                 v.containers.remove(&c.id);
@@ -181,6 +182,29 @@ impl Upcall {
             | Upcall::Update(_, c, _)
             | Upcall::Stop(_, c)
             | Upcall::Remove(_, c) => v.containers.contains_key(&c.id),
+        }
+    }
+
+    /// Whether the plugins behind the proxy have to be told: they know the
+    /// object ([`Self::is_known`]) and not yet what the event says. A
+    /// StopContainer, StartContainer or StopPodSandbox they already had
+    /// (from a resynchronization that found the container exited or
+    /// started, or the pod gone stopped) is not news: the runtime's own
+    /// event for it, reported after the resynchronization, is not
+    /// delivered again.
+    pub(crate) fn is_news(&self, v: &View) -> bool {
+        if !self.is_known(v) {
+            return false;
+        }
+        let state = |c: &Container| v.containers.get(&c.id).map_or(0, |c| c.state);
+        match self {
+            Upcall::Stop(_, c) => state(c) != ContainerState::ContainerStopped as i32,
+            Upcall::ContainerNote(Event::StartContainer, _, c) => {
+                crate::view::rank(state(c))
+                    <= crate::view::rank(ContainerState::ContainerCreated as i32)
+            }
+            Upcall::PodNote(Event::StopPodSandbox, p) => !v.stopped_pods.contains(&p.id),
+            _ => true,
         }
     }
 

@@ -13,10 +13,12 @@ use crate::view::{Changes, State};
 
 /// The events telling what changed: Stop/Remove for the containers and
 /// pods that went (Remove alone for those the plugins were told stopped),
-/// StartContainer or StopContainer for the containers that
-/// started or exited, RunPodSandbox, CreateContainer (then StartContainer
-/// for a running container, StopContainer for one that has exited) for
-/// what appeared, in that order.
+/// PostUpdatePodSandbox and PostUpdateContainer for the pods and
+/// containers whose resources changed, StartContainer or StopContainer
+/// for the containers that started or exited, RunPodSandbox,
+/// CreateContainer (then StartContainer for a running container,
+/// StopContainer for one that has exited) for what appeared, in that
+/// order.
 pub(crate) fn events(ch: Changes) -> Vec<Upcall> {
     let mut out = Vec::new();
     for (pod, c) in ch.gone_containers {
@@ -30,6 +32,12 @@ pub(crate) fn events(ch: Changes) -> Vec<Upcall> {
             out.push(Upcall::PodNote(Event::StopPodSandbox, pod.clone()));
         }
         out.push(Upcall::RemovePod(pod));
+    }
+    for pod in ch.resized_pods {
+        out.push(Upcall::PodNote(Event::PostUpdatePodSandbox, pod));
+    }
+    for (pod, c) in ch.resized {
+        out.push(Upcall::ContainerNote(Event::PostUpdateContainer, pod, c));
     }
     for (pod, c) in ch.moved {
         out.push(if c.state == ContainerState::ContainerStopped as i32 {
@@ -65,6 +73,8 @@ pub(crate) async fn deliver(a: Adaptation, state: Arc<State>, ch: Changes, metri
         gone_containers = ch.gone_containers.len(),
         new_pods = ch.new_pods.len(),
         new_containers = ch.new_containers.len(),
+        resized_containers = ch.resized.len(),
+        resized_pods = ch.resized_pods.len(),
         "nri-proxy: delivering the differences of a resynchronization as events"
     );
     for up in events(ch) {

@@ -1,8 +1,10 @@
 //! A runtime restart under an external proxy with a changed set of pods
-//! and containers: some gone, some new, some in another state. The
-//! plugins get the events that bring them to the runtime's lists, states
-//! included: StartContainer for a container that started while the
-//! runtime was away, StopContainer for one that exited.
+//! and containers: some gone, some new, some in another state or with
+//! other resources. The plugins get the events that bring them to the
+//! runtime's lists, states and memory limits included: StartContainer for
+//! a container that started while the runtime was away, StopContainer for
+//! one that exited, PostUpdateContainer for one with a new limit; and no
+//! state twice.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -220,4 +222,106 @@ impl nri_plugin::Plugin for StatePlugin {
     ) -> nri_plugin::HandlerResult<()> {
         Ok(())
     }
+}
+
+/// Brings the runtime back with `containers` and waits until the plugin
+/// has `n` events.
+async fn runtime_back(
+    env: &Env,
+    containers: Vec<Container>,
+    plugin: &TestPlugin,
+    n: usize,
+) -> nri_runtime::Adaptation {
+    *env.runtime.containers.lock().unwrap() = containers;
+    let up = env.upstream(Duration::from_secs(2)).await;
+    until("the resync events", || plugin.events().len() >= n).await;
+    up
+}
+
+/// A container that exited while the runtime was away: the resync tells
+/// the plugins (StopContainer), and the runtime's own StopContainer for
+/// that exit, reported after it came back, does not reach them a second
+/// time. Paused time.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn an_exit_reported_after_the_resync_is_not_delivered_again() {
+    let env = Env::new();
+    let plugin = TestPlugin::default();
+    let c0 = in_state("p0", "c0", RUNNING);
+    let (up, proxy, behind) = set_up(&env, vec![pod("p0")], vec![c0], &plugin).await;
+    runtime_away(up, &proxy).await;
+
+    let c0 = in_state("p0", "c0", STOPPED);
+    let up = runtime_back(&env, vec![c0.clone()], &plugin, 1).await;
+    up.stop_container(&pod("p0"), &c0).await.unwrap();
+    up.remove_container(&pod("p0"), &c0).await.unwrap();
+    until("the removal", || plugin.events().len() >= 2).await;
+    assert_eq!(plugin.events(), ["StopContainer:c0", "RemoveContainer:c0"]);
+    behind.stop().await;
+    proxy.stop().await;
+    up.stop().await;
+}
+
+/// The runtime sends StartContainer with the container still created (it
+/// marks it running after the event), and goes away before
+/// PostStartContainer: the resync finds it running, which the plugins were
+/// already told, and sends no second StartContainer. Paused time.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_start_told_before_the_runtime_went_away_is_not_told_again() {
+    let env = Env::new();
+    let plugin = TestPlugin::default();
+    let c0 = in_state("p0", "c0", ContainerState::ContainerCreated);
+    let (up, proxy, behind) = set_up(&env, vec![pod("p0")], vec![c0.clone()], &plugin).await;
+    up.start_container(&pod("p0"), &c0).await.unwrap();
+    runtime_away(up, &proxy).await;
+
+    // Back with c0 running, and a new container as a marker that the
+    // resync was delivered.
+    let back = vec![in_state("p0", "c0", RUNNING), in_state("p0", "c1", RUNNING)];
+    let up = runtime_back(&env, back, &plugin, 3).await;
+    assert_eq!(
+        plugin.events(),
+        [
+            "StartContainer:c0",
+            "CreateContainer:c1",
+            "StartContainer:c1"
+        ]
+    );
+    behind.stop().await;
+    proxy.stop().await;
+    up.stop().await;
+}
+
+fn with_memory(mut c: Container, limit: i64) -> Container {
+    let mut r = nri_api::api::LinuxResources::default();
+    r.memory_mut().limit = Some(limit.into());
+    c.linux.get_or_insert_default().resources = Some(r);
+    c
+}
+
+/// A container whose memory limit the runtime changed while the proxy was
+/// away: the plugins get PostUpdateContainer with the new limit. Paused
+/// time.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_resource_change_while_away_reaches_the_plugins() {
+    let env = Env::new();
+    let plugin = TestPlugin::default();
+    let c0 = with_memory(in_state("p0", "c0", RUNNING), 256 << 20);
+    let (up, proxy, behind) = set_up(&env, vec![pod("p0")], vec![c0], &plugin).await;
+    runtime_away(up, &proxy).await;
+
+    // Back with c0's new limit, and a new container as a marker that the
+    // resync was delivered.
+    let back = vec![
+        with_memory(in_state("p0", "c0", RUNNING), 1 << 30),
+        in_state("p0", "c1", ContainerState::ContainerCreated),
+    ];
+    let up = runtime_back(&env, back, &plugin, 1).await;
+    assert_eq!(plugin.events(), ["CreateContainer:c1"]);
+    assert_eq!(
+        *plugin.post_updates.lock().unwrap(),
+        [("c0".to_owned(), Some(1 << 30))]
+    );
+    behind.stop().await;
+    proxy.stop().await;
+    up.stop().await;
 }

@@ -135,6 +135,9 @@ pub struct TestPlugin {
     /// Container events that arrived while the plugin had not answered
     /// (or been synchronized with) the container's creation.
     pub overtaken: Arc<Mutex<Vec<String>>>,
+    /// PostUpdateContainer notifications, kept apart from `log`: the
+    /// container and its memory limit.
+    pub post_updates: Arc<Mutex<Vec<PostUpdate>>>,
 }
 
 impl TestPlugin {
@@ -236,7 +239,16 @@ impl Plugin for TestPlugin {
         self.note_ctr("RemoveContainer", &c.id);
         Ok(())
     }
+    async fn post_update_container(&self, _pod: PodSandbox, c: Container) -> HandlerResult<()> {
+        let limit = c.memory_limit();
+        self.post_updates.lock().unwrap().push((c.id, limit));
+        Ok(())
+    }
 }
+
+/// A PostUpdateContainer as a plugin got it: the container and its memory
+/// limit.
+pub type PostUpdate = (String, Option<i64>);
 
 /// Plugins behind the proxy, each running its stub in an owned task.
 #[derive(Default)]
