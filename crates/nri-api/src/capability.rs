@@ -38,8 +38,7 @@ use crate::Error;
 use crate::api::Event;
 
 pub use runtime::{
-    CapabilityBasis, CapabilityCheck, Declaration, RuntimeCapabilities, declared_nri_version,
-    parse_declaration,
+    CapabilityBasis, CapabilityCheck, RuntimeCapabilities, declared_nri_version, parse_declaration,
 };
 pub use table::infer_capabilities;
 pub use usage::adjustment_capabilities;

@@ -118,9 +118,8 @@ mod version;
 
 pub use adjust::{clear_removal_marker, is_marked_for_removal, mark_for_removal};
 pub use capability::{
-    Capability, CapabilityBasis, CapabilityCheck, CapabilitySet, Declaration, Requirement,
-    RuntimeCapabilities, adjustment_capabilities, declared_nri_version, infer_capabilities,
-    parse_declaration,
+    Capability, CapabilityBasis, CapabilityCheck, CapabilitySet, Requirement, RuntimeCapabilities,
+    adjustment_capabilities, declared_nri_version, infer_capabilities, parse_declaration,
 };
 pub use consts::*;
 pub use error::Error;

@@ -340,22 +340,54 @@ fn checks_list_what_is_missing_once_and_in_order() {
 #[test]
 fn declarations_round_trip_and_win_over_inference() {
     let caps = CapabilitySet::of(&[C::AdjustEnv, C::AdjustLinuxSysctl]);
-    let events = EventMask::ALL_BEFORE_V0_10;
+    let declared = RuntimeCapabilities::declared(caps, EventMask::ALL_BEFORE_V0_10);
     for tagged in [false, true] {
-        let v = declared_nri_version(tagged, caps, events);
+        let v = declared_nri_version(tagged, &declared);
         assert_eq!(nri_api::is_nri_rs_runtime(&v), tagged, "{v}");
         assert_eq!(NriVersion::parse(&v).unwrap(), NriVersion::CURRENT);
-        let d = parse_declaration(&v).unwrap();
-        assert_eq!(d.supported, caps);
-        assert_eq!(d.known, CapabilitySet::all());
-        assert_eq!(d.events, Some(events));
+        assert_eq!(parse_declaration(&v), Some(declared), "{v}");
         // A declaring runtime named containerd is not inferred.
         let rt = RuntimeCapabilities::of_runtime(&v, "containerd", "v2.1.9");
-        assert_eq!(rt.basis, CapabilityBasis::Declared);
-        assert_eq!(rt.supported, caps);
-        assert_eq!(rt.events, events);
+        assert_eq!(rt, declared);
         assert_eq!(rt.supports(C::AdjustMounts.into()), Some(false));
+        assert_eq!(rt.supports(Event::UpdatePodSandbox.into()), Some(false));
     }
+}
+
+/// What a declarer cannot tell travels as unknown (`nri-proxy` speaking
+/// for a runtime past the facts, or an unknown one).
+#[test]
+fn declarations_carry_what_is_unknown() {
+    for (name, version, nri) in [
+        ("containerd", "v2.9.0", "v0.13.0"),
+        ("my-runtime", "v1", "v0.12.3"),
+        ("my-runtime", "v1", ""),
+        ("containerd", "v2.1.9", ""),
+    ] {
+        let upstream = RuntimeCapabilities::of_runtime(nri, name, version);
+        let v = declared_nri_version(true, &upstream);
+        let back = parse_declaration(&v).unwrap();
+        assert_eq!(back.basis, CapabilityBasis::Declared);
+        for c in Capability::ALL {
+            assert_eq!(
+                back.supports((*c).into()),
+                upstream.supports((*c).into()),
+                "{v}: {c}"
+            );
+        }
+        for e in Event::ALL_EVENTS {
+            assert_eq!(
+                back.supports(e.into()),
+                upstream.supports(e.into()),
+                "{v}: {e}"
+            );
+        }
+    }
+    let unknown = RuntimeCapabilities::of_runtime("", "my-runtime", "v1");
+    assert_eq!(
+        declared_nri_version(false, &unknown),
+        "v0.12.5+caps-43-0-7ffffffffff.events-7ff-3800"
+    );
 }
 
 #[test]
@@ -365,11 +397,14 @@ fn a_declaration_from_an_older_runtime_leaves_newer_capabilities_unknown() {
     let rt = RuntimeCapabilities::of_runtime(&v, "nri-sim", "0.1.0");
     assert_eq!(rt.supports(C::AdjustPosixRlimits.into()), Some(true));
     assert_eq!(rt.supports(C::AdjustLinuxDevices.into()), None);
-    // Bits the declarer set beyond what it counted are ignored.
-    let v = format!("v0.12.5+caps-1-{:x}", u128::MAX);
+    // Bits the declarer set beyond what it counted are ignored; without
+    // an events identifier the NRI version tells the events.
+    let v = format!("v0.10.0+caps-1-{:x}", u128::MAX);
     let d = parse_declaration(&v).unwrap();
     assert_eq!(d.supported, CapabilitySet::of(&[C::AdjustPosixRlimits]));
-    assert_eq!(d.events, None);
+    assert_eq!(d.events, EventMask::ALL);
+    let d = parse_declaration("v0.9.0+caps-43-0").unwrap();
+    assert_eq!(d.events, EventMask::ALL_BEFORE_V0_10);
 }
 
 #[test]
@@ -383,8 +418,14 @@ fn malformed_or_absent_declarations_are_none() {
         "v0.12.5+caps-43",
         "v0.12.5+caps-x-ff",
         "v0.12.5+caps-43-zz",
+        "v0.12.5+caps-43-ff-zz",
+        "v0.12.5+caps-43-ff-1-2",
         "v0.12.5+caps-43-ff.events-nothex",
+        "v0.12.5+caps-43-ff.events-3fff-x",
+        "v0.12.5+caps-43-ff.events-1-2-3",
+        "v0.12.5+caps-43-ff.events-1ffffffff",
         "v0.12.5+caps-43-ffffffffffffffffffffffffffffffffff",
+        "garbage+caps-43-ff",
     ] {
         assert_eq!(parse_declaration(v), None, "{v}");
     }

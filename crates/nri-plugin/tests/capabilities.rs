@@ -198,7 +198,10 @@ async fn an_unknown_runtime_warns_by_default_and_fails_when_asked() {
 #[tokio::test]
 async fn a_declaring_runtime_is_taken_at_its_word() {
     let declared = CapabilitySet::all().without(SYSCTL);
-    let nri = nri_api::declared_nri_version(false, declared, EventMask::ALL_BEFORE_V0_10);
+    let nri = nri_api::declared_nri_version(
+        false,
+        &nri_plugin::RuntimeCapabilities::declared(declared, EventMask::ALL_BEFORE_V0_10),
+    );
     // Named containerd 2.4, but its declaration decides.
     let req = || configure_as("containerd", "v2.4.2", &nri);
     let (res, ..) = against(recorder().requires([SCHED]), req()).await;

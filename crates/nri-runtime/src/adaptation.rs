@@ -63,6 +63,9 @@ pub(crate) struct Shared {
     socket_installed: Mutex<bool>,
     /// When `start` was called (the start-up grace counts from there).
     started_at: Mutex<Option<tokio::time::Instant>>,
+    /// What plugins are told the runtime does (`Config::capabilities`,
+    /// or what `Adaptation::declare` set since).
+    pub(crate) declared: Mutex<nri_api::RuntimeCapabilities>,
 }
 
 impl Shared {
@@ -171,6 +174,7 @@ impl Builder {
             self.config.peer_limits.clone(),
             self.metrics.clone(),
         ));
+        let declared = self.config.capabilities;
         Ok(Adaptation {
             shared: Arc::new(Shared {
                 config: self.config,
@@ -185,6 +189,7 @@ impl Builder {
                 lifecycle: tokio::sync::Mutex::new(()),
                 socket_installed: Mutex::new(false),
                 started_at: Mutex::new(None),
+                declared: Mutex::new(declared),
             }),
             budget: Budget::default(),
         })
@@ -229,6 +234,20 @@ impl Adaptation {
     /// The deadline set with [`with_deadline`](Self::with_deadline), if any.
     pub fn deadline(&self) -> Option<tokio::time::Instant> {
         self.budget.0
+    }
+
+    /// Changes what plugins are told the runtime does
+    /// ([`Config::capabilities`]) for the plugins configured from now on;
+    /// those already configured keep what they were told. For a runtime
+    /// that learns its capabilities late (`nri-proxy` speaking for the
+    /// runtime it registered with).
+    pub fn declare(&self, capabilities: nri_api::RuntimeCapabilities) {
+        *lock(&self.shared.declared) = capabilities;
+    }
+
+    /// What plugins are told the runtime does.
+    pub fn declared(&self) -> nri_api::RuntimeCapabilities {
+        *lock(&self.shared.declared)
     }
 
     /// The active plugins, in call order: synchronized, with the events

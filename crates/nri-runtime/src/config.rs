@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use nri_api::api::{Container, ContainerEviction, ContainerUpdate, Event, PodSandbox};
+use nri_api::{Capability, CapabilitySet, EventMask, RuntimeCapabilities};
 
 use crate::failure::{FailurePolicy, PluginPolicy};
 use crate::metrics::{Metrics, NoopMetrics};
@@ -187,6 +188,22 @@ pub struct Config {
     /// What one WebAssembly plugin may use (memory, fuel slice, module
     /// size); see `docs/runtime/wasm.md`.
     pub wasm: WasmLimits,
+    /// What the embedding runtime does for plugins, declared to them in
+    /// `Configure` (in the build metadata of `NRI_version`, see
+    /// [`nri_api::declared_nri_version`]): the adjustments it applies, the
+    /// container fields it fills in, whether it carries out updates and
+    /// evictions, the events it delivers. A plugin built on `nri-plugin`
+    /// that requires more fails at start-up instead of running without
+    /// effect. Default ([`Config::DEFAULT_CAPABILITIES`]): every capability
+    /// but `EVICT_CONTAINERS` (the default
+    /// [`RuntimeCallbacks::evict_containers`] only logs), and every event:
+    /// what an embedder does that applies the merged adjustment with
+    /// `nri-oci`, fills in every field of what it hands over and calls
+    /// every event method. An embedder that implements evictions adds
+    /// `EVICT_CONTAINERS`; one that does less narrows it
+    /// ([`Builder::capabilities`]). [`Adaptation::declare`](crate::Adaptation::declare)
+    /// changes it while running.
+    pub capabilities: RuntimeCapabilities,
 }
 
 impl std::fmt::Debug for Config {
@@ -213,11 +230,19 @@ impl std::fmt::Debug for Config {
             .field("spin_budget", &self.spin_budget)
             .field("peer_limits", &self.peer_limits)
             .field("wasm", &self.wasm)
+            .field("capabilities", &self.capabilities)
             .finish()
     }
 }
 
 impl Config {
+    /// The default [`Config::capabilities`]: every capability but
+    /// `EVICT_CONTAINERS`, every event.
+    pub const DEFAULT_CAPABILITIES: RuntimeCapabilities = RuntimeCapabilities::declared(
+        CapabilitySet::all().without(Capability::EvictContainers),
+        EventMask::ALL,
+    );
+
     /// The defaults, with the runtime's name and version.
     pub fn new(runtime_name: impl Into<String>, runtime_version: impl Into<String>) -> Self {
         Self {
@@ -245,6 +270,7 @@ impl Config {
             spin_budget: DEFAULT_SPIN_BUDGET,
             peer_limits: PeerLimits::default(),
             wasm: WasmLimits::default(),
+            capabilities: Config::DEFAULT_CAPABILITIES,
         }
     }
 
@@ -395,6 +421,15 @@ impl Builder {
     #[must_use]
     pub fn peer_limits(mut self, limits: PeerLimits) -> Self {
         self.config.peer_limits = limits;
+        self
+    }
+
+    /// What the embedding runtime does for plugins, declared to them
+    /// ([`Config::capabilities`]): the capabilities it has and the events
+    /// it delivers.
+    #[must_use]
+    pub fn capabilities(mut self, supported: CapabilitySet, events: EventMask) -> Self {
+        self.config.capabilities = RuntimeCapabilities::declared(supported, events);
         self
     }
 

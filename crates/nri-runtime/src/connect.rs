@@ -399,7 +399,7 @@ impl Shared {
             runtime_version: self.config.runtime_version.clone(),
             registration_timeout: millis(self.config.registration_timeout),
             request_timeout: millis(self.config.request_timeout),
-            nri_version: nri_api::nri_rs_runtime_version(),
+            nri_version: nri_api::declared_nri_version(true, &crate::lock(&self.declared)),
         };
         let call = registered.client.call_message::<_, ConfigureResponse>(
             nri_api::PLUGIN_SERVICE,

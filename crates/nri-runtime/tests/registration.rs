@@ -156,8 +156,13 @@ async fn configure_carries_runtime_identity_and_timeouts() {
     assert_eq!(req.runtime_version, "v1.2.3");
     assert_eq!(req.registration_timeout, 5005);
     assert_eq!(req.request_timeout, 2007);
-    // Our NRI version, tagged so that our plugins know the runtime is ours.
-    assert_eq!(req.nri_version, "v0.12.5+nri-rs");
+    // Our NRI version, tagged so that our plugins know the runtime is
+    // ours, and declaring the default: every capability but evictions
+    // (bit 42), every event.
+    assert_eq!(
+        req.nri_version,
+        "v0.12.5+nri-rs.caps-43-3ffffffffff.events-3fff"
+    );
     assert!(nri_api::is_nri_rs_runtime(&req.nri_version));
     wait_active(&a, 1).await;
     assert_eq!(

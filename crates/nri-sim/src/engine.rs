@@ -299,7 +299,10 @@ fn runtime_builder(
         .socket_path(socket)
         .disable_connections(false)
         .metrics(Arc::new(WorldMetrics(world.clone())))
-        .stop_grace(Duration::from_millis(500));
+        .stop_grace(Duration::from_millis(500))
+        // It applies adjustments with nri-oci, fills in what it hands over,
+        // calls every event method and records evictions: it does all.
+        .capabilities(nri_api::CapabilitySet::all(), nri_api::EventMask::ALL);
     if let Some(t) = duration(&rt.request_timeout) {
         b = b.request_timeout(t);
     }

@@ -106,16 +106,10 @@ impl RuntimeCapabilities {
         runtime_name: &str,
         runtime_version: &str,
     ) -> RuntimeCapabilities {
-        let nri = runtime_nri_version(nri_version, runtime_name, runtime_version);
-        if let Some(d) = parse_declaration(nri_version) {
-            return RuntimeCapabilities {
-                basis: CapabilityBasis::Declared,
-                supported: d.supported,
-                known: d.known,
-                events: d.events.unwrap_or_else(|| nri.version.valid_events()),
-                events_known: EventMask::ALL,
-            };
+        if let Some(declared) = parse_declaration(nri_version) {
+            return declared;
         }
+        let nri = runtime_nri_version(nri_version, runtime_name, runtime_version);
         let known_nri = (nri.origin != VersionOrigin::Assumed).then_some(nri.version);
         infer_capabilities(runtime_name, runtime_version, known_nri)
             .unwrap_or_else(|| RuntimeCapabilities::unknown(nri.version, nri.origin))
@@ -202,84 +196,126 @@ impl fmt::Display for CapabilityCheck {
     }
 }
 
-/// A runtime's declaration, read from its `NRI_version`
-/// ([`parse_declaration`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub struct Declaration {
-    /// The capabilities it declares.
-    pub supported: CapabilitySet,
-    /// The capabilities the declarer knew of (those of bits below the
-    /// count it gave): the rest are unknown, not missing.
-    pub known: CapabilitySet,
-    /// The events it declares it delivers, if it says.
-    pub events: Option<EventMask>,
-}
-
 /// Prefix of the build-metadata identifier carrying the capabilities:
-/// `caps-<count>-<hex bits>`.
+/// `caps-<count>-<supported>[-<unknown>]`.
 const CAPS_ID: &str = "caps-";
-/// Prefix of the identifier carrying the delivered events: `events-<hex>`.
+/// Prefix of the identifier carrying the events:
+/// `events-<delivered>[-<unknown>]`.
 const EVENTS_ID: &str = "events-";
 
-/// The `NRI_version` a runtime sends to declare its capabilities and the
-/// events it delivers: [`NRI_VERSION`](crate::NRI_VERSION) with build
-/// metadata `caps-<count>-<bits>` and `events-<mask>` (hexadecimal), after
+/// The `NRI_version` a runtime sends to declare what it can do
+/// ([`RuntimeCapabilities`]): [`NRI_VERSION`](crate::NRI_VERSION) with
+/// build metadata `caps-<count>-<supported>[-<unknown>]` and
+/// `events-<delivered>[-<unknown>]` (hexadecimal bit sets), after
 /// [`NRI_RS_BUILD_TAG`](crate::NRI_RS_BUILD_TAG) when `nri_rs` is set (a
 /// socket plugin of `nri-runtime`, which may spin; see
 /// [`is_nri_rs_runtime`](crate::is_nri_rs_runtime)). `<count>` is the
 /// number of capabilities this crate knows, so a newer reader tells a
-/// capability this runtime lacks from one it has never heard of.
+/// capability this runtime lacks from one it has never heard of; the
+/// `<unknown>` parts, present when not empty, are what the declarer cannot
+/// tell (`nri-proxy` speaking for a runtime it knows little about).
 ///
 /// ```
-/// use nri_api::{CapabilitySet, EventMask, declared_nri_version, parse_declaration};
+/// use nri_api::{CapabilitySet, EventMask, RuntimeCapabilities, declared_nri_version, parse_declaration};
 ///
-/// let v = declared_nri_version(true, CapabilitySet::all(), EventMask::ALL);
+/// let all = RuntimeCapabilities::declared(CapabilitySet::all(), EventMask::ALL);
+/// let v = declared_nri_version(true, &all);
 /// assert_eq!(v, "v0.12.5+nri-rs.caps-43-7ffffffffff.events-3fff");
 /// assert!(nri_api::is_nri_rs_runtime(&v));
-/// let d = parse_declaration(&v).unwrap();
-/// assert_eq!(d.supported, CapabilitySet::all());
-/// assert_eq!(d.events, Some(EventMask::ALL));
+/// assert_eq!(parse_declaration(&v), Some(all));
 /// ```
-pub fn declared_nri_version(nri_rs: bool, supported: CapabilitySet, events: EventMask) -> String {
+pub fn declared_nri_version(nri_rs: bool, capabilities: &RuntimeCapabilities) -> String {
+    let all = CapabilitySet::all();
     let count = Capability::ALL.len();
-    let bits = supported.intersection(CapabilitySet::all()).bits();
-    let tag = if nri_rs {
-        format!("{}.", crate::NRI_RS_BUILD_TAG)
-    } else {
-        String::new()
-    };
-    format!(
-        "{}+{tag}{CAPS_ID}{count}-{bits:x}.{EVENTS_ID}{:x}",
-        crate::NRI_VERSION,
-        events.intersection(EventMask::ALL).as_i32()
-    )
+    let supported = capabilities.supported.intersection(all).bits();
+    let unknown = all
+        .difference(capabilities.known)
+        .difference(capabilities.supported)
+        .bits();
+    let events = capabilities.events.intersection(EventMask::ALL).as_i32();
+    let events_unknown = EventMask::ALL
+        .difference(capabilities.events_known)
+        .difference(capabilities.events)
+        .as_i32();
+    let mut v = format!("{}+", crate::NRI_VERSION);
+    if nri_rs {
+        v.push_str(crate::NRI_RS_BUILD_TAG);
+        v.push('.');
+    }
+    v.push_str(&format!("{CAPS_ID}{count}-{supported:x}"));
+    if unknown != 0 {
+        v.push_str(&format!("-{unknown:x}"));
+    }
+    v.push_str(&format!(".{EVENTS_ID}{events:x}"));
+    if events_unknown != 0 {
+        v.push_str(&format!("-{events_unknown:x}"));
+    }
+    v
 }
 
 /// Reads a runtime's declaration from the build metadata of its
-/// `NRI_version` (see [`declared_nri_version`]); `None` when it has none
-/// or it is malformed (a runtime that declares nothing).
-pub fn parse_declaration(nri_version: &str) -> Option<Declaration> {
-    let (_, build) = nri_version.trim().split_once('+')?;
+/// `NRI_version` (see [`declared_nri_version`]): `None` when it has no
+/// capabilities identifier or a malformed one (a runtime that declares
+/// nothing). Without an events identifier, the events are those of the
+/// NRI version.
+pub fn parse_declaration(nri_version: &str) -> Option<RuntimeCapabilities> {
+    let (version, build) = nri_version.trim().split_once('+')?;
     let mut caps = None;
     let mut events = None;
     for id in build.split('.') {
         if let Some(rest) = id.strip_prefix(CAPS_ID) {
-            let (count, bits) = rest.split_once('-')?;
-            let count: u32 = count.parse().ok()?;
-            let bits = u128::from_str_radix(bits, 16).ok()?;
-            let known = CapabilitySet::below(count).intersection(CapabilitySet::all());
-            caps = Some((CapabilitySet::from_bits(bits).intersection(known), known));
+            let mut parts = rest.split('-');
+            let count: u32 = parts.next()?.parse().ok()?;
+            let supported = u128::from_str_radix(parts.next()?, 16).ok()?;
+            let unknown = match parts.next() {
+                Some(p) => u128::from_str_radix(p, 16).ok()?,
+                None => 0,
+            };
+            if parts.next().is_some() {
+                return None;
+            }
+            let known = CapabilitySet::below(count)
+                .intersection(CapabilitySet::all())
+                .difference(CapabilitySet::from_bits(unknown));
+            caps = Some((
+                CapabilitySet::from_bits(supported).intersection(known),
+                known,
+            ));
         } else if let Some(rest) = id.strip_prefix(EVENTS_ID) {
-            let mask = u32::from_str_radix(rest, 16).ok()?;
-            let mask = i32::try_from(mask).ok()?;
-            events = Some(EventMask::from_i32(mask).intersection(EventMask::ALL));
+            let mut parts = rest.split('-');
+            let delivered = event_bits(parts.next()?)?;
+            let unknown = match parts.next() {
+                Some(p) => event_bits(p)?,
+                None => EventMask::EMPTY,
+            };
+            if parts.next().is_some() {
+                return None;
+            }
+            events = Some((
+                delivered.difference(unknown),
+                EventMask::ALL.difference(unknown),
+            ));
         }
     }
     let (supported, known) = caps?;
-    Some(Declaration {
+    let (events, events_known) = match events {
+        Some(e) => e,
+        None => (
+            NriVersion::parse(version).ok()?.valid_events(),
+            EventMask::ALL,
+        ),
+    };
+    Some(RuntimeCapabilities {
+        basis: CapabilityBasis::Declared,
         supported,
         known,
         events,
+        events_known,
     })
+}
+
+/// A hexadecimal event mask, limited to the known events.
+fn event_bits(hex: &str) -> Option<EventMask> {
+    let mask = i32::try_from(u32::from_str_radix(hex, 16).ok()?).ok()?;
+    Some(EventMask::from_i32(mask).intersection(EventMask::ALL))
 }

@@ -175,7 +175,7 @@ impl Shared {
             runtime_version: self.config.runtime_version.clone(),
             registration_timeout: millis(self.config.registration_timeout),
             request_timeout: millis(self.config.request_timeout),
-            nri_version: nri_api::NRI_VERSION.to_owned(),
+            nri_version: nri_api::declared_nri_version(false, &crate::lock(&self.declared)),
         };
         let conn = WasmConn::new(full.clone(), guest, closed.clone(), timeout, origin);
         let fail = |reason: RegistrationFailure| Error::Registration {
