@@ -39,6 +39,7 @@
 //! `proxy:` section ([`ProxyConfig`]); see the crate's README.
 
 mod callbacks;
+mod capabilities;
 pub mod cli;
 mod config;
 mod delivery;

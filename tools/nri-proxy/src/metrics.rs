@@ -5,7 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -35,6 +37,15 @@ pub(crate) struct ProxyMetrics {
     pub(crate) resyncs: Counter,
     /// Events delivered for resynchronizations.
     pub(crate) replayed: Counter,
+    /// Creations whose merged adjustment used a capability the runtime
+    /// does not apply, by capability.
+    unapplied: Family<CapabilityLabel, Counter>,
+}
+
+/// The label of [`ProxyMetrics::unapplied`].
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CapabilityLabel {
+    capability: &'static str,
 }
 
 impl ProxyMetrics {
@@ -63,11 +74,23 @@ impl ProxyMetrics {
             m.resyncs.clone(),
         );
         r.register(
+            "unapplied_adjustments",
+            "Creations whose merged adjustment used a capability the runtime does not apply (it drops that part), by capability",
+            m.unapplied.clone(),
+        );
+        r.register(
             "resync_events",
             "Events delivered to the plugins for resynchronizations",
             m.replayed.clone(),
         );
         m
+    }
+
+    /// The counter of creations with an unapplied `capability`.
+    pub(crate) fn unapplied(&self, capability: &'static str) -> Counter {
+        self.unapplied
+            .get_or_create(&CapabilityLabel { capability })
+            .clone()
     }
 }
 

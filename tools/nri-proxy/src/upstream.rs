@@ -248,6 +248,7 @@ impl Plugin for Upstream {
         self.request_timeout
             .store(nanos(timeout), Ordering::Relaxed);
         self.validating.store(validate, Ordering::Relaxed);
+        crate::capabilities::declare_upstream(&self.adaptation, rt);
         tracing::info!(
             runtime = %rt.name,
             runtime_version = %rt.version,
@@ -334,6 +335,13 @@ impl Plugin for Upstream {
         match self.handle(Upcall::Create(pod, container)).await? {
             Answer::Create(created) => {
                 let created = *created;
+                crate::capabilities::report_unapplied(
+                    &self.adaptation.declared(),
+                    &id,
+                    created.response.adjust.as_ref(),
+                    &created.plugins,
+                    &self.metrics,
+                );
                 if validating {
                     self.owners.keep(&id, created.owners, created.plugins);
                 }
