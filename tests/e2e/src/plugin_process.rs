@@ -83,6 +83,13 @@ impl PluginProcess {
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
+
+    /// Waits until it exits; returns its exit status.
+    pub fn wait_exit(&mut self) -> Result<std::process::ExitStatus> {
+        let what = format!("plugin {} to exit", self.name);
+        let child = &mut self.child;
+        poll(&what, timeout(), || Ok(child.try_wait()?))
+    }
 }
 
 impl Drop for PluginProcess {
