@@ -24,6 +24,7 @@ use nri_merge::PluginId;
 use nri_merge::validate::{DefaultValidator, Validator};
 
 mod accept;
+mod callbacks;
 mod create;
 mod events;
 mod outcome;
@@ -169,7 +170,10 @@ impl Builder {
                 reason: "timeouts must be positive".into(),
             });
         }
-        let registry = Arc::new(Registry::new(self.metrics.clone()));
+        let registry = Arc::new(Registry::new(
+            self.metrics.clone(),
+            self.config.peer_limits.max_sync_backlog,
+        ));
         let peers = Arc::new(crate::peer::PeerGuard::new(
             self.config.peer_limits.clone(),
             self.metrics.clone(),

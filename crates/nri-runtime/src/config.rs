@@ -83,7 +83,17 @@ pub const DEFAULT_VALIDATOR_NAME: &str = "default-validator";
 
 /// What the runtime provides to the library.
 ///
-/// All methods may be called concurrently, from any task.
+/// All methods may be called concurrently, from any task. Each call has a
+/// deadline, the request timeout of the plugin on whose behalf it is made:
+/// a listing that has not returned by then fails that plugin's
+/// registration, an update or eviction fails that plugin's request (or is
+/// logged, for updates a plugin answered); the future is dropped then.
+///
+/// A container the runtime gives up on after `create_container` (it does
+/// not store it) should get `remove_container`, as containerd does: the
+/// plugins saw it created. The containers the library counts as known
+/// (see `PeerLimits::extra_updates`) are also reconciled with every
+/// listing, which forgets one the runtime no longer has.
 pub trait RuntimeCallbacks: Send + Sync + 'static {
     /// Every pod and container the runtime knows, for a plugin's
     /// `Synchronize`.

@@ -141,6 +141,16 @@ pub enum Error {
     /// The runtime is stopping; the plugin's request was not handled.
     #[error("runtime stopping")]
     Stopping,
+    /// A runtime callback (update, evict) did not return within its
+    /// deadline (the request timeout of the plugin on whose behalf it was
+    /// called).
+    #[error("runtime callback {callback} gave no answer within {timeout:?}")]
+    CallbackTimeout {
+        /// Which callback.
+        callback: &'static str,
+        /// Its deadline.
+        timeout: std::time::Duration,
+    },
     /// A runtime callback (list, update, evict) failed.
     #[error("runtime callback {callback} failed: {message}")]
     Callback {
@@ -267,6 +277,7 @@ impl Error {
                 return nri_ttrpc::Status::new(Code::InvalidArgument, reason.to_string());
             }
             Error::ValidationRejected { .. } => Code::PermissionDenied,
+            Error::CallbackTimeout { .. } => Code::DeadlineExceeded,
             Error::Conflict { .. }
             | Error::InvalidAdjustment { .. }
             | Error::InvalidUpdate { .. }
@@ -313,6 +324,10 @@ pub enum RefusalKind {
     InvalidUpdate,
     /// Container updates a validator rejected.
     RejectedUpdate,
+    /// More events while a plugin synchronized than its backlog may hold
+    /// ([`PeerLimits::max_sync_backlog`](crate::PeerLimits::max_sync_backlog)):
+    /// the plugin is closed.
+    SyncBacklog,
 }
 
 impl RefusalKind {
@@ -320,7 +335,7 @@ impl RefusalKind {
     /// `decoded_size`, `malformed`, `in_flight`, `metadata`,
     /// `pending_connections`, `unknown_connection`, `peer_not_allowed`,
     /// `registration`, `registration_timeout`, `invalid_update`,
-    /// `rejected_update`.
+    /// `rejected_update`, `sync_backlog`.
     pub fn as_str(self) -> &'static str {
         match self {
             RefusalKind::Unregistered => "unregistered",
@@ -337,6 +352,7 @@ impl RefusalKind {
             RefusalKind::RegistrationTimeout => "registration_timeout",
             RefusalKind::InvalidUpdate => "invalid_update",
             RefusalKind::RejectedUpdate => "rejected_update",
+            RefusalKind::SyncBacklog => "sync_backlog",
         }
     }
 
@@ -441,6 +457,20 @@ pub enum RegistrationFailure {
         known: i32,
         /// Their names.
         known_names: String,
+    },
+    /// Listing the pods and containers for the plugin's `Synchronize` did
+    /// not return within the plugin's request timeout.
+    #[error("listing pods and containers gave no answer within {timeout:?}")]
+    ListTimeout {
+        /// The plugin's request timeout.
+        timeout: std::time::Duration,
+    },
+    /// More events happened while the plugin synchronized than its backlog
+    /// may hold ([`PeerLimits::max_sync_backlog`](crate::PeerLimits::max_sync_backlog)).
+    #[error("more than {limit} events happened while the plugin synchronized")]
+    BacklogFull {
+        /// The bound.
+        limit: usize,
     },
     /// Listing the pods and containers for the plugin's `Synchronize`
     /// failed (a runtime callback error).

@@ -53,6 +53,7 @@ mod connect;
 mod deferred;
 mod encode;
 pub mod failure;
+mod known;
 mod latency;
 pub mod launch;
 mod listener;
@@ -84,7 +85,8 @@ pub use output::{
 };
 pub use peer::{
     DECODED_SIZE_FLOOR, DEFAULT_DECODED_RATIO, DEFAULT_EXTRA_UPDATES, DEFAULT_MAX_IN_FLIGHT,
-    DEFAULT_MAX_PENDING_CONNECTIONS, DEFAULT_MAX_REGISTER_LEN, PeerLimits,
+    DEFAULT_MAX_PENDING_CONNECTIONS, DEFAULT_MAX_REGISTER_LEN, DEFAULT_MAX_SYNC_BACKLOG,
+    PeerLimits,
 };
 pub use plugin::{PluginInfo, PluginOrigin};
 pub use registry::CreationGuard;

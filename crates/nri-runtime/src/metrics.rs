@@ -70,7 +70,7 @@ pub trait Metrics: Send + Sync + 'static {
     /// `in_flight`, `metadata`, `pending_connections`, `invalid_update`,
     /// `rejected_update`, `unknown_connection` (a frame for a multiplexer
     /// connection that is not open, dropped unread), `peer_not_allowed`,
-    /// `registration`, `registration_timeout`.
+    /// `registration`, `registration_timeout`, `sync_backlog`.
     fn peer_refused(&self, peer: &str, reason: &str) {
         let _ = (peer, reason);
     }

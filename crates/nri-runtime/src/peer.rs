@@ -26,13 +26,11 @@
 //! ([`Metrics::peer_refused`]); it costs the peer that request (or, for
 //! an answer, that event), never the runtime.
 
-use std::collections::HashSet;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-
-use nri_api::api::Container;
 
 use crate::error::RefusalKind;
+use crate::known::KnownContainers;
 use crate::metrics::Metrics;
 use crate::output::OutputLimits;
 use crate::plugin::PluginOrigin;
@@ -47,6 +45,8 @@ pub const DEFAULT_DECODED_RATIO: usize = 16;
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 4;
 /// Default of [`PeerLimits::max_pending_connections`].
 pub const DEFAULT_MAX_PENDING_CONNECTIONS: usize = 16;
+/// Default of [`PeerLimits::max_sync_backlog`].
+pub const DEFAULT_MAX_SYNC_BACKLOG: usize = 1024;
 /// Decoded size every message may have whatever its wire size: the
 /// structs of a small answer are larger than 16 times its few bytes (an
 /// empty `CreateContainerResponse` is a 1.2 KB struct).
@@ -77,6 +77,10 @@ pub struct PeerLimits {
     /// Connections accepted on the socket that have not registered yet
     /// (default 16); more are closed at once.
     pub max_pending_connections: usize,
+    /// Events queued for one plugin while it synchronizes, its backlog
+    /// (default 1024): the event that would be one more closes the plugin
+    /// instead (it may reconnect and synchronize again).
+    pub max_sync_backlog: usize,
     /// Limits on what a launched plugin's stdout and stderr may put in the
     /// runtime's log (line length, lines per second).
     pub output: OutputLimits,
@@ -90,6 +94,7 @@ impl Default for PeerLimits {
             decoded_ratio: DEFAULT_DECODED_RATIO,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             max_pending_connections: DEFAULT_MAX_PENDING_CONNECTIONS,
+            max_sync_backlog: DEFAULT_MAX_SYNC_BACKLOG,
             output: OutputLimits::default(),
         }
     }
@@ -154,46 +159,11 @@ impl std::fmt::Display for Refused {
     }
 }
 
-/// The ids of the containers the runtime knows: created (or listed in a
-/// snapshot) and not removed. Bounds the updates a plugin may send.
-#[derive(Debug, Default)]
-pub(crate) struct KnownContainers(Mutex<HashSet<String>>);
-
-impl KnownContainers {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
-        crate::lock(&self.0)
-    }
-
-    pub(crate) fn created(&self, id: &str) {
-        let mut known = self.lock();
-        if !known.contains(id) {
-            known.insert(id.to_owned());
-        }
-    }
-
-    pub(crate) fn removed(&self, id: &str) {
-        self.lock().remove(id);
-    }
-
-    pub(crate) fn listed(&self, containers: &[Container]) {
-        let mut known = self.lock();
-        for c in containers {
-            if !known.contains(&c.id) {
-                known.insert(c.id.clone());
-            }
-        }
-    }
-
-    pub(crate) fn count(&self) -> usize {
-        self.lock().len()
-    }
-}
-
 /// The limits, the known containers and the refusal reporting, shared by
 /// every connection of an adaptation.
 pub(crate) struct PeerGuard {
     pub(crate) limits: PeerLimits,
-    pub(crate) known: KnownContainers,
+    pub(crate) known: Arc<KnownContainers>,
     metrics: Arc<dyn Metrics>,
     pending: Arc<AtomicUsize>,
 }
@@ -222,7 +192,7 @@ impl PeerGuard {
     pub(crate) fn new(limits: PeerLimits, metrics: Arc<dyn Metrics>) -> Self {
         Self {
             limits,
-            known: KnownContainers::default(),
+            known: Arc::default(),
             metrics,
             pending: Arc::default(),
         }

@@ -40,6 +40,7 @@ use tokio::sync::{oneshot, watch};
 
 use crate::error::RegistrationFailure;
 use crate::failure::PluginFailure;
+use crate::known::KnownContainers;
 use crate::lock;
 use crate::metrics::Metrics;
 use crate::plugin::{Plugin, PluginList};
@@ -229,6 +230,31 @@ impl Drop for SyncWindow {
 struct Syncing {
     plugin: Arc<Plugin>,
     queue: VecDeque<Deferred>,
+    /// The queue went over its bound: it was dropped and the plugin
+    /// closed; nothing more is queued.
+    overflowed: bool,
+}
+
+impl Syncing {
+    /// Whether one more event may be queued (the plugin takes it). At the
+    /// bound the queue overflows instead: it is dropped (freeing what it
+    /// held) and the plugin closed, and its registration fails.
+    fn room_for(&mut self, event: Event, max: usize, metrics: &dyn Metrics) -> bool {
+        if self.overflowed || !self.plugin.subscribed(event) {
+            return false;
+        }
+        if self.queue.len() < max {
+            return true;
+        }
+        self.overflowed = true;
+        self.queue.clear();
+        let kind = crate::error::RefusalKind::SyncBacklog;
+        tracing::warn!(plugin = %self.plugin.id, limit = max, kind = kind.as_str(), "more events happened while the NRI plugin synchronized than its backlog may hold; closing it (it may reconnect)");
+        metrics.peer_refused(&self.plugin.name, kind.as_str());
+        self.plugin
+            .close("backlog over its bound while synchronizing");
+        false
+    }
 }
 
 #[derive(Default)]
@@ -249,6 +275,8 @@ struct State {
 pub(crate) struct Registry {
     state: Mutex<State>,
     metrics: Arc<dyn Metrics>,
+    /// Most events queued for one synchronizing plugin.
+    max_backlog: usize,
     /// Bumped whenever a plugin becomes active.
     activations: watch::Sender<u64>,
 }
@@ -259,6 +287,9 @@ pub struct CreationGuard {
     registry: Option<Arc<Registry>>,
     seq: u64,
     inflight: Option<Arc<Inflight>>,
+    /// Where the container becomes known once the guard is released (a
+    /// successful CreateContainer).
+    known: Option<Arc<KnownContainers>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -291,6 +322,12 @@ impl CreationGuard {
         }
     }
 
+    /// The container is known (see `known.rs`) once the guard is
+    /// released: the runtime has stored it then.
+    pub(crate) fn known_once_released(&mut self, known: Arc<KnownContainers>) {
+        self.known = Some(known);
+    }
+
     /// Releases the guard: the runtime has stored the object (or given up
     /// on it). Same as dropping it.
     pub fn release(self) {}
@@ -303,6 +340,9 @@ impl Drop for CreationGuard {
         drop(self.close_late());
         if let Some(r) = self.registry.take() {
             r.lock().inflight.remove(&self.seq);
+        }
+        if let (Some(known), Some(i)) = (&self.known, &self.inflight) {
+            known.created(&i.id);
         }
         if let Some(i) = &self.inflight {
             i.released.send_replace(true);
@@ -325,10 +365,11 @@ fn deferrable(event: Event) -> bool {
 }
 
 impl Registry {
-    pub(crate) fn new(metrics: Arc<dyn Metrics>) -> Self {
+    pub(crate) fn new(metrics: Arc<dyn Metrics>, max_backlog: usize) -> Self {
         Self {
             state: Mutex::new(State::default()),
             metrics,
+            max_backlog,
             activations: watch::channel(0).0,
         }
     }
@@ -385,7 +426,7 @@ impl Registry {
         if deferrable(event) {
             let seq = st.updates.record(event, container);
             for s in st.syncing.iter_mut() {
-                if s.plugin.subscribed(event) {
+                if s.room_for(event, self.max_backlog, &*self.metrics) {
                     s.queue.push_back(Deferred::Event(Box::new(DeferredEvent {
                         event,
                         pod: pod.clone(),
@@ -426,7 +467,7 @@ impl Registry {
         let seq = st.next_seq;
         st.next_seq += 1;
         for s in st.syncing.iter_mut() {
-            if QUEUE_FOR_SYNCING && s.plugin.subscribed(event) {
+            if QUEUE_FOR_SYNCING && s.room_for(event, self.max_backlog, &*self.metrics) {
                 let d = match inflight.add_late(&s.plugin) {
                     Some(rx) => Deferred::Late(inflight.clone(), rx),
                     None => Deferred::Creation(inflight.clone()),
@@ -443,6 +484,7 @@ impl Registry {
                 registry: Some(self.clone()),
                 seq,
                 inflight: Some(inflight),
+                known: None,
             },
         )
     }
@@ -489,6 +531,7 @@ impl Registry {
         st.syncing.push(Syncing {
             plugin: plugin.clone(),
             queue,
+            overflowed: false,
         });
         Some((finished, window))
     }
@@ -565,7 +608,16 @@ impl Registry {
         let pos = (st.syncing.iter())
             .position(|s| Arc::ptr_eq(&s.plugin, plugin))
             .ok_or(RegistrationFailure::LostDuringSync)?;
-        let backlog = st.syncing.remove(pos).queue;
+        let Syncing {
+            queue: backlog,
+            overflowed,
+            ..
+        } = st.syncing.remove(pos);
+        if overflowed {
+            return Err(RegistrationFailure::BacklogFull {
+                limit: self.max_backlog,
+            });
+        }
         if plugin.is_closed() {
             return Err(RegistrationFailure::LostDuringSync);
         }
@@ -580,6 +632,16 @@ impl Registry {
         self.metrics.active_plugins(n);
         self.activations.send_modify(|n| *n += 1);
         Ok(backlog)
+    }
+
+    /// [`RegistrationFailure::BacklogFull`] if the plugin's backlog
+    /// overflowed while it synchronized.
+    pub(crate) fn backlog_overflow(&self, plugin: &Arc<Plugin>) -> Option<RegistrationFailure> {
+        let st = self.lock();
+        let s = st.syncing.iter().find(|s| Arc::ptr_eq(&s.plugin, plugin))?;
+        s.overflowed.then_some(RegistrationFailure::BacklogFull {
+            limit: self.max_backlog,
+        })
     }
 
     /// Whether a plugin known as `name` (`NN-name` or base name) has been

@@ -177,7 +177,7 @@ impl Adaptation {
         &self,
         mut f: Fanout<'_>,
         plugins: &PluginList,
-        guard: CreationGuard,
+        mut guard: CreationGuard,
     ) -> Result<CreateContainerOutcome, Error> {
         let sh = &self.shared;
         let op = EVENT.pretty_name();
@@ -190,7 +190,7 @@ impl Adaptation {
         }
         let resp = f.result.into_response();
         guard.set_outcome(true);
-        sh.peers.known.created(&f.container.id);
+        guard.known_once_released(sh.peers.known.clone());
         Ok(CreateContainerOutcome {
             adjustment: resp.adjust.unwrap_or_default(),
             updates: resp.update,

@@ -143,6 +143,8 @@ impl Shared {
     ) -> Result<UpdateContainersResponse, Error> {
         let plugin = id.to_string();
         let operation = "UpdateContainers";
+        // The callbacks run on the plugin's behalf: within its timeout.
+        let timeout = self.config.request_timeout_for(id);
         let updates = self
             .vet_updates(id, peer, operation, req.update)
             .inspect_err(|e| {
@@ -154,25 +156,19 @@ impl Shared {
             for e in &req.evict {
                 tracing::info!(target: crate::metrics::AUDIT_TARGET, operation, plugin = %plugin, container = %e.container_id, reason = %e.reason, "plugin requested eviction");
             }
-            if let Err(e) = self.callbacks.evict_containers(req.evict).await {
+            if let Err(e) = self.evict_within(timeout, req.evict).await {
                 tracing::warn!(plugin = %plugin, error = %e, "evicting containers failed");
-                return Err(Error::Callback {
-                    callback: "evict_containers",
-                    message: e.to_string(),
-                });
+                return Err(e);
             }
         }
         if updates.is_empty() {
             return Ok(UpdateContainersResponse { failed: Vec::new() });
         }
-        match self.callbacks.update_containers(updates).await {
+        match self.update_within(timeout, updates).await {
             Ok(failed) => Ok(UpdateContainersResponse { failed }),
             Err(e) => {
                 tracing::warn!(plugin = %plugin, error = %e, "unsolicited container update failed");
-                Err(Error::Callback {
-                    callback: "update_containers",
-                    message: e.to_string(),
-                })
+                Err(e)
             }
         }
     }

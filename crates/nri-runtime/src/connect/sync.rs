@@ -44,21 +44,23 @@ impl Shared {
         &self,
         plugin: &Arc<Plugin>,
     ) -> Result<(), RegistrationFailure> {
+        let res = self.sync_and_activate(plugin).await;
+        // A plugin closed because its backlog overflowed fails whatever
+        // step it was in: say why.
+        res.map_err(|e| self.registry.backlog_overflow(plugin).unwrap_or(e))
+    }
+
+    async fn sync_and_activate(&self, plugin: &Arc<Plugin>) -> Result<(), RegistrationFailure> {
         // Until the backlog is delivered (or this fails): see `SyncWindow`.
         let (finished, _window) = self
             .registry
             .begin_sync(plugin)
             .ok_or(RegistrationFailure::Stopping)?;
         let unlisted = self.await_finished_creations(plugin, finished).await;
-        let snapshot = self
-            .callbacks
-            .list_pods_and_containers()
-            .await
-            .map_err(|e| RegistrationFailure::ListFailed {
-                message: e.to_string(),
-            })?;
+        let listing = self.peers.known.begin_listing();
+        let snapshot = self.list_for(plugin).await?;
         let snapshot = with_unlisted(snapshot, &unlisted);
-        self.peers.known.listed(&snapshot.containers);
+        self.peers.known.listed(listing, &snapshot.containers);
         let objects = {
             let (queued_pods, queued_containers) = self.registry.queued_ids(plugin);
             SyncObjects::new(
@@ -77,7 +79,7 @@ impl Shared {
             }
         };
         if !updates.is_empty() {
-            match self.callbacks.update_containers(updates).await {
+            match self.update_within(plugin.timeout, updates).await {
                 Ok(failed) if !failed.is_empty() => {
                     tracing::warn!(plugin = %plugin.id, failed = failed.len(), "some container updates from Synchronize failed");
                 }
