@@ -145,8 +145,11 @@ impl Gate {
     pub fn new() -> Self {
         Self(Arc::new(tokio::sync::Semaphore::new(0)))
     }
+    /// Lets every waiting and later call through; opening it again does
+    /// nothing more.
     pub fn open(&self) {
-        self.0.add_permits(tokio::sync::Semaphore::MAX_PERMITS / 2);
+        // A closed semaphore fails every acquire at once: `pass` returns.
+        self.0.close();
     }
     async fn pass(&self) {
         let _ = self.0.acquire().await;
