@@ -15,8 +15,8 @@ use common::*;
 use nri_api::EventMask;
 use nri_api::api::Event;
 use nri_runtime::wasm::{
-    WASM_MAX_ELEMENT_SEGMENTS, WASM_MAX_FUNCTION_SIZE, WASM_MAX_GLOBALS, WasmError, WasmLimits,
-    check_module,
+    WASM_MAX_ELEMENT_ITEMS, WASM_MAX_ELEMENT_SEGMENTS, WASM_MAX_FUNCTION_SIZE, WASM_MAX_GLOBALS,
+    WasmError, WasmLimits, check_module,
 };
 use nri_runtime::{FailurePolicy, PluginFailure, PluginPolicy};
 use wasm_util::Wat;
@@ -64,6 +64,18 @@ fn too_many_globals_element_segments_or_a_huge_function_are_refused() {
     assert_eq!(refused(&guest().field(&globals)).0, "globals");
     let elems = "(elem func)".repeat(WASM_MAX_ELEMENT_SEGMENTS as usize + 1);
     assert_eq!(refused(&guest().field(&elems)).0, "element segments");
+    // Two segments of 600,000 items each: 1.2 MB of WebAssembly, many
+    // times that in the engine.
+    let items = format!("(elem func {})", "$f ".repeat(600_000)).repeat(2);
+    let items = format!("(func $f) {items}");
+    assert_eq!(
+        refused(&guest().field(&items)),
+        (
+            "element items".into(),
+            1_200_000,
+            u64::from(WASM_MAX_ELEMENT_ITEMS)
+        )
+    );
     let body = "nop ".repeat(WASM_MAX_FUNCTION_SIZE as usize);
     let (what, found, _) = refused(&guest().field(&format!("(func {body})")));
     assert_eq!(what, "bytes in one function body");

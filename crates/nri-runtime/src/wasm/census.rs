@@ -12,8 +12,9 @@
 use wasmparser::{ElementItems, Parser, Payload, TypeRef};
 
 use super::{
-    WASM_MAX_DATA_SEGMENTS, WASM_MAX_ELEMENT_SEGMENTS, WASM_MAX_FUNCTION_SIZE, WASM_MAX_FUNCTIONS,
-    WASM_MAX_GLOBALS, WASM_MAX_IMPORTS, WASM_MAX_TABLES, WasmError, WasmLimits,
+    WASM_MAX_DATA_SEGMENTS, WASM_MAX_ELEMENT_ITEMS, WASM_MAX_ELEMENT_SEGMENTS,
+    WASM_MAX_FUNCTION_SIZE, WASM_MAX_FUNCTIONS, WASM_MAX_GLOBALS, WASM_MAX_IMPORTS,
+    WASM_MAX_LOCALS, WASM_MAX_TABLES, WasmError, WasmLimits,
 };
 
 /// What a module declares, counted.
@@ -34,6 +35,8 @@ pub(crate) struct Census {
     pub(crate) data_segments: u64,
     /// Size of the largest function body, in bytes.
     pub(crate) largest_function: u64,
+    /// Most locals of one function (parameters left out).
+    pub(crate) most_locals: u64,
 }
 
 /// The error for `found` of `resource` over `max`.
@@ -112,6 +115,11 @@ impl Census {
                         ElementItems::Functions(f) => f.count(),
                         ElementItems::Expressions(_, x) => x.count(),
                     });
+                    bound(
+                        "element items",
+                        self.element_items,
+                        u64::from(WASM_MAX_ELEMENT_ITEMS),
+                    )?;
                 }
             }
             Payload::DataSection(r) => self.data_segments += u64::from(r.count()),
@@ -123,6 +131,12 @@ impl Census {
                     size,
                     u64::from(WASM_MAX_FUNCTION_SIZE),
                 )?;
+                let mut locals = 0u64;
+                for group in body.get_locals_reader()? {
+                    locals += u64::from(group?.0);
+                    bound("locals in one function", locals, u64::from(WASM_MAX_LOCALS))?;
+                }
+                self.most_locals = self.most_locals.max(locals);
             }
             _ => {}
         }
@@ -247,6 +261,20 @@ mod tests {
                 other => panic!("{wat}: {other:?}"),
             }
         }
+        let locals = format!(
+            "(module (func (local i32) (local {})))",
+            "i64 ".repeat(1000)
+        );
+        assert!(matches!(
+            census(&locals),
+            Err(WasmError::OverLimit { resource, found: 1001, .. }) if resource == "locals in one function"
+        ));
+        let c = census(&format!(
+            "(module (func (param i32) (local {})))",
+            "i64 ".repeat(1000)
+        ))
+        .unwrap();
+        assert_eq!(c.most_locals, 1000);
         let globals = format!(
             "(module {})",
             "(global i32 (i32.const 0))".repeat(WASM_MAX_GLOBALS as usize + 1)

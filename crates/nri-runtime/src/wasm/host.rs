@@ -17,6 +17,7 @@ use wasmi::{
 
 use super::WasmError;
 use super::abi::{self, Answer, Packed};
+use super::pace::Pace;
 use super::wasi::{self, HostState, SleepEnd};
 
 /// Largest answer a guest may return: the protocol's message cap, as for
@@ -61,7 +62,8 @@ pub(crate) struct Guest {
     pub(super) malloc: Func,
     pub(super) free: Func,
     pub(super) methods: HashMap<&'static str, Func>,
-    pub(super) slice: u64,
+    /// The fuel of the next slice off the executor, kept to a time.
+    pub(super) pace: Pace,
     /// Fuel a call may use on the async executor before the rest of it
     /// moves to a blocking thread: `image::INLINE_FUEL`, at most one
     /// slice.
@@ -195,7 +197,7 @@ impl Guest {
         let fuel = match budget.inline_left {
             Some(0) => return Ok(Some(next)),
             Some(left) => left,
-            None => self.slice,
+            None => self.pace.slice(),
         };
         let state = self.store.data_mut();
         state.deadline = Some(budget.deadline);
@@ -205,12 +207,14 @@ impl Guest {
             _ => fuel,
         };
         self.store.set_fuel(given).map_err(|e| fail(&e))?;
+        let mut began = Instant::now();
         let mut call = match next {
             Next::Start(f, params, n) => f.call_resumable(&mut self.store, &params[..n], out),
             Next::Fuel(c) => c.resume(&mut self.store, out),
             Next::Host(c, deferred) => {
                 let (mem, state) = self.memory.data_and_store_mut(&mut self.store);
                 let errno = wasi::run_deferred(mem, state, deferred).map_err(|e| fail(&e))?;
+                began = Instant::now();
                 c.resume(&mut self.store, &[Val::I32(errno)], out)
             }
         }
@@ -242,8 +246,13 @@ impl Guest {
                     if cancel.is_some_and(CancellationToken::is_cancelled) {
                         return Err(CallError::Closed);
                     }
-                    given = self.slice.max(more.required_fuel());
+                    // A `poll_oneoff` sleep in the slice is not its work.
+                    let slept = self.store.data().slept.take();
+                    let took = began.elapsed().saturating_sub(slept);
+                    self.pace.after(given.saturating_sub(left), took);
+                    given = self.pace.slice().max(more.required_fuel());
                     self.store.set_fuel(given).map_err(|e| fail(&e))?;
+                    began = Instant::now();
                     call = more.resume(&mut self.store, out).map_err(|e| fail(&e))?;
                 }
             }

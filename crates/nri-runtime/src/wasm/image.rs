@@ -4,6 +4,7 @@
 //! without compiling when one had to be discarded.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
@@ -14,15 +15,19 @@ use wasmi_core::LimiterError;
 use super::abi;
 use super::census::Census;
 use super::host::{CallError, Guest, describe, export};
+use super::log::LogBudget;
+use super::pace::{Pace, max_slice};
 use super::wasi::{self, HostState};
 use super::{WASM_MAX_TABLES, WasmError, WasmLimits};
 
-/// Fuel the module's own start function (if any) may use, in slices. It
-/// runs inside instantiation, which the engine cannot pause to look at
-/// the deadline: this fuel is its bound (the `_initialize` export, which
-/// Go's and other toolchains' reactors use, runs in slices up to the
-/// deadline instead).
-const START_SLICES: u64 = 10;
+/// Most fuel the module's own start function (if any) may use. It runs
+/// inside instantiation, which the engine cannot pause to look at the
+/// deadline or time a slice: this fuel is its bound, the default fuel
+/// slice (or the configured slice, if smaller), about what one slice of
+/// the costliest instructions runs in 10 ms (see `docs/runtime/wasm.md`,
+/// "Time"). The `_initialize` export, which Go's and other toolchains'
+/// reactors use instead, runs in timed slices up to the deadline.
+const START_FUEL: u64 = super::DEFAULT_WASM_FUEL_SLICE;
 /// Fuel a call runs on the caller's task before the rest of it moves to a
 /// blocking thread (when the guest's slice is smaller, one slice): at
 /// most about 100 µs of guest work (see `docs/runtime/wasm.md`), so the
@@ -31,14 +36,16 @@ const START_SLICES: u64 = 10;
 pub(crate) const INLINE_FUEL: u64 = 20_000;
 
 /// Bytes a bulk instruction (`memory.copy`, `memory.fill`, `memory.grow`,
-/// `table.grow`, ...) copies or writes per unit of fuel.
-pub(crate) const BYTES_PER_FUEL: u32 = 64;
+/// `table.grow`, ...) copies or writes per unit of fuel: measured, a
+/// `memory.copy` of 32 MiB costs about what an ordinary instruction
+/// does per unit at 16 (at 64 it cost four times as much time per unit).
+pub(crate) const BYTES_PER_FUEL: u32 = 16;
 
 /// The engine a guest is compiled for: fuel metered, functions translated
 /// lazily at their first call (which costs no fuel: the census bounds a
 /// function's size, and so its translation, see
 /// [`super::WASM_MAX_FUNCTION_SIZE`]).
-fn engine() -> Engine {
+pub(super) fn engine() -> Engine {
     let mut cfg = wasmi::Config::default();
     cfg.consume_fuel(true);
     cfg.fuel_cost(wasmi::CustomFuelCosts {
@@ -70,6 +77,16 @@ fn grow(desired: usize, limit: usize, maximum: Option<usize>) -> Result<bool, Li
         return Err(LimiterError::ResourceLimiterDeniedAllocation);
     }
     Ok(maximum.is_none_or(|m| desired <= m))
+}
+
+impl GuestLimits {
+    /// The bounds `limits` sets.
+    pub(super) fn new(limits: &WasmLimits) -> Self {
+        GuestLimits {
+            memory: limits.max_memory,
+            table_elements: limits.max_table_elements as usize,
+        }
+    }
 }
 
 impl ResourceLimiter for GuestLimits {
@@ -120,6 +137,8 @@ pub(crate) struct Image {
     linker: Linker<HostState>,
     limits: WasmLimits,
     census: Census,
+    /// The plugin's log budget, shared by its instances.
+    log_budget: Arc<Mutex<LogBudget>>,
 }
 
 impl std::fmt::Debug for Image {
@@ -151,6 +170,7 @@ impl Image {
             linker,
             limits: limits.clone(),
             census,
+            log_budget: Arc::new(Mutex::new(LogBudget::new(Instant::now()))),
         })
     }
 
@@ -171,21 +191,20 @@ impl Image {
         let limits = &self.limits;
         let state = HostState {
             plugin: plugin.to_owned(),
-            limits: GuestLimits {
-                memory: limits.max_memory,
-                table_elements: limits.max_table_elements as usize,
-            },
+            limits: GuestLimits::new(limits),
             deadline: Some(deadline),
             epoch: Instant::now(),
             closed: CancellationToken::new(),
             inline: false,
+            log_budget: self.log_budget.clone(),
+            slept: std::cell::Cell::default(),
         };
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limits);
         let instantiate = |message: String| WasmError::Instantiate { message };
         let slice = limits.fuel_slice.max(1);
         store
-            .set_fuel(slice.saturating_mul(START_SLICES))
+            .set_fuel(slice.min(START_FUEL))
             .map_err(|e| instantiate(e.to_string()))?;
         let instance = self
             .linker
@@ -211,7 +230,7 @@ impl Image {
             malloc,
             free,
             methods,
-            slice,
+            pace: Pace::new(max_slice(slice, self.census.most_locals)),
             inline_fuel: INLINE_FUEL.min(slice),
         };
         let failed = |e: CallError| instantiate(describe(&e));

@@ -13,6 +13,8 @@
 use std::time::Duration;
 
 pub mod abi;
+#[cfg(all(test, feature = "wasm"))]
+mod calibrate;
 #[cfg(feature = "wasm")]
 mod census;
 #[cfg(feature = "wasm")]
@@ -24,6 +26,8 @@ pub(crate) mod host;
 mod image;
 #[cfg(feature = "wasm")]
 mod log;
+#[cfg(feature = "wasm")]
+mod pace;
 #[cfg(feature = "wasm")]
 mod restart;
 #[cfg(feature = "wasm")]
@@ -80,6 +84,10 @@ pub const WASM_MAX_TABLES: u32 = 4;
 pub const WASM_MAX_GLOBALS: u32 = 1_000;
 /// Most element segments a module may have (a Go-built guest has 1).
 pub const WASM_MAX_ELEMENT_SEGMENTS: u32 = 1_000;
+/// Most items of all element segments together (a Go-built guest has
+/// about 11,300): the engine keeps each segment's items (a few bytes
+/// each) for the module's life, and an item is one byte of WebAssembly.
+pub const WASM_MAX_ELEMENT_ITEMS: u32 = 1_000_000;
 /// Most data segments a module may have (a Go-built guest has 100,000:
 /// Go writes its data in small segments).
 pub const WASM_MAX_DATA_SEGMENTS: u32 = 1_000_000;
@@ -88,8 +96,15 @@ pub const WASM_MAX_DATA_SEGMENTS: u32 = 1_000_000;
 pub const WASM_MAX_FUNCTIONS: u32 = 1_000_000;
 /// Largest function body, in bytes (a Go-built guest's largest is about
 /// 41 KB): bounds the engine's translation of one function, which happens
-/// at its first call.
-pub const WASM_MAX_FUNCTION_SIZE: u32 = 1024 * 1024;
+/// at its first call, costs no fuel and cannot be paused (measured: about
+/// 100 ns a byte, so about 13 ms for the largest).
+pub const WASM_MAX_FUNCTION_SIZE: u32 = 128 * 1024;
+/// Most locals of one function, its parameters left out (a Go-built
+/// guest's largest has 20): the engine zeroes a function's locals at
+/// each call without charging fuel for them, so a call costs time in
+/// proportion to them (a function of 1,000 locals about 15 times an
+/// ordinary instruction's per unit of fuel; see `docs/runtime/wasm.md`).
+pub const WASM_MAX_LOCALS: u32 = 1_000;
 /// Most imports a module may have (a Go-built guest has 29).
 pub const WASM_MAX_IMPORTS: u32 = 1_000;
 
