@@ -15,11 +15,15 @@
 //! - `report` prints `refused REASON=N ...` (the refusals counted by
 //!   `Metrics::peer_refused`) and `failed PLUGIN=N ...` (failed plugin
 //!   calls, by plugin);
+//! - `slowest` prints `slowest PLUGIN=MS ...`: each plugin's longest call
+//!   (`Metrics::plugin_latency`), in milliseconds;
 //! - `quit` (or the end of stdin) stops the runtime and exits.
 //!
 //! With `--plugin-dir DIR` it also loads the plugins of DIR (the
-//! WebAssembly guests of `tests/wasm_guests.rs`), with `--request-timeout`
-//! as every plugin's request timeout.
+//! WebAssembly guests of `tests/wasm_guests.rs`), with `--request-timeout-ms`
+//! as every plugin's request timeout, `--registration-timeout-ms` as the
+//! bound of each load and `--wasm-max-memory-mib` as each guest's memory
+//! cap.
 //!
 //! Every plugin's failure policy is `ignore`, so that a hostile plugin
 //! whose answers are refused costs only its own part of each event.
@@ -34,7 +38,7 @@ use clap::Parser;
 use nri_api::api::{Container, ContainerUpdate, LinuxResources, PodSandbox};
 use nri_runtime::{
     Adaptation, BoxFuture, CallbackError, ErrorClass, FailurePolicy, Metrics, PluginPolicy,
-    RuntimeCallbacks, Snapshot,
+    RuntimeCallbacks, Snapshot, WasmLimits,
 };
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -55,6 +59,14 @@ struct Args {
     /// library's).
     #[arg(long)]
     request_timeout_ms: Option<u64>,
+    /// Registration timeout, in milliseconds (default: the library's);
+    /// bounds the load of a WebAssembly plugin.
+    #[arg(long)]
+    registration_timeout_ms: Option<u64>,
+    /// Linear memory cap of a WebAssembly plugin, in MiB (default: the
+    /// library's).
+    #[arg(long)]
+    wasm_max_memory_mib: Option<usize>,
 }
 
 /// What the runtime has: one pod and the containers being cycled.
@@ -86,6 +98,7 @@ impl RuntimeCallbacks for World {
 struct Counts {
     refused: Mutex<BTreeMap<String, u64>>,
     failed: Mutex<BTreeMap<String, u64>>,
+    slowest: Mutex<BTreeMap<String, u64>>,
 }
 
 impl Metrics for Counts {
@@ -94,6 +107,14 @@ impl Metrics for Counts {
             if let Ok(mut f) = self.failed.lock() {
                 *f.entry(plugin.to_owned()).or_default() += 1;
             }
+        }
+    }
+
+    fn plugin_latency(&self, plugin: &str, _operation: &str, latency: std::time::Duration) {
+        if let Ok(mut s) = self.slowest.lock() {
+            let ms = u64::try_from(latency.as_millis()).unwrap_or(u64::MAX);
+            let e = s.entry(plugin.to_owned()).or_default();
+            *e = (*e).max(ms);
         }
     }
 
@@ -186,6 +207,12 @@ async fn main() -> anyhow::Result<()> {
     if let Some(ms) = args.request_timeout_ms {
         builder = builder.request_timeout(std::time::Duration::from_millis(ms));
     }
+    if let Some(ms) = args.registration_timeout_ms {
+        builder = builder.registration_timeout(std::time::Duration::from_millis(ms));
+    }
+    if let Some(mib) = args.wasm_max_memory_mib {
+        builder = builder.wasm_limits(WasmLimits::default().with_max_memory(mib << 20));
+    }
     let a = builder
         .default_policy(PluginPolicy::new(FailurePolicy::Ignore))
         .metrics(counts.clone())
@@ -207,6 +234,7 @@ async fn main() -> anyhow::Result<()> {
                 say(&format!("refused{}", listed(&counts.refused)));
                 say(&format!("failed{}", listed(&counts.failed)));
             }
+            (Some("slowest"), None) => say(&format!("slowest{}", listed(&counts.slowest))),
             (Some("quit"), None) => break,
             _ => anyhow::bail!("unknown command {line:?}"),
         }
