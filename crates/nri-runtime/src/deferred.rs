@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use nri_api::api::{
     CreateContainerResponse, Event, StopContainerRequest, StopContainerResponse,
-    UpdateContainerRequest, UpdateContainerResponse, UpdateContainersRequest,
-    UpdatePodSandboxRequest, UpdatePodSandboxResponse,
+    UpdateContainerResponse, UpdateContainersRequest, UpdatePodSandboxResponse,
 };
 use nri_api::method;
+use prost::Message as _;
 
 use crate::adaptation::Shared;
 use crate::failure::PluginFailure;
@@ -59,7 +59,7 @@ impl Shared {
                 Ok(())
             }
             Deferred::Creation(i) => self.deliver_after_the_fact(plugin, &i).await,
-            Deferred::Event(d) => self.deliver_event(plugin, *d).await,
+            Deferred::Event(d) => self.deliver_event(plugin, &d).await,
         };
         if let Err(e) = res {
             tracing::warn!(plugin = %plugin.id, error = %e, "delivering an event deferred by synchronization failed");
@@ -145,63 +145,70 @@ impl Shared {
         }
     }
 
-    /// Any other event that happened during the sync. The container updates
-    /// and evictions a plugin answers to a deferred UpdateContainer or
-    /// StopContainer cannot join that event's (long returned) result: they
-    /// go through the checks of unsolicited updates and are applied the
-    /// same way.
+    /// Any other event that was in flight when the sync started or
+    /// started during it. The container updates and evictions a plugin
+    /// answers to a deferred UpdateContainer or StopContainer cannot join
+    /// that event's (long returned) result: they go through the checks of
+    /// unsolicited updates and are applied the same way.
     async fn deliver_event(
         &self,
         plugin: &Arc<Plugin>,
-        d: DeferredEvent,
+        d: &DeferredEvent,
     ) -> Result<(), PluginFailure> {
         let metrics = &*self.metrics;
         let timeout = plugin.timeout;
-        let DeferredEvent {
-            event,
-            pod,
-            container,
-            resources,
-            overhead,
-            seq,
-        } = d;
+        let (event, seq, request) = (d.event, d.seq, d.request.clone());
         let op = event.pretty_name();
         let (update, evict) = match event {
             Event::StopContainer => {
-                let req = StopContainerRequest {
-                    pod: Some(pod),
-                    container,
-                };
                 let r: StopContainerResponse = plugin
-                    .call(metrics, op, method::STOP_CONTAINER, &req, timeout)
+                    .call_decoded(
+                        metrics,
+                        op,
+                        method::STOP_CONTAINER,
+                        request,
+                        timeout,
+                        Answer::Counted,
+                    )
                     .await?;
                 (r.update, Vec::new())
             }
             Event::UpdateContainer => {
-                let req = UpdateContainerRequest {
-                    pod: Some(pod),
-                    container,
-                    linux_resources: resources,
-                };
                 let r: UpdateContainerResponse = plugin
-                    .call(metrics, op, method::UPDATE_CONTAINER, &req, timeout)
+                    .call_decoded(
+                        metrics,
+                        op,
+                        method::UPDATE_CONTAINER,
+                        request,
+                        timeout,
+                        Answer::Counted,
+                    )
                     .await?;
                 (r.update, r.evict)
             }
             Event::UpdatePodSandbox => {
-                let req = UpdatePodSandboxRequest {
-                    pod: Some(pod),
-                    overhead_linux_resources: overhead,
-                    linux_resources: resources,
-                };
                 let _: UpdatePodSandboxResponse = plugin
-                    .call(metrics, op, method::UPDATE_POD_SANDBOX, &req, timeout)
+                    .call_decoded(
+                        metrics,
+                        op,
+                        method::UPDATE_POD_SANDBOX,
+                        request,
+                        timeout,
+                        Answer::Counted,
+                    )
                     .await?;
                 return Ok(());
             }
             _ => {
+                // `{pod = 1, container = 2}`, as StopContainerRequest.
+                let Ok(r) = StopContainerRequest::decode(request) else {
+                    // Our own encoding: cannot fail to decode.
+                    tracing::error!(plugin = %plugin.id, event = op, "nri-runtime: decoding a deferred event failed");
+                    return Ok(());
+                };
+                let pod = r.pod.unwrap_or_default();
                 return plugin
-                    .notify(metrics, event, &pod, container.as_ref())
+                    .notify(metrics, event, &pod, r.container.as_ref())
                     .await;
             }
         };

@@ -540,27 +540,6 @@ impl Plugin {
             .map(|Empty {}| ())
     }
 
-    /// Calls a method with a typed request and response, without waiting
-    /// for the ready gate (synchronization and its deferred deliveries).
-    pub(crate) async fn call<Req: Message, Resp: Message + prost::Name + Default>(
-        &self,
-        metrics: &dyn Metrics,
-        operation: &str,
-        method: &str,
-        req: &Req,
-        timeout: Duration,
-    ) -> Result<Resp, PluginFailure> {
-        self.call_decoded(
-            metrics,
-            operation,
-            method,
-            Bytes::from(req.encode_to_vec()),
-            timeout,
-            Answer::Counted,
-        )
-        .await
-    }
-
     /// Decodes the plugin's answer to `method`, once it is known to be
     /// within the limits on what a peer may cost (see `peer.rs`); a
     /// refused answer is reported with the plugin's pid and uid.

@@ -9,8 +9,13 @@
 //! * `syncing`: plugins between "snapshot requested" and "active", each with
 //!   a queue of *deferred* deliveries;
 //! * `inflight`: creation events (RunPodSandbox, CreateContainer) from their
-//!   start until the runtime releases the creation guard (object stored).
+//!   start until the runtime releases the creation guard (object stored);
+//! * `events`: every other event the plugins take, from its start until its
+//!   fan-out returns.
 //!
+//! An event in flight when P starts syncing is queued for P (the runtime
+//! applies its change once it returns, so P's listing may not have it),
+//! like one that starts while P is syncing.
 //! A creation event that starts while plugin P is syncing is queued for P;
 //! so is every creation still in flight when P starts syncing, except a
 //! CreateContainer whose fan-out is past calling plugins: P's listing
@@ -27,13 +32,12 @@
 //! The backlog is bounded by what happened during the sync, so activation
 //! never waits for a quiet moment.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
 use nri_api::api::{
-    Container, ContainerUpdate, CreateContainerRequest, CreateContainerResponse, Event,
-    LinuxResources, PodSandbox,
+    Container, ContainerUpdate, CreateContainerRequest, CreateContainerResponse, Event, PodSandbox,
 };
 use prost::Message as _;
 use tokio::sync::{oneshot, watch};
@@ -165,23 +169,43 @@ pub(crate) enum Deferred {
     /// A CreateContainer whose fan-out waits for this plugin's answer: the
     /// request comes through the receiver once the other plugins answered.
     Late(Arc<Inflight>, oneshot::Receiver<LateOffer>),
-    /// Any other event that happened during the sync.
-    Event(Box<DeferredEvent>),
+    /// Any other event that was in flight when the sync started, or
+    /// started during it.
+    Event(Arc<DeferredEvent>),
 }
 
-/// A non-creation event queued for a syncing plugin.
-#[derive(Debug, Default)]
+/// A non-creation event from its start until its fan-out returns: what a
+/// plugin that starts synchronizing meanwhile, or whose sync the event
+/// starts in, gets after its snapshot. The runtime applies the event's
+/// change (a container running, a container or pod gone) once the event
+/// returns, so a listing taken while it is in flight may not have it.
+#[derive(Debug)]
 pub(crate) struct DeferredEvent {
     pub(crate) event: Event,
-    pub(crate) pod: PodSandbox,
-    pub(crate) container: Option<Container>,
-    /// UpdateContainer: the new resources; UpdatePodSandbox: the pod's.
-    pub(crate) resources: Option<LinuxResources>,
-    /// UpdatePodSandbox: the pod's overhead.
-    pub(crate) overhead: Option<LinuxResources>,
+    /// The event's request, encoded, shared with the fan-out (no copy of
+    /// the pod and container per event): `{pod = 1, container = 2}`, plus
+    /// `linux_resources = 3` for UpdateContainer; UpdatePodSandbox's is
+    /// `{pod = 1, overhead = 2, resources = 3}`.
+    pub(crate) request: Bytes,
     /// Where the event stands among the UpdateContainer events (see
     /// [`Registry::drop_superseded`]).
     pub(crate) seq: u64,
+}
+
+/// Keeps a non-creation event in flight (see [`DeferredEvent`]) until
+/// dropped, when its fan-out has returned.
+#[derive(Debug)]
+pub(crate) struct EventGuard {
+    registry: Option<Arc<Registry>>,
+    seq: u64,
+}
+
+impl Drop for EventGuard {
+    fn drop(&mut self) {
+        if let Some(r) = self.registry.take() {
+            r.lock().events.remove(&self.seq);
+        }
+    }
 }
 
 /// While plugins synchronize or deliver their backlog: the last
@@ -204,10 +228,10 @@ impl LastUpdates {
     /// Records an event about to be queued and returns its number: an
     /// UpdateContainer gets a new one (and is its container's last), any
     /// other event the current one.
-    fn record(&mut self, event: Event, container: Option<&Container>) -> u64 {
+    fn record(&mut self, event: Event, container: Option<&str>) -> u64 {
         if let (Event::UpdateContainer, Some(c), true) = (event, container, self.windows > 0) {
             self.seq += 1;
-            self.last.insert(c.id.clone(), self.seq);
+            self.last.insert(c.to_owned(), self.seq);
         }
         self.seq
     }
@@ -265,6 +289,9 @@ struct State {
     /// Names (`NN-name` and base name) of every plugin that has been active.
     seen: HashSet<String>,
     inflight: HashMap<u64, Arc<Inflight>>,
+    /// Non-creation events the plugins take part in, from their start
+    /// until their fan-out returns (numbered with the creations).
+    events: BTreeMap<u64, Arc<DeferredEvent>>,
     next_seq: u64,
     updates: LastUpdates,
     /// Set by [`Registry::clear`] (the runtime is stopping): no plugin
@@ -350,6 +377,12 @@ impl Drop for CreationGuard {
     }
 }
 
+/// Something in flight when a plugin starts synchronizing.
+enum Pending {
+    Creation(Arc<Inflight>),
+    Event(Arc<DeferredEvent>),
+}
+
 /// Whether creations are queued for syncing plugins: always, except in the
 /// test-only build (feature `test-no-sync-queue`) that shows the race test
 /// (`tests/sync_race.rs`) catches the objects lost without it.
@@ -400,45 +433,45 @@ impl Registry {
         self.lock().names.remove(full_name);
     }
 
-    /// Starts a non-creation event: the active plugins, and the event queued
-    /// for syncing plugins subscribed to it.
+    /// Starts a non-creation event whose request (see [`DeferredEvent`])
+    /// is `request`: the active plugins, and the event queued for the
+    /// syncing plugins subscribed to it. Until the returned guard is
+    /// dropped (the fan-out returned), a plugin that starts synchronizing
+    /// gets it too, after its snapshot.
     pub(crate) fn begin_event(
-        &self,
+        self: &Arc<Self>,
         event: Event,
-        pod: &PodSandbox,
-        container: Option<&Container>,
-    ) -> PluginList {
-        self.begin_update(event, pod, container, None, None)
-    }
-
-    /// [`begin_event`](Self::begin_event) of an event with resources
-    /// (UpdateContainer, UpdatePodSandbox).
-    pub(crate) fn begin_update(
-        &self,
-        event: Event,
-        pod: &PodSandbox,
-        container: Option<&Container>,
-        resources: Option<&LinuxResources>,
-        overhead: Option<&LinuxResources>,
-    ) -> PluginList {
+        request: &Bytes,
+        container: Option<&str>,
+    ) -> (PluginList, EventGuard) {
         let mut guard = self.lock();
         let st = &mut *guard;
-        if deferrable(event) {
-            let seq = st.updates.record(event, container);
-            for s in st.syncing.iter_mut() {
-                if s.room_for(event, self.max_backlog, &*self.metrics) {
-                    s.queue.push_back(Deferred::Event(Box::new(DeferredEvent {
-                        event,
-                        pod: pod.clone(),
-                        container: container.cloned(),
-                        resources: resources.cloned(),
-                        overhead: overhead.cloned(),
-                        seq,
-                    })));
-                }
+        if !deferrable(event) {
+            let none = EventGuard {
+                registry: None,
+                seq: 0,
+            };
+            return (st.active.clone(), none);
+        }
+        let seq = st.updates.record(event, container);
+        let d = Arc::new(DeferredEvent {
+            event,
+            request: request.clone(),
+            seq,
+        });
+        for s in st.syncing.iter_mut() {
+            if s.room_for(event, self.max_backlog, &*self.metrics) {
+                s.queue.push_back(Deferred::Event(d.clone()));
             }
         }
-        st.active.clone()
+        let n = st.next_seq;
+        st.next_seq += 1;
+        st.events.insert(n, d);
+        let guard = EventGuard {
+            registry: Some(self.clone()),
+            seq: n,
+        };
+        (st.active.clone(), guard)
     }
 
     /// Starts a creation event.
@@ -510,11 +543,24 @@ impl Registry {
         }
         st.updates.windows += 1;
         let window = SyncWindow(self.clone());
-        let mut pending: Vec<_> = st.inflight.iter().map(|(k, v)| (*k, v.clone())).collect();
+        // Creations and other events in flight, in the order they started.
+        let mut pending: Vec<_> = (st.inflight.iter())
+            .map(|(k, v)| (*k, Pending::Creation(v.clone())))
+            .chain((st.events.iter()).map(|(k, v)| (*k, Pending::Event(v.clone()))))
+            .collect();
         pending.sort_by_key(|(k, _)| *k);
         let mut queue = VecDeque::new();
         let mut finished = Vec::new();
-        for (_, i) in pending {
+        for (_, p) in pending {
+            let i = match p {
+                Pending::Event(d) => {
+                    if plugin.subscribed(d.event) {
+                        queue.push_back(Deferred::Event(d));
+                    }
+                    continue;
+                }
+                Pending::Creation(i) => i,
+            };
             if !QUEUE_FOR_SYNCING {
                 continue;
             }

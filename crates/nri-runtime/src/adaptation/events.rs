@@ -59,19 +59,13 @@ impl Adaptation {
     ) -> Result<EventReport, Error> {
         self.check_started()?;
         let ev = Event::UpdatePodSandbox;
-        let plugins = (self.shared.registry).begin_update(
-            ev,
-            pod,
-            None,
-            resources.as_ref(),
-            overhead.as_ref(),
-        );
         let req = UpdatePodSandboxRequest {
             pod: Some(pod.clone()),
             overhead_linux_resources: overhead,
             linux_resources: resources,
         };
         let payload = bytes::Bytes::from(prost::Message::encode_to_vec(&req));
+        let (plugins, _in_flight) = (self.shared.registry).begin_event(ev, &payload, None);
         let turn = InTurn::new(ev, method::UPDATE_POD_SANDBOX, Answer::Counted, pod);
         let mut errors = Vec::new();
         let mut turns = Turns::new(&plugins, ev);
@@ -94,15 +88,18 @@ impl Adaptation {
         let ev = Event::UpdateContainer;
         let op = ev.pretty_name();
         let sh = &self.shared;
-        let plugins = sh
-            .registry
-            .begin_update(ev, pod, Some(container), resources.as_ref(), None);
         let mut result = UpdateResult::new(pod.clone(), container.clone(), resources);
+        let first = bytes::Bytes::from(prost::Message::encode_to_vec(&result.request()));
+        let (plugins, _in_flight) = sh.registry.begin_event(ev, &first, Some(&container.id));
         let mut errors = Vec::new();
         let turn = InTurn::new(ev, method::UPDATE_CONTAINER, Answer::Merged, pod);
         let mut turns = Turns::new(&plugins, ev);
+        let mut unchanged = Some(first);
         while let Some(p) = turns.next_call() {
-            let req = bytes::Bytes::from(prost::Message::encode_to_vec(&result.request()));
+            // The request as the first plugin gets it is encoded already.
+            let req = unchanged.take().unwrap_or_else(|| {
+                bytes::Bytes::from(prost::Message::encode_to_vec(&result.request()))
+            });
             let resp: UpdateContainerResponse =
                 match self.call_in_turn(p, &turn, req, &mut errors).await? {
                     Some(resp) => resp,
@@ -146,10 +143,10 @@ impl Adaptation {
         }
         let op = ev.pretty_name();
         let sh = &self.shared;
-        let plugins = sh.registry.begin_event(ev, pod, Some(container));
         // The request does not depend on other plugins' answers: send it to
         // every plugin at once, then merge the answers in plugin order.
         let req = crate::encode::pod_container_request(pod, Some(container));
+        let (plugins, _in_flight) = sh.registry.begin_event(ev, &req, Some(&container.id));
         let targets: Vec<&Arc<Plugin>> = plugins.iter().filter(|p| p.subscribed(ev)).collect();
         let budget = self.budget;
         let answers = join_all(targets.iter().map(|p| {
@@ -250,8 +247,9 @@ impl Adaptation {
             self.check_started()?;
         }
         let sh = &self.shared;
-        let plugins = sh.registry.begin_event(ev, pod, container);
         let n = Notification::new(ev, pod, container);
+        let container_id = container.map(|c| c.id.as_str());
+        let (plugins, _in_flight) = sh.registry.begin_event(ev, n.request(), container_id);
         let mut errors = Vec::new();
         if ev.is_teardown() {
             // Teardown reaches every plugin whatever the others answer, so
