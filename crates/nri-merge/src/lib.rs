@@ -59,6 +59,7 @@ mod adjust;
 mod check;
 mod create;
 pub mod error;
+pub mod identity;
 mod owners;
 mod plugin;
 mod resources;
@@ -67,6 +68,7 @@ pub mod validate;
 
 pub use create::CreateResult;
 pub use error::Error;
+pub use identity::{Participant, Participants, PluginIdentity, PodIdentity};
 pub use owners::{
     ContainerOwners, HOOKS_OWNER_SEPARATOR, Owner, Ownership, REMOVAL_MARKER, is_compound,
 };

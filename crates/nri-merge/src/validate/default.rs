@@ -3,14 +3,17 @@
 use nri_api::api::{Field, ValidateContainerAdjustmentRequest, security_profile::ProfileType};
 use serde::{Deserialize, Serialize};
 
+use std::collections::BTreeMap;
+
 use super::presence::{is_adjusted, is_updated};
+use super::roles::{DefaultValidatorRole, RuleBook, Rules, parse_fields};
 use super::yaml::parse_string_list;
 use super::{
     REQUIRED_PLUGINS_ANNOTATION, Rejection, UpdateValidation, Validator, effective_annotation,
     parse_bool,
 };
 use crate::error::Error;
-use crate::{ContainerOwners, Ownership, PluginId};
+use crate::{ContainerOwners, Ownership, Participants, PluginId};
 
 /// Configuration of the [`DefaultValidator`].
 ///
@@ -81,6 +84,14 @@ pub struct DefaultValidatorConfig {
     /// in `linux.resources.devices` and CDI devices.
     #[serde(rename = "rejectFields", alias = "reject_fields")]
     pub reject_fields: Vec<String>,
+    /// Our addition: overrides of the `reject*` settings for the plugins
+    /// of a role (the role of the grant a plugin was admitted under; see
+    /// `docs/runtime/security.md`), by role name (`roles`). A change is
+    /// rejected when a plugin that owns it may not make it under its
+    /// role's rules (the global ones for a plugin without a role); a
+    /// change no plugin is recorded for is judged by the global rules.
+    #[serde(rename = "roles")]
+    pub roles: BTreeMap<String, DefaultValidatorRole>,
 }
 
 /// The built-in default validator (upstream's `plugins/default-validator`,
@@ -95,7 +106,7 @@ pub struct DefaultValidatorConfig {
 #[derive(Debug, Clone)]
 pub struct DefaultValidator {
     config: DefaultValidatorConfig,
-    reject_fields: Vec<Field>,
+    rules: RuleBook,
     id: PluginId,
 }
 
@@ -105,20 +116,22 @@ impl DefaultValidator {
     /// Base name of the validator (upstream: `default-validator`).
     pub const NAME: &'static str = "default-validator";
 
-    /// Creates a validator. Fails if `reject_fields` names an unknown field.
+    /// Creates a validator. Fails if `reject_fields` (or a role's) names
+    /// an unknown field.
     pub fn new(config: DefaultValidatorConfig) -> Result<Self, Error> {
-        let reject_fields = config
-            .reject_fields
-            .iter()
-            .map(|name| {
-                parse_field(name).ok_or_else(|| Error::InvalidConfig {
-                    reason: format!("rejectFields: unknown field {name:?}"),
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let global = Rules {
+            hooks: config.reject_oci_hook_adjustment,
+            runtime_default_seccomp: config.reject_runtime_default_seccomp_adjustment,
+            unconfined_seccomp: config.reject_unconfined_seccomp_adjustment,
+            custom_seccomp: config.reject_custom_seccomp_adjustment,
+            namespaces: config.reject_namespace_adjustment,
+            sysctl: config.reject_sysctl_adjustment,
+            fields: parse_fields(&config.reject_fields, "rejectFields")?,
+        };
+        let rules = RuleBook::new(global, &config.roles)?;
         Ok(Self {
             config,
-            reject_fields,
+            rules,
             id: PluginId::new(Self::INDEX, Self::NAME)?,
         })
     }
@@ -155,8 +168,20 @@ impl DefaultValidator {
         result
     }
 
-    /// Accepts or rejects a merged adjustment.
+    /// Accepts or rejects a merged adjustment, without knowing who the
+    /// plugins are (every plugin is judged by the global rules).
     pub fn validate(&self, req: &ValidateContainerAdjustmentRequest) -> Result<(), Rejection> {
+        self.validate_with(req, Participants::none())
+    }
+
+    /// Accepts or rejects a merged adjustment; each plugin that owns a
+    /// change is judged by its role's rules (`participants` gives its
+    /// role).
+    pub fn validate_with(
+        &self,
+        req: &ValidateContainerAdjustmentRequest,
+        participants: Participants<'_>,
+    ) -> Result<(), Rejection> {
         if !self.config.enable {
             return Ok(());
         }
@@ -169,6 +194,7 @@ impl DefaultValidator {
         let cx = Check {
             req,
             owners: owners.container(container_id),
+            participants,
         };
         let result = self
             .check_hooks(&cx)
@@ -184,6 +210,7 @@ impl DefaultValidator {
                     updates: &req.update,
                     owners: req.owners.as_ref(),
                     plugin: None,
+                    participants,
                 };
                 self.check_update_fields(&v, Some(container_id))
             });
@@ -198,10 +225,9 @@ impl DefaultValidator {
     }
 
     fn check_hooks(&self, cx: &Check<'_>) -> Result<(), Rejection> {
-        if !self.config.reject_oci_hook_adjustment || !cx.touched(Field::OciHooks) {
+        let Some(who) = cx.restricted(&self.rules, Field::OciHooks, |r| r.hooks) else {
             return Ok(());
-        }
-        let who = cx.blame(Field::OciHooks);
+        };
         Err(Rejection::new(
             format!(
                 "{} attempted restricted OCI hook injection",
@@ -222,30 +248,21 @@ impl DefaultValidator {
             .and_then(|c| c.linux.as_ref())
             .and_then(|l| l.seccomp_profile.as_ref())
             .map(|p| ProfileType::try_from(p.profile_type));
-        let (rejected, kind) = match profile {
-            None | Some(Ok(ProfileType::Unconfined)) => (
-                self.config.reject_unconfined_seccomp_adjustment,
-                "unconfined",
-            ),
-            Some(Ok(ProfileType::RuntimeDefault)) => (
-                self.config.reject_runtime_default_seccomp_adjustment,
-                "runtime default",
-            ),
-            Some(Ok(ProfileType::Localhost)) => {
-                (self.config.reject_custom_seccomp_adjustment, "custom")
+        let (rule, kind): (fn(&Rules) -> bool, &str) = match profile {
+            None | Some(Ok(ProfileType::Unconfined)) => (|r| r.unconfined_seccomp, "unconfined"),
+            Some(Ok(ProfileType::RuntimeDefault)) => {
+                (|r| r.runtime_default_seccomp, "runtime default")
             }
+            Some(Ok(ProfileType::Localhost)) => (|r| r.custom_seccomp, "custom"),
             // A profile type we do not know: reject if any seccomp rule is on.
             Some(Err(_)) => (
-                self.config.reject_unconfined_seccomp_adjustment
-                    || self.config.reject_runtime_default_seccomp_adjustment
-                    || self.config.reject_custom_seccomp_adjustment,
+                |r| r.unconfined_seccomp || r.runtime_default_seccomp || r.custom_seccomp,
                 "unknown-profile",
             ),
         };
-        if !rejected {
+        let Some(who) = cx.restricted(&self.rules, Field::SeccompPolicy, rule) else {
             return Ok(());
-        }
-        let who = cx.blame(Field::SeccompPolicy);
+        };
         Err(Rejection::new(
             format!(
                 "{} attempted restricted {kind} seccomp policy adjustment",
@@ -256,18 +273,18 @@ impl DefaultValidator {
     }
 
     fn check_namespaces(&self, cx: &Check<'_>) -> Result<(), Rejection> {
-        if !self.config.reject_namespace_adjustment || !cx.touched(Field::Namespace) {
+        let Some(who) = cx.restricted(&self.rules, Field::Namespace, |r| r.namespaces) else {
             return Ok(());
-        }
+        };
         let detail: Vec<String> = cx
             .owners
             .map(|o| {
                 o.compound_entries(Field::Namespace)
+                    .filter(|(_, owner)| who.iter().any(|w| w == owner.plugin()))
                     .map(|(ns, owner)| format!("{:?} (namespace {ns:?})", owner.plugin()))
                     .collect()
             })
             .unwrap_or_default();
-        let who = cx.blame(Field::Namespace);
         let by = if detail.is_empty() {
             plugins_phrase(&who)
         } else {
@@ -280,10 +297,9 @@ impl DefaultValidator {
     }
 
     fn check_sysctl(&self, cx: &Check<'_>) -> Result<(), Rejection> {
-        if !self.config.reject_sysctl_adjustment || !cx.touched(Field::Sysctl) {
+        let Some(who) = cx.restricted(&self.rules, Field::Sysctl, |r| r.sysctl) else {
             return Ok(());
-        }
-        let who = cx.blame(Field::Sysctl);
+        };
         // Upstream's wording: `plugin(s)` and the names unquoted.
         let by = if who.is_empty() {
             plugins_phrase(&who)
@@ -297,13 +313,14 @@ impl DefaultValidator {
     }
 
     fn check_fields(&self, cx: &Check<'_>) -> Result<(), Rejection> {
-        for &field in &self.reject_fields {
-            let (touched, mut who, what) = if field == Field::Devices {
-                devices_touched(cx)
+        for field in self.rules.all_fields() {
+            let rule = |r: &Rules| r.fields.contains(&field);
+            let (who, what) = if field == Field::Devices {
+                devices_restricted(cx, &self.rules, rule)
             } else {
-                (cx.touched(field), cx.blame(field), String::new())
+                (cx.restricted(&self.rules, field, rule), String::new())
             };
-            if touched {
+            if let Some(mut who) = who {
                 who.sort();
                 who.dedup();
                 return Err(Rejection::new(
@@ -326,35 +343,45 @@ impl DefaultValidator {
         v: &UpdateValidation<'_>,
         skip: Option<&str>,
     ) -> Result<(), Rejection> {
-        if self.reject_fields.is_empty() {
+        let fields = self.rules.all_fields();
+        if fields.is_empty() {
             return Ok(());
         }
         let owners = v.owners.map(Ownership::from_wire).unwrap_or_default();
         let sender: Vec<String> = v.plugin.map(str::to_owned).into_iter().collect();
-        for &field in &self.reject_fields {
+        let book = &self.rules;
+        let p = &v.participants;
+        for field in fields {
+            let rule = |r: &Rules| r.fields.contains(&field);
             let owned = owners
                 .iter()
                 .filter(|(id, _)| Some(*id) != skip)
-                .map(|(id, o)| (id, owners_of(o, field)))
-                .find(|(_, who)| !who.is_empty());
-            let present = v.updates.iter().find(|u| {
-                Some(u.container_id.as_str()) != skip
-                    && u.linux
-                        .as_ref()
-                        .and_then(|l| l.resources.as_ref())
-                        .is_some_and(|r| is_updated(r, field))
-            });
-            let (container, who) = match (owned, present) {
-                (Some((id, who)), _) => (id.to_owned(), who),
-                (None, Some(u)) => {
+                .find_map(|(id, o)| {
+                    let who = owners_of(o, field);
+                    let changed = !who.is_empty();
+                    book.restricted(p, who, changed, rule).map(|w| (id, w))
+                });
+            let present = || {
+                v.updates.iter().find_map(|u| {
+                    let touched = Some(u.container_id.as_str()) != skip
+                        && u.linux
+                            .as_ref()
+                            .and_then(|l| l.resources.as_ref())
+                            .is_some_and(|r| is_updated(r, field));
+                    if !touched {
+                        return None;
+                    }
                     let who = owners
                         .container(&u.container_id)
                         .map(|o| owners_of(o, field))
                         .filter(|w| !w.is_empty())
                         .unwrap_or_else(|| sender.clone());
-                    (u.container_id.clone(), who)
-                }
-                (None, None) => continue,
+                    book.restricted(p, who, true, rule)
+                        .map(|w| (u.container_id.as_str(), w))
+                })
+            };
+            let Some((container, who)) = owned.or_else(present) else {
+                continue;
             };
             return Err(Rejection::new(
                 format!(
@@ -428,15 +455,29 @@ impl Validator for DefaultValidator {
         DefaultValidator::validate(self, request)
     }
 
+    fn validate_with(
+        &self,
+        request: &ValidateContainerAdjustmentRequest,
+        participants: Participants<'_>,
+    ) -> Result<(), Rejection> {
+        DefaultValidator::validate_with(self, request, participants)
+    }
+
     fn validate_updates(&self, request: &UpdateValidation<'_>) -> Result<(), Rejection> {
         DefaultValidator::validate_updates(self, request)
     }
 }
 
-/// Whether a container is given devices, by whom, and which kinds (for
-/// the reason): `linux.devices` and CDI devices (with owners), and device
-/// cgroup rules (`linux.resources.devices`, merged without an owner).
-fn devices_touched(cx: &Check<'_>) -> (bool, Vec<String>, String) {
+/// Whether a container is given devices by a plugin `rule` restricts
+/// (see [`RuleBook::restricted`]), and which kinds (for the reason):
+/// `linux.devices` and CDI devices (with owners), and device cgroup
+/// rules (`linux.resources.devices`, merged without an owner, so judged
+/// by the global rule).
+fn devices_restricted(
+    cx: &Check<'_>,
+    book: &RuleBook,
+    rule: impl Fn(&Rules) -> bool + Copy,
+) -> (Option<Vec<String>>, String) {
     let rules = cx
         .req
         .adjust
@@ -444,20 +485,21 @@ fn devices_touched(cx: &Check<'_>) -> (bool, Vec<String>, String) {
         .and_then(|a| a.linux.as_ref())
         .and_then(|l| l.resources.as_ref())
         .is_some_and(|r| !r.devices.is_empty());
+    let devices = cx.restricted(book, Field::Devices, rule);
+    let cdi = cx.restricted(book, Field::CdiDevices, rule);
+    let rules = rules && rule(&book.global);
     let kinds = [
-        (cx.touched(Field::Devices), "devices"),
-        (cx.touched(Field::CdiDevices), "CDI devices"),
+        (devices.is_some(), "devices"),
+        (cdi.is_some(), "CDI devices"),
         (rules, "device cgroup rules"),
     ];
     let named: Vec<&str> = kinds.iter().filter(|(t, _)| *t).map(|(_, n)| *n).collect();
-    let mut who = cx.blame(Field::Devices);
-    who.extend(cx.blame(Field::CdiDevices));
-    let what = if named.is_empty() {
-        String::new()
-    } else {
-        format!(" ({})", named.join(", "))
-    };
-    (!named.is_empty(), who, what)
+    if named.is_empty() {
+        return (None, String::new());
+    }
+    let mut who = devices.unwrap_or_default();
+    who.extend(cdi.unwrap_or_default());
+    (Some(who), format!(" ({})", named.join(", ")))
 }
 
 /// The plugins owning `field` of one container, deduplicated, sorted.
@@ -475,6 +517,7 @@ fn owners_of(o: &ContainerOwners, field: Field) -> Vec<String> {
 struct Check<'a> {
     req: &'a ValidateContainerAdjustmentRequest,
     owners: Option<&'a ContainerOwners>,
+    participants: Participants<'a>,
 }
 
 impl Check<'_> {
@@ -504,6 +547,21 @@ impl Check<'_> {
         out.sort();
         out
     }
+
+    /// The plugins whose change of `field` `rule` forbids (see
+    /// [`RuleBook::restricted`]); `None` when the change is allowed or
+    /// there is none.
+    fn restricted(
+        &self,
+        book: &RuleBook,
+        field: Field,
+        rule: impl Fn(&Rules) -> bool,
+    ) -> Option<Vec<String>> {
+        if !book.anyone(&rule) || !self.touched(field) {
+            return None;
+        }
+        book.restricted(&self.participants, self.blame(field), true, rule)
+    }
 }
 
 fn plugins_phrase(who: &[String]) -> String {
@@ -512,10 +570,4 @@ fn plugins_phrase(who: &[String]) -> String {
         [one] => format!("plugin {one:?}"),
         many => format!("plugins {:?}", many.join(",")),
     }
-}
-
-fn parse_field(name: &str) -> Option<Field> {
-    (1..=i32::MAX)
-        .map_while(|n| Field::try_from(n).ok())
-        .find(|f| f.as_str_name().eq_ignore_ascii_case(name))
 }

@@ -7,6 +7,7 @@
 
 mod default;
 mod presence;
+mod roles;
 mod yaml;
 
 use std::borrow::Borrow;
@@ -17,10 +18,11 @@ use nri_api::api::{
 };
 
 use crate::error::Error;
-use crate::{CreateResult, PluginId};
+use crate::{CreateResult, Participants, PluginId};
 
 pub use default::{DefaultValidator, DefaultValidatorConfig};
 pub use presence::{is_adjusted, is_updated};
+pub use roles::DefaultValidatorRole;
 pub use yaml::parse_string_list;
 
 /// Pod annotation (possibly scoped, see [`effective_annotation`]) listing
@@ -83,6 +85,20 @@ pub trait Validator: Send + Sync {
     /// Accepts or rejects the merged adjustment in `request`.
     fn validate(&self, request: &ValidateContainerAdjustmentRequest) -> Result<(), Rejection>;
 
+    /// As [`validate`](Self::validate), knowing who the plugins taking
+    /// part are: `participants` gives, for each `NN-name` of the request's
+    /// owners and plugins, the plugin's identity (uid, gid, pid,
+    /// executable, pod) and the role of its grant. The runtime library
+    /// calls this one; the default calls [`validate`](Self::validate).
+    fn validate_with(
+        &self,
+        request: &ValidateContainerAdjustmentRequest,
+        participants: Participants<'_>,
+    ) -> Result<(), Rejection> {
+        let _ = participants;
+        self.validate(request)
+    }
+
     /// Accepts or rejects container updates made by plugins outside of a
     /// container's creation: answers to `UpdateContainer`, `StopContainer`
     /// and `Synchronize`, and unsolicited `UpdateContainers`. (Updates of
@@ -113,6 +129,9 @@ pub struct UpdateValidation<'a> {
     /// The one plugin that sent them all (`Synchronize`,
     /// `UpdateContainers`).
     pub plugin: Option<&'a str>,
+    /// Who the plugins named in `owners` and `plugin` are (identity and
+    /// role); empty when the caller does not know.
+    pub participants: Participants<'a>,
 }
 
 impl<'a> UpdateValidation<'a> {
@@ -123,6 +142,7 @@ impl<'a> UpdateValidation<'a> {
             updates,
             owners: None,
             plugin: None,
+            participants: Participants::none(),
         }
     }
 
@@ -137,6 +157,13 @@ impl<'a> UpdateValidation<'a> {
     #[must_use]
     pub fn with_plugin(mut self, plugin: &'a str) -> Self {
         self.plugin = Some(plugin);
+        self
+    }
+
+    /// With who the plugins are.
+    #[must_use]
+    pub fn with_participants(mut self, participants: Participants<'a>) -> Self {
+        self.participants = participants;
         self
     }
 }
