@@ -54,6 +54,8 @@ pub(crate) struct Shared {
     pub(crate) registry: Arc<Registry>,
     /// Limits on peers, the containers known, refusal reports.
     pub(crate) peers: Arc<crate::peer::PeerGuard>,
+    /// What each plugin may do (see `grants/`).
+    pub(crate) grants: crate::grants::Grants,
     validators: Vec<(PluginId, Arc<dyn Validator>)>,
     tasks: Mutex<JoinSet<()>>,
     pub(crate) stopping: CancellationToken,
@@ -179,8 +181,10 @@ impl Builder {
             self.metrics.clone(),
         ));
         let declared = self.config.capabilities;
+        let grants = crate::grants::Grants::new(self.config.grants.as_deref());
         Ok(Adaptation {
             shared: Arc::new(Shared {
+                grants,
                 config: self.config,
                 callbacks,
                 metrics: self.metrics,
@@ -329,6 +333,7 @@ impl Adaptation {
             };
             crate::output::forward_child(&self.shared, &name, &mut child);
             let pending = Pending {
+                captured: crate::identity::Captured::launched(&d.path, child.id()),
                 origin: PluginOrigin::Launched { pid: child.id() },
                 launched_id: Some(d.id.clone()),
                 config: d.config.clone(),

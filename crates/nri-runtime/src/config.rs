@@ -11,6 +11,7 @@ use nri_api::api::{Container, ContainerEviction, ContainerUpdate, Event, PodSand
 use nri_api::{Capability, CapabilitySet, EventMask, RuntimeCapabilities};
 
 use crate::failure::{FailurePolicy, PluginPolicy};
+use crate::grants::Grant;
 use crate::metrics::{Metrics, NoopMetrics};
 use crate::peer::PeerLimits;
 use crate::wasm::WasmLimits;
@@ -214,6 +215,13 @@ pub struct Config {
     /// ([`Builder::capabilities`]). [`Adaptation::declare`](crate::Adaptation::declare)
     /// changes it while running.
     pub capabilities: RuntimeCapabilities,
+    /// What each plugin may do, and who it must be to get it (see
+    /// [`Grant`]). `None` (the default): no grants, every plugin may do
+    /// everything. `Some`: a plugin is admitted only under a grant that
+    /// names it and whose identity requirements it meets (deny by
+    /// default, also for an empty list), and its answers are held to that
+    /// grant; see `docs/runtime/security.md`.
+    pub grants: Option<Vec<Grant>>,
 }
 
 impl std::fmt::Debug for Config {
@@ -241,6 +249,7 @@ impl std::fmt::Debug for Config {
             .field("peer_limits", &self.peer_limits)
             .field("wasm", &self.wasm)
             .field("capabilities", &self.capabilities)
+            .field("grants", &self.grants)
             .finish()
     }
 }
@@ -281,6 +290,7 @@ impl Config {
             peer_limits: PeerLimits::default(),
             wasm: WasmLimits::default(),
             capabilities: Config::DEFAULT_CAPABILITIES,
+            grants: None,
         }
     }
 
@@ -540,6 +550,23 @@ impl Builder {
     #[must_use]
     pub fn default_validator(mut self, config: DefaultValidatorConfig) -> Self {
         self.config.default_validator = Some(config);
+        self
+    }
+
+    /// Adds a grant ([`Config::grants`]): from now on grants are
+    /// configured, and a plugin no grant admits is refused.
+    #[must_use]
+    pub fn grant(mut self, grant: Grant) -> Self {
+        self.config.grants.get_or_insert_with(Vec::new).push(grant);
+        self
+    }
+
+    /// Sets the grants ([`Config::grants`]), replacing any configured:
+    /// from now on grants are configured (an empty list refuses every
+    /// plugin).
+    #[must_use]
+    pub fn grants(mut self, grants: impl IntoIterator<Item = Grant>) -> Self {
+        self.config.grants = Some(grants.into_iter().collect());
         self
     }
 

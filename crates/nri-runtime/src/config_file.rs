@@ -60,6 +60,7 @@ struct FileConfig {
     startup_grace: Option<Dur>,
     default_validator: Option<FileValidator>,
     wasm: Option<crate::wasm::file_config::FileWasm>,
+    grants: Option<Vec<crate::grants::file::FileGrant>>,
     #[serde(default)]
     plugins: BTreeMap<PluginKey, FilePlugin>,
 }
@@ -102,6 +103,8 @@ struct FileValidator {
     tolerate_missing_plugins_annotation: String,
     #[serde(default)]
     reject_fields: Vec<String>,
+    #[serde(default)]
+    roles: BTreeMap<String, crate::grants::file::FileRole>,
 }
 
 fn yes() -> bool {
@@ -122,6 +125,7 @@ impl FileValidator {
         c.required_plugins = self.required_plugins;
         c.tolerate_missing_plugins_annotation = self.tolerate_missing_plugins_annotation;
         c.reject_fields = self.reject_fields;
+        c.roles = self.roles.into_iter().map(|(k, r)| (k, r.into())).collect();
         c
     }
 }
@@ -496,6 +500,15 @@ impl Config {
         }
         if let Some(w) = f.wasm {
             w.apply(&mut self.wasm).map_err(|(key, m)| at(key, m))?;
+        }
+        if let Some(list) = f.grants {
+            let grants = list
+                .into_iter()
+                .enumerate()
+                .map(|(i, g)| g.into_grant(i))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|m| at("grants", m))?;
+            self.grants = Some(grants);
         }
         for (PluginKey(name), p) in f.plugins {
             let policy = plugin_policy(&name, p).map_err(|m| at(&name, m))?;

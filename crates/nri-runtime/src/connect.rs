@@ -12,7 +12,7 @@
 mod service;
 mod sync;
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use nri_api::api::{ConfigureRequest, ConfigureResponse, RegisterPluginRequest};
 use nri_api::{EventMask, method};
@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::adaptation::Shared;
 use crate::error::{Error, RefusalKind, RegistrationFailure};
+use crate::grants::Admission;
 use crate::latency::PluginInput;
 use crate::plugin::{Conn, Plugin, PluginOrigin, PluginParts};
 use nri_merge::PluginId;
@@ -52,6 +53,8 @@ fn plugin_service(mux: &nri_mux::Mux) -> Result<(Client, Arc<PluginInput>), nri_
 /// How the connection was made, and for launched plugins who it is.
 pub(crate) struct Pending {
     pub(crate) origin: PluginOrigin,
+    /// Who the peer is, as far as known when it connected.
+    pub(crate) captured: crate::identity::Captured,
     /// Identity from the file name (launched plugins).
     pub(crate) launched_id: Option<PluginId>,
     /// Configuration text (launched plugins).
@@ -77,6 +80,11 @@ struct Setup {
     /// The `Runtime` service's request size limit.
     request_len: RequestLenLimit,
     child: Option<tokio::process::Child>,
+    /// Who the peer is, as far as known when it connected.
+    captured: crate::identity::Captured,
+    /// How the plugin was admitted, once it is (for its unsolicited
+    /// requests).
+    admission: Arc<OnceLock<Arc<Admission>>>,
 }
 
 /// A plugin that registered: its identity (reserved in the registry) and
@@ -85,6 +93,8 @@ struct Registered {
     id: PluginId,
     client: Client,
     input: Arc<PluginInput>,
+    /// Who it is, and the grant it was admitted under.
+    admission: Arc<Admission>,
 }
 
 /// What `Configure` told about a registered plugin.
@@ -256,9 +266,11 @@ impl Shared {
             })?;
         let closed = CancellationToken::new();
         let identity: Arc<Mutex<Option<PluginId>>> = Arc::new(Mutex::new(None));
+        let admission = Arc::new(OnceLock::new());
         let who = RuntimeServicePeer {
             origin: pending.origin,
             description: peer.clone(),
+            admission: admission.clone(),
         };
         service::report_dropped_frames(&mux, self.peers.clone(), identity.clone(), who.clone());
         let (reg_tx, reg_rx) = mpsc::channel::<Registration>(1);
@@ -281,6 +293,8 @@ impl Shared {
             identity,
             request_len,
             child: pending.child.take(),
+            captured: std::mem::take(&mut pending.captured),
+            admission,
         };
         Ok((setup, reg_rx))
     }
@@ -314,6 +328,14 @@ impl Shared {
                 return Err(Abandon::new(error).lingering());
             }
         };
+        let admission = match self.admit_identity(setup, &id).await {
+            Ok(a) => a,
+            Err(reason) => {
+                let error = setup.failure(reason);
+                let _ = reply.send(Err(error.clone()));
+                return Err(Abandon::new(error).lingering().releasing(&id));
+            }
+        };
         // Until the plugin has registered, what it sends on the plugin
         // service connection is dropped by the mux as it arrives, unread.
         let (client, input) = match plugin_service(&setup.mux) {
@@ -327,8 +349,35 @@ impl Shared {
             }
         };
         let _ = reply.send(Ok(()));
-        tracing::info!(plugin = %id, peer = %setup.peer, nri_version = %req.nri_version, "NRI plugin registered");
-        Ok(Registered { id, client, input })
+        tracing::info!(plugin = %id, peer = %setup.peer, identity = %admission.identity(), nri_version = %req.nri_version, "NRI plugin registered");
+        Ok(Registered {
+            id,
+            client,
+            input,
+            admission: Arc::new(admission),
+        })
+    }
+
+    /// Who the registering plugin `id` is (its pod looked up now), and the
+    /// grant it is admitted under; a plugin no grant admits is refused
+    /// (reported like any refused registration).
+    async fn admit_identity(
+        &self,
+        setup: &Setup,
+        id: &PluginId,
+    ) -> Result<Admission, RegistrationFailure> {
+        let identity = self.locate(&setup.captured, &setup.peer).await;
+        self.admit_grant(id, identity).map_err(|reason| {
+            let refused = format!("registration as {id}: {reason}");
+            self.peers.refuse_unregistered(
+                &setup.peer,
+                setup.origin,
+                method::REGISTER_PLUGIN,
+                RefusalKind::NotGranted,
+                refused,
+            );
+            RegistrationFailure::NotGranted { reason }
+        })
     }
 
     /// The first `RegisterPlugin`, unless the registration timeout runs
@@ -423,7 +472,12 @@ impl Shared {
     /// Phase 4: the plugin, registered and configured, exists: its
     /// requests may be as large as the protocol allows, refusals name it.
     fn admit(&self, setup: Setup, registered: Registered, configured: Configured) -> Arc<Plugin> {
-        let Registered { id, client, input } = registered;
+        let Registered {
+            id,
+            client,
+            input,
+            admission,
+        } = registered;
         let Configured {
             mask,
             declared,
@@ -441,11 +495,14 @@ impl Shared {
             },
             strike_limit: self.strike_limit_for(&id, declared.as_ref()),
             declared,
+            admission: admission.clone(),
             wake_hints: !self.config.spin_budget.is_zero(),
             closed: setup.closed,
             child: setup.child,
             peers: self.peers.clone(),
         }));
+        // The admission first: a request seen with the identity set finds it.
+        let _ = setup.admission.set(admission);
         *crate::lock(&setup.identity) = Some(id.clone());
         // A new connection: its consecutive strikes start at 0 (the gauge
         // may still show an earlier connection's, which struck out).

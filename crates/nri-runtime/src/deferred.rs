@@ -221,7 +221,7 @@ impl Shared {
         }
         let req = UpdateContainersRequest { update, evict };
         if let Err(st) = self
-            .unsolicited_update(&plugin.id, &plugin.peer(), req)
+            .unsolicited_update(&plugin.id, &plugin.peer(), &plugin.admission, false, req)
             .await
         {
             tracing::warn!(plugin = %plugin.id, event = op, error = %st, "changes answered to an event deferred by synchronization were refused");

@@ -274,7 +274,11 @@ impl Error {
             }
             // The plugin knows its own name: it is told the reason only.
             Error::Registration { reason, .. } => {
-                return nri_ttrpc::Status::new(Code::InvalidArgument, reason.to_string());
+                let code = match reason {
+                    RegistrationFailure::NotGranted { .. } => Code::PermissionDenied,
+                    _ => Code::InvalidArgument,
+                };
+                return nri_ttrpc::Status::new(code, reason.to_string());
             }
             Error::ValidationRejected { .. } => Code::PermissionDenied,
             Error::CallbackTimeout { .. } => Code::DeadlineExceeded,
@@ -328,6 +332,9 @@ pub enum RefusalKind {
     /// ([`PeerLimits::max_sync_backlog`](crate::PeerLimits::max_sync_backlog)):
     /// the plugin is closed.
     SyncBacklog,
+    /// A registration no grant admits, or an unsolicited request beyond
+    /// the plugin's grant.
+    NotGranted,
 }
 
 impl RefusalKind {
@@ -335,7 +342,7 @@ impl RefusalKind {
     /// `decoded_size`, `malformed`, `in_flight`, `metadata`,
     /// `pending_connections`, `unknown_connection`, `peer_not_allowed`,
     /// `registration`, `registration_timeout`, `invalid_update`,
-    /// `rejected_update`, `sync_backlog`.
+    /// `rejected_update`, `sync_backlog`, `not_granted`.
     pub fn as_str(self) -> &'static str {
         match self {
             RefusalKind::Unregistered => "unregistered",
@@ -353,6 +360,7 @@ impl RefusalKind {
             RefusalKind::InvalidUpdate => "invalid_update",
             RefusalKind::RejectedUpdate => "rejected_update",
             RefusalKind::SyncBacklog => "sync_backlog",
+            RefusalKind::NotGranted => "not_granted",
         }
     }
 
@@ -362,6 +370,7 @@ impl RefusalKind {
         match self {
             RefusalKind::Unregistered => Code::FailedPrecondition,
             RefusalKind::Malformed => Code::InvalidArgument,
+            RefusalKind::NotGranted => Code::PermissionDenied,
             _ => Code::ResourceExhausted,
         }
     }
@@ -496,6 +505,14 @@ pub enum RegistrationFailure {
     /// The runtime is stopping: the plugin does not become active.
     #[error("runtime stopping")]
     Stopping,
+    /// Grants are configured and none admits the plugin: none names it,
+    /// or its identity meets the requirements of none that does.
+    #[error("refused by the grants: {reason}")]
+    NotGranted {
+        /// Which grants name the plugin and what each requires that it
+        /// is not, or that none names it.
+        reason: String,
+    },
 }
 
 #[cfg(test)]
@@ -544,6 +561,19 @@ mod tests {
             (
                 Code::InvalidArgument,
                 "a plugin named 10-a is already connected".into()
+            )
+        );
+        let not_granted = Error::Registration {
+            plugin: "uid=0".into(),
+            reason: RegistrationFailure::NotGranted {
+                reason: "no grant names plugin 10-a".into(),
+            },
+        };
+        assert_eq!(
+            status(&not_granted),
+            (
+                Code::PermissionDenied,
+                "refused by the grants: no grant names plugin 10-a".into()
             )
         );
         let rejected = Error::ValidationRejected {

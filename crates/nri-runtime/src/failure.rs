@@ -66,6 +66,16 @@ pub enum PluginFailure {
     /// wrong; the policy treats it as an unavailable plugin.
     #[error("not called: the event's deadline passed before the plugin's turn")]
     NotCalled,
+    /// The answer changes what the plugin's grant does not allow (see
+    /// [`Grant`](crate::Grant)); the answer is refused as a whole.
+    #[error("{reason}")]
+    NotGranted {
+        /// The field (`linux.sysctl`, `update`, `evict`, `pod`,
+        /// `UpdateContainers`).
+        field: String,
+        /// What the answer changes, and the grant.
+        reason: String,
+    },
 }
 
 impl PluginFailure {
@@ -81,6 +91,7 @@ impl PluginFailure {
             PluginFailure::Conflict { .. } => ErrorClass::Conflict,
             PluginFailure::Rejected { .. } => ErrorClass::Rejected,
             PluginFailure::NotCalled => ErrorClass::NotCalled,
+            PluginFailure::NotGranted { .. } => ErrorClass::NotGranted,
         }
     }
 
@@ -152,6 +163,8 @@ pub enum ErrorClass {
     RequiredMissing,
     /// The plugin was not called: the event's deadline had passed.
     NotCalled,
+    /// The plugin's answer went beyond its grant.
+    NotGranted,
 }
 
 impl ErrorClass {
@@ -166,6 +179,7 @@ impl ErrorClass {
             ErrorClass::Rejected => "rejected",
             ErrorClass::RequiredMissing => "required_missing",
             ErrorClass::NotCalled => "not_called",
+            ErrorClass::NotGranted => "not_granted",
         }
     }
 }

@@ -32,7 +32,7 @@
 pub mod error;
 
 pub use error::{Error, RefusalKind, RegistrationFailure};
-pub use nri_merge::PluginId;
+pub use nri_merge::{Participant, Participants, PluginId, PluginIdentity, PodIdentity};
 
 /// Validation of merged container adjustments, as far as an embedder needs
 /// it: in-process validators ([`Validator`](validate::Validator)) and the
@@ -41,8 +41,9 @@ pub use nri_merge::PluginId;
 /// `nri_merge::validate`.
 pub mod validate {
     pub use nri_merge::validate::{
-        DefaultValidator, DefaultValidatorConfig, EXAMPLE_TOLERATE_MISSING_PLUGINS_ANNOTATION,
-        REQUIRED_PLUGINS_ANNOTATION, Rejection, UpdateValidation, Validator,
+        DefaultValidator, DefaultValidatorConfig, DefaultValidatorRole,
+        EXAMPLE_TOLERATE_MISSING_PLUGINS_ANNOTATION, REQUIRED_PLUGINS_ANNOTATION, Rejection,
+        UpdateValidation, Validator,
     };
 }
 
@@ -53,6 +54,8 @@ mod connect;
 mod deferred;
 mod encode;
 pub mod failure;
+mod grants;
+mod identity;
 mod known;
 mod latency;
 pub mod launch;
@@ -77,6 +80,7 @@ pub use config_file::{ConfigDuration, ConfigFormat, ConfigSection};
 pub use failure::{
     ErrorClass, FailurePolicy, PluginError, PluginFailure, PluginPolicy, ValidationMode,
 };
+pub use grants::{Grant, GrantIdentity, PodSelector, adjustment_kind_name, parse_adjustment_kinds};
 #[cfg(feature = "prometheus")]
 pub use metrics::PrometheusMetrics;
 pub use metrics::{AUDIT_TARGET, Metrics, NoopMetrics};

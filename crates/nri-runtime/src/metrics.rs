@@ -12,6 +12,7 @@
 use std::time::Duration;
 
 use nri_api::api::OwningPlugins;
+use nri_merge::PluginIdentity;
 
 use crate::failure::ErrorClass;
 
@@ -79,6 +80,21 @@ pub trait Metrics: Send + Sync + 'static {
     /// `stderr`) were dropped, over `OutputLimits::lines_per_second`.
     fn plugin_output_dropped(&self, plugin: &str, stream: &str, lines: u64) {
         let _ = (plugin, stream, lines);
+    }
+
+    /// `plugin` was admitted with `identity`, under `grant` (its
+    /// description, `None` without grants): once per connection (a
+    /// WebAssembly plugin: once per instance).
+    fn plugin_identity(&self, plugin: &str, identity: &PluginIdentity, grant: Option<&str>) {
+        let _ = (plugin, identity, grant);
+    }
+
+    /// An answer (or an unsolicited `UpdateContainers`) of `plugin` in
+    /// `operation` was refused for going beyond its grant; `field` is what
+    /// it went beyond with (`linux.sysctl`, `update`, `evict`, `pod`,
+    /// `UpdateContainers`).
+    fn grant_refused(&self, plugin: &str, operation: &str, field: &str) {
+        let _ = (plugin, operation, field);
     }
 }
 
@@ -167,6 +183,11 @@ mod prom {
     use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
     use prometheus_client::registry::Registry;
 
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+
+    use nri_merge::PluginIdentity;
+
     use super::Metrics;
     use crate::failure::ErrorClass;
 
@@ -202,6 +223,22 @@ mod prom {
     }
 
     #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+    struct GrantLabels {
+        plugin: String,
+        operation: String,
+        field: String,
+    }
+
+    #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+    struct IdentityLabels {
+        plugin: String,
+        uid: String,
+        executable: String,
+        pod_namespace: String,
+        grant: String,
+    }
+
+    #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
     struct AdjLabels {
         plugin: String,
         operation: String,
@@ -217,7 +254,11 @@ mod prom {
     /// `nri_plugin_strikes_total{plugin,operation}` (timeouts counted as
     /// strikes), `nri_plugin_consecutive_strikes{plugin}` (the current
     /// count the strike limit is compared with),
-    /// `nri_peer_refusals_total{peer,reason}` and `nri_active_plugins`.
+    /// `nri_peer_refusals_total{peer,reason}`,
+    /// `nri_grant_refusals_total{plugin,operation,field}`,
+    /// `nri_plugin_identity{plugin,uid,executable,pod_namespace,grant}`
+    /// (1 for each plugin's latest identity; no pid or pod name, which
+    /// change with every restart) and `nri_active_plugins`.
     #[derive(Debug, Clone)]
     pub struct PrometheusMetrics {
         invocations: Family<InvocationLabels, Counter>,
@@ -228,6 +269,10 @@ mod prom {
         consecutive: Family<PluginLabels, Gauge>,
         refusals: Family<RefusalLabels, Counter>,
         output_dropped: Family<OutputLabels, Counter>,
+        grant_refusals: Family<GrantLabels, Counter>,
+        identity: Family<IdentityLabels, Gauge>,
+        /// Each plugin's identity series, to drop it for the next.
+        identities: Arc<Mutex<HashMap<String, IdentityLabels>>>,
         active: Gauge,
     }
 
@@ -245,6 +290,9 @@ mod prom {
                 consecutive: Family::default(),
                 refusals: Family::default(),
                 output_dropped: Family::default(),
+                grant_refusals: Family::default(),
+                identity: Family::default(),
+                identities: Arc::default(),
                 active: Gauge::default(),
             };
             let r = registry.sub_registry_with_prefix("nri");
@@ -287,6 +335,16 @@ mod prom {
                 "plugin_output_dropped_lines",
                 "Lines of launched plugins' output dropped over the rate limit",
                 m.output_dropped.clone(),
+            );
+            r.register(
+                "grant_refusals",
+                "Plugin answers refused for going beyond the plugin's grant",
+                m.grant_refusals.clone(),
+            );
+            r.register(
+                "plugin_identity",
+                "Who each plugin is (1 for its latest identity)",
+                m.identity.clone(),
             );
             r.register("active_plugins", "Active NRI plugins", m.active.clone());
             m
@@ -379,6 +437,41 @@ mod prom {
                     reason: reason.to_owned(),
                 })
                 .inc();
+        }
+
+        fn grant_refused(&self, plugin: &str, operation: &str, field: &str) {
+            self.grant_refusals
+                .get_or_create(&GrantLabels {
+                    plugin: plugin.to_owned(),
+                    operation: operation.to_owned(),
+                    field: field.to_owned(),
+                })
+                .inc();
+        }
+
+        fn plugin_identity(&self, plugin: &str, identity: &PluginIdentity, grant: Option<&str>) {
+            let labels = IdentityLabels {
+                plugin: plugin.to_owned(),
+                uid: identity.uid.map(|u| u.to_string()).unwrap_or_default(),
+                executable: identity
+                    .executable
+                    .as_ref()
+                    .map(|e| e.display().to_string())
+                    .unwrap_or_default(),
+                pod_namespace: identity
+                    .pod
+                    .as_ref()
+                    .map(|p| p.namespace.clone())
+                    .unwrap_or_default(),
+                grant: grant.unwrap_or_default().to_owned(),
+            };
+            let mut last = crate::lock(&self.identities);
+            if let Some(old) = last.insert(plugin.to_owned(), labels.clone()) {
+                if old != labels {
+                    self.identity.remove(&old);
+                }
+            }
+            self.identity.get_or_create(&labels).set(1);
         }
 
         fn plugin_output_dropped(&self, plugin: &str, stream: &str, lines: u64) {

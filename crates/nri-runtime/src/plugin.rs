@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::failure::{ErrorClass, PluginFailure};
+use crate::grants::Admission;
 use crate::latency::PluginInput;
 use crate::lock;
 use crate::metrics::Metrics;
@@ -96,6 +97,13 @@ pub struct PluginInfo {
     /// Consecutive timeouts after which the plugin is disconnected (0:
     /// never), as resolved from the configuration and its declared policy.
     pub strike_limit: u32,
+    /// Who the plugin is: for a socket plugin its peer credentials, its
+    /// executable and the pod of this runtime it runs in; for a launched
+    /// or WebAssembly plugin its file (and a launched plugin's process).
+    pub identity: nri_merge::PluginIdentity,
+    /// The grant the plugin was admitted under (`None`: no grants are
+    /// configured).
+    pub grant: Option<crate::Grant>,
 }
 
 /// What the accounting of a plugin call does with an answer (a failure is
@@ -125,6 +133,8 @@ pub(crate) struct Plugin {
     strike_limit: u32,
     /// The failure policy the plugin declared in Configure.
     pub(crate) declared: Option<nri_api::api::FailurePolicy>,
+    /// Who the plugin is and the grant it was admitted under.
+    pub(crate) admission: Arc<Admission>,
     /// Whether to send the plugin wake hints (see `latency.rs`).
     pub(crate) wake_hints: bool,
     /// Cancelled when the runtime closes the plugin.
@@ -243,6 +253,8 @@ pub(crate) struct PluginParts {
     pub(crate) strike_limit: u32,
     /// The failure policy the plugin declared in Configure.
     pub(crate) declared: Option<nri_api::api::FailurePolicy>,
+    /// Who the plugin is and the grant it was admitted under.
+    pub(crate) admission: Arc<Admission>,
     /// Whether to send the plugin wake hints (see `latency.rs`).
     pub(crate) wake_hints: bool,
     pub(crate) closed: CancellationToken,
@@ -265,6 +277,7 @@ impl Plugin {
             strikes: AtomicU32::new(0),
             strike_limit: p.strike_limit,
             declared: p.declared,
+            admission: p.admission,
             wake_hints: p.wake_hints,
             closed: p.closed,
             child: Mutex::new(p.child),
@@ -323,6 +336,8 @@ impl Plugin {
             strikes: self.strikes.load(Ordering::Relaxed),
             declared_policy: self.declared,
             strike_limit: self.strike_limit,
+            identity: self.admission.identity().clone(),
+            grant: self.admission.grant().cloned(),
         }
     }
 

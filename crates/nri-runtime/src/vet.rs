@@ -19,8 +19,9 @@ use crate::error::{Error, RefusalKind};
 use crate::failure::ErrorClass;
 use crate::metrics::AUDIT_TARGET;
 use crate::peer::{Peer, Refused};
+use crate::plugin::PluginList;
 use nri_merge::validate::{UpdateValidation, is_updated};
-use nri_merge::{PluginId, check_unsolicited, merge_unsolicited};
+use nri_merge::{Participant, Participants, PluginId, check_unsolicited, merge_unsolicited};
 
 /// The name under which in-process validators' update checks are counted
 /// in [`Metrics::plugin_invocation`](crate::Metrics::plugin_invocation).
@@ -36,6 +37,7 @@ impl Shared {
         &self,
         plugin: &PluginId,
         peer: &Peer,
+        who: &Participant,
         operation: &str,
         updates: Vec<ContainerUpdate>,
     ) -> Result<Vec<ContainerUpdate>, Error> {
@@ -48,7 +50,10 @@ impl Shared {
             return Err(e.into());
         }
         let name = plugin.to_string();
-        let v = UpdateValidation::new(operation, &updates).with_plugin(&name);
+        let participants = [(name.as_str(), who)];
+        let v = UpdateValidation::new(operation, &updates)
+            .with_plugin(&name)
+            .with_participants(Participants::new(&participants));
         if let Err(e) = self.run_update_validators(&v) {
             let refused = Refused {
                 kind: RefusalKind::RejectedUpdate,
@@ -71,8 +76,15 @@ impl Shared {
         operation: &str,
         updates: &[ContainerUpdate],
         owners: &OwningPlugins,
+        plugins: &PluginList,
     ) -> Result<(), Error> {
-        let v = UpdateValidation::new(operation, updates).with_owners(owners);
+        if self.validators().is_empty() {
+            return Ok(());
+        }
+        let list = participants(plugins);
+        let v = UpdateValidation::new(operation, updates)
+            .with_owners(owners)
+            .with_participants(Participants::new(&list));
         self.run_update_validators(&v)
     }
 
@@ -90,6 +102,14 @@ impl Shared {
         }
         Ok(())
     }
+}
+
+/// The `(NN-name, participant)` pairs of `plugins`, for validators.
+pub(crate) fn participants(plugins: &PluginList) -> Vec<(&str, &Participant)> {
+    plugins
+        .iter()
+        .map(|p| (p.name.as_str(), &p.admission.participant))
+        .collect()
 }
 
 /// One audit event (target [`AUDIT_TARGET`]) per field of each update, as

@@ -65,6 +65,7 @@ impl Shared {
                 continue;
             };
             let pending = Pending {
+                captured: crate::identity::Captured::socket_peer(&creds),
                 origin,
                 launched_id: None,
                 config: String::new(),

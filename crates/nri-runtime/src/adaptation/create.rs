@@ -12,6 +12,7 @@ use super::{Adaptation, CreateContainerOutcome};
 use crate::encode::CreatePayload;
 use crate::error::Error;
 use crate::failure::PluginError;
+use crate::grants::Changes;
 use crate::latency::{Turn, Turns};
 use crate::metrics::audit_owners;
 use crate::plugin::{Answer, PluginList};
@@ -96,6 +97,10 @@ impl Adaptation {
                     Some(resp) => resp,
                     None => continue,
                 };
+            if let Err(failure) = sh.answer_granted(p, &changes(f, &resp)).await {
+                sh.on_failure(p, EVENT, failure, f.pod, &mut f.errors)?;
+                continue;
+            }
             let (nu, ne) = (resp.update.len(), resp.evict.len());
             let adjusted = resp.adjust.is_some();
             let appended = if turns.is_last_call() {
@@ -156,6 +161,10 @@ impl Adaptation {
                     continue;
                 }
             };
+            if let Err(failure) = sh.answer_granted(p, &changes(f, &resp)).await {
+                sh.on_failure(p, EVENT, failure, f.pod, &mut f.errors)?;
+                continue;
+            }
             let (nu, ne) = (resp.update.len(), resp.evict.len());
             let adjusted = resp.adjust.is_some();
             match f.result.apply_response(&p.id, resp) {
@@ -200,5 +209,15 @@ impl Adaptation {
             errors: f.errors,
             guard,
         })
+    }
+}
+
+/// What a CreateContainer answer changes, for the plugin's grant.
+fn changes<'a>(f: &Fanout<'a>, resp: &'a CreateContainerResponse) -> Changes<'a> {
+    Changes {
+        adjust: resp.adjust.as_ref(),
+        updates: &resp.update,
+        evictions: &resp.evict,
+        ..Changes::answer(EVENT.pretty_name(), Some(f.pod), Some(&f.container.id))
     }
 }

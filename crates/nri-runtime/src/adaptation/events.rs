@@ -18,6 +18,7 @@ use super::{
 };
 use crate::error::Error;
 use crate::failure::{PluginError, PluginFailure};
+use crate::grants::Changes;
 use crate::latency::Turns;
 use crate::metrics::audit_owners;
 use crate::plugin::{Answer, Notification, Plugin};
@@ -105,6 +106,15 @@ impl Adaptation {
                     Some(resp) => resp,
                     None => continue,
                 };
+            let changes = Changes {
+                updates: &resp.update,
+                evictions: &resp.evict,
+                ..Changes::answer(op, Some(pod), Some(&container.id))
+            };
+            if let Err(f) = sh.answer_granted(p, &changes).await {
+                sh.on_failure(p, ev, f, pod, &mut errors)?;
+                continue;
+            }
             let (nu, ne) = (resp.update.len(), resp.evict.len());
             match result.apply_response(&p.id, resp) {
                 Ok(()) => sh.merge_succeeded(p, op, nu, ne),
@@ -115,7 +125,7 @@ impl Adaptation {
             }
         }
         let owners = result.owners().to_wire();
-        sh.validate_merged_updates(op, result.updates(), &owners)?;
+        sh.validate_merged_updates(op, result.updates(), &owners, &plugins)?;
         audit_owners(op, &owners);
         let resp = result.into_response();
         Ok(UpdateContainerOutcome {
@@ -171,6 +181,14 @@ impl Adaptation {
             match r {
                 Ok(resp) => {
                     let nu = resp.update.len();
+                    let changes = Changes {
+                        updates: &resp.update,
+                        ..Changes::answer(op, Some(pod), Some(&container.id))
+                    };
+                    if let Err(f) = sh.answer_granted(p, &changes).await {
+                        sh.on_failure(p, ev, f, pod, &mut errors)?;
+                        continue;
+                    }
                     match result.apply_response(&p.id, resp) {
                         Ok(()) => sh.merge_succeeded(p, op, nu, 0),
                         Err(e) => {
@@ -184,7 +202,7 @@ impl Adaptation {
         }
         let owners = result.owners().to_wire();
         // Teardown never fails: rejected updates are dropped and reported.
-        let updates = match sh.validate_merged_updates(op, result.updates(), &owners) {
+        let updates = match sh.validate_merged_updates(op, result.updates(), &owners, &plugins) {
             Ok(()) => {
                 audit_owners(op, &owners);
                 result.into_response().update

@@ -12,8 +12,8 @@ use super::Shared;
 use crate::error::Error;
 use crate::failure::{ErrorClass, PluginError, PluginFailure, ValidationMode};
 use crate::plugin::{Answer, Budget, Plugin, PluginList};
-use nri_merge::CreateResult;
 use nri_merge::validate;
+use nri_merge::{CreateResult, Participants};
 
 impl Shared {
     /// Runs in-process validators and validator plugins on the merged result.
@@ -54,8 +54,9 @@ impl Shared {
             .filter(|p| p.subscribed(ev) && !p.is_closed())
             .cloned()
             .collect();
+        let participants = crate::vet::participants(plugins);
         for (id, v) in &self.validators {
-            if let Err(rej) = v.validate(req) {
+            if let Err(rej) = v.validate_with(req, Participants::new(&participants)) {
                 self.metrics
                     .plugin_invocation(&id.to_string(), op, Err(ErrorClass::Rejected));
                 tracing::warn!(validator = %id, reason = %rej.reason, "container adjustment rejected");

@@ -2,7 +2,7 @@
 //! connection 2: `RegisterPlugin` and `UpdateContainers`. Every refusal
 //! is an [`Error`], answered with its status ([`Error::to_status`]).
 
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use bytes::Bytes;
 use nri_api::api::{
@@ -16,6 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::Registration;
 use crate::adaptation::Shared;
 use crate::error::{Error, RefusalKind, RegistrationFailure};
+use crate::grants::{Admission, Changes};
 use crate::peer::{Peer, Refused};
 use crate::plugin::PluginOrigin;
 use nri_merge::PluginId;
@@ -25,6 +26,8 @@ use nri_merge::PluginId;
 pub(super) struct RuntimeServicePeer {
     pub(super) origin: PluginOrigin,
     pub(super) description: String,
+    /// How the plugin was admitted, once it is.
+    pub(super) admission: Arc<OnceLock<Arc<Admission>>>,
 }
 
 impl RuntimeServicePeer {
@@ -76,6 +79,7 @@ impl Shared {
         let weak: Weak<Shared> = Arc::downgrade(self);
         let limits = &self.config.peer_limits;
         let request_len = RequestLenLimit::new(limits.unregistered_request_len());
+        let admitted = who.admission.clone();
         let peer_of = {
             let identity = identity.clone();
             Arc::new(move || -> Peer { who.peer(&identity) })
@@ -116,8 +120,9 @@ impl Shared {
                     guard.report(&peer_of(), method::UPDATE_CONTAINERS, r);
                 }
                 let (weak, peer) = (weak.clone(), peer_of());
+                let admission = admitted.get().cloned();
                 async move {
-                    let answer = update_containers(weak, id, peer, checked).await;
+                    let answer = update_containers(weak, id, peer, admission, checked).await;
                     answer.map_err(|e| e.to_status())
                 }
             }
@@ -132,21 +137,40 @@ impl Shared {
         Ok((server, request_len))
     }
 
-    /// Applies a plugin's unsolicited `UpdateContainers`: its updates after
-    /// [`vet_updates`](Self::vet_updates), its evictions through the
-    /// runtime's callback.
+    /// Applies a plugin's unsolicited `UpdateContainers` (`unsolicited`;
+    /// else the changes it answered to an event deferred by its
+    /// synchronization): refused if it goes beyond the plugin's grant;
+    /// its updates after [`vet_updates`](Self::vet_updates), its
+    /// evictions through the runtime's callback.
     pub(crate) async fn unsolicited_update(
         &self,
         id: &PluginId,
         peer: &Peer,
+        admission: &Admission,
+        unsolicited: bool,
         req: UpdateContainersRequest,
     ) -> Result<UpdateContainersResponse, Error> {
         let plugin = id.to_string();
         let operation = "UpdateContainers";
         // The callbacks run on the plugin's behalf: within its timeout.
         let timeout = self.config.request_timeout_for(id);
+        let mut changes = Changes::answer(operation, None, None);
+        changes.updates = &req.update;
+        changes.evictions = &req.evict;
+        changes.unsolicited = unsolicited;
+        if let Err(v) = self.granted(&plugin, admission, &changes).await {
+            let refused = Refused {
+                kind: RefusalKind::NotGranted,
+                reason: v.reason.clone(),
+            };
+            self.peers.report(peer, operation, &refused);
+            return Err(Error::PeerRefused {
+                kind: RefusalKind::NotGranted,
+                reason: v.reason,
+            });
+        }
         let updates = self
-            .vet_updates(id, peer, operation, req.update)
+            .vet_updates(id, peer, &admission.participant, operation, req.update)
             .inspect_err(|e| {
                 tracing::warn!(plugin = %plugin, error = %e, "refusing unsolicited container updates");
             })?;
@@ -247,12 +271,15 @@ async fn update_containers(
     weak: Weak<Shared>,
     id: Option<PluginId>,
     peer: Peer,
+    admission: Option<Arc<Admission>>,
     checked: Result<UpdateContainersRequest, Refused>,
 ) -> Result<Bytes, Error> {
     let req = checked?;
-    let (Some(shared), Some(id)) = (weak.upgrade(), id) else {
+    let (Some(shared), Some(id), Some(admission)) = (weak.upgrade(), id, admission) else {
         return Err(Error::Stopping);
     };
-    let resp = shared.unsolicited_update(&id, &peer, req).await?;
+    let resp = shared
+        .unsolicited_update(&id, &peer, &admission, true, req)
+        .await?;
     Ok(Bytes::from(resp.encode_to_vec()))
 }

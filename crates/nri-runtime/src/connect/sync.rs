@@ -12,6 +12,7 @@ use crate::adaptation::Shared;
 use crate::config::Snapshot;
 use crate::encode::{SyncEncoder, SyncLimits, SyncObjects, SyncParts};
 use crate::error::RegistrationFailure;
+use crate::grants::Changes;
 use crate::plugin::{Answer, Plugin};
 use crate::registry::Inflight;
 
@@ -70,14 +71,7 @@ impl Shared {
             )
         };
         let updates = self.send_sync(plugin, objects).await?;
-        // The same checks, validation and audit as unsolicited updates.
-        let updates = match self.vet_updates(&plugin.id, &plugin.peer(), "Synchronize", updates) {
-            Ok(u) => u,
-            Err(e) => {
-                tracing::warn!(plugin = %plugin.id, error = %e, "refusing the container updates of the Synchronize answer");
-                Vec::new()
-            }
-        };
+        let updates = self.vet_sync_updates(plugin, updates).await;
         if !updates.is_empty() {
             match self.update_within(plugin.timeout, updates).await {
                 Ok(failed) if !failed.is_empty() => {
@@ -140,6 +134,34 @@ impl Shared {
         Err(RegistrationFailure::Synchronize {
             message: "the encoder stopped before the last message".into(),
         })
+    }
+
+    /// The container updates of a Synchronize answer, after the plugin's
+    /// grant and the same checks, validation and audit as unsolicited
+    /// updates; refused ones are dropped (logged), the plugin stays.
+    async fn vet_sync_updates(
+        &self,
+        plugin: &Plugin,
+        updates: Vec<nri_api::api::ContainerUpdate>,
+    ) -> Vec<nri_api::api::ContainerUpdate> {
+        const OPERATION: &str = "Synchronize";
+        let mut changes = Changes::answer(OPERATION, None, None);
+        changes.updates = &updates;
+        if let Err(v) = self
+            .granted(&plugin.name, &plugin.admission, &changes)
+            .await
+        {
+            tracing::warn!(plugin = %plugin.id, error = %v.reason, "refusing the container updates of the Synchronize answer");
+            return Vec::new();
+        }
+        let who = &plugin.admission.participant;
+        match self.vet_updates(&plugin.id, &plugin.peer(), who, OPERATION, updates) {
+            Ok(u) => u,
+            Err(e) => {
+                tracing::warn!(plugin = %plugin.id, error = %e, "refusing the container updates of the Synchronize answer");
+                Vec::new()
+            }
+        }
     }
 
     async fn sync_call(

@@ -45,6 +45,8 @@ pub(crate) struct Origin {
     pub(crate) plugin: crate::launch::DiscoveredPlugin,
     /// The compiled module.
     pub(crate) image: Arc<Image>,
+    /// Who the plugin is (its file) and the grant it was admitted under.
+    pub(crate) admission: Arc<crate::grants::Admission>,
 }
 
 /// The runtime's handle on one instance of a WebAssembly plugin: the
@@ -451,6 +453,10 @@ mod tests {
                 wasm: true,
             },
             image: Arc::new(image),
+            admission: Arc::new(crate::grants::Admission::new(
+                nri_merge::Participant::default(),
+                None,
+            )),
         });
         let conn = Arc::new(WasmConn::new(
             "10-sleeper".into(),

@@ -40,8 +40,19 @@ impl Shared {
     ) -> Result<Arc<Plugin>, Error> {
         let full = d.id.to_string();
         self.reserve_wasm(&full)?;
+        let identity = crate::identity::Captured::wasm(&d.path);
+        let admission = match self.admit_grant(&d.id, identity) {
+            Ok(a) => Arc::new(a),
+            Err(reason) => {
+                self.registry.release(&full);
+                return Err(Error::Registration {
+                    plugin: full,
+                    reason: RegistrationFailure::NotGranted { reason },
+                });
+            }
+        };
         let started = Instant::now();
-        let loaded = self.load_wasm(&d).await;
+        let loaded = self.load_wasm(&d, admission).await;
         let (origin, guest) = match loaded {
             Ok(x) => x,
             Err(e) => {
@@ -101,7 +112,11 @@ impl Shared {
 
     /// Reads and compiles `d`, and makes its first instance, within the
     /// registration timeout.
-    async fn load_wasm(&self, d: &DiscoveredPlugin) -> Result<(Arc<Origin>, Guest), Error> {
+    async fn load_wasm(
+        &self,
+        d: &DiscoveredPlugin,
+        admission: Arc<crate::grants::Admission>,
+    ) -> Result<(Arc<Origin>, Guest), Error> {
         let limits = self.config.wasm.clone();
         let (path, name) = (d.path.clone(), d.id.to_string());
         let registration = self.config.registration_timeout;
@@ -118,6 +133,7 @@ impl Shared {
         let origin = Arc::new(Origin {
             plugin: d.clone(),
             image,
+            admission,
         });
         Ok((origin, guest))
     }
@@ -177,6 +193,7 @@ impl Shared {
             request_timeout: millis(self.config.request_timeout),
             nri_version: nri_api::declared_nri_version(false, &crate::lock(&self.declared)),
         };
+        let admission = origin.admission.clone();
         let conn = WasmConn::new(full.clone(), guest, closed.clone(), timeout, origin);
         let fail = |reason: RegistrationFailure| Error::Registration {
             plugin: full.clone(),
@@ -210,6 +227,7 @@ impl Shared {
             timeout,
             conn: Conn::Wasm(conn),
             declared,
+            admission,
             wake_hints: false,
             closed,
             child: None,
