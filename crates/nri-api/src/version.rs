@@ -172,8 +172,6 @@ pub struct RuntimeNriVersion {
     pub origin: VersionOrigin,
 }
 
-/// Values of `NRI_version` that carry no information: empty, Go's
-/// `(devel)` and `0.0.0-unknown`.
 /// The `NRI_version` our runtime library reports in `ConfigureRequest`:
 /// [`NRI_VERSION`](crate::NRI_VERSION) with the build metadata
 /// [`NRI_RS_BUILD_TAG`](crate::NRI_RS_BUILD_TAG).
@@ -192,6 +190,8 @@ pub fn is_nri_rs_runtime(nri_version: &str) -> bool {
         .is_some_and(|(_, build)| build.split('.').any(|id| id == crate::NRI_RS_BUILD_TAG))
 }
 
+/// Values of `NRI_version` that carry no information: empty, Go's
+/// `(devel)` and `0.0.0-unknown`.
 fn is_placeholder_version(v: &str) -> bool {
     matches!(
         v.trim(),
