@@ -148,10 +148,13 @@ impl Shared {
     /// The full identity of a socket peer: what was captured at accept,
     /// with the container and pod of this runtime it runs in (from the
     /// runtime's listing, within the registration timeout; a listing that
-    /// fails or takes longer leaves the pod unknown, with a warning).
+    /// fails or takes longer leaves the pod unknown, with a warning). The
+    /// pod is looked up only when grants are configured.
     pub(crate) async fn locate(&self, captured: &Captured, peer: &str) -> PluginIdentity {
         let mut identity = captured.identity.clone();
-        if !captured.locate {
+        // The pod costs a listing of the runtime's state, on top of the
+        // one the plugin's Synchronize takes: only grants need it.
+        if !captured.locate || self.config.grants.is_none() {
             return identity;
         }
         let listing = tokio::time::timeout(

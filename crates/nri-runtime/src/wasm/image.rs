@@ -170,7 +170,11 @@ impl Image {
             linker,
             limits: limits.clone(),
             census,
-            log_budget: Arc::new(Mutex::new(LogBudget::new(Instant::now()))),
+            log_budget: Arc::new(Mutex::new(LogBudget::with_rate(
+                limits.log_burst,
+                limits.log_rate,
+                Instant::now(),
+            ))),
         })
     }
 

@@ -7,7 +7,8 @@
 //!
 //! And the plugin's log budget ([`LogBudget`]), which both `env.log` and
 //! `fd_write` lines go through: a guest that logs without end writes at
-//! most [`LOG_BURST`] bytes at once and [`LOG_RATE`] a second after that,
+//! most 1 MiB at once and 64 KiB a second after that
+//! (by default; [`WasmLimits::log_burst`](super::WasmLimits::log_burst)),
 //! across its instances; the lines over it are dropped and counted.
 
 use std::time::Instant;
@@ -18,9 +19,11 @@ use wasmi::Caller;
 use super::wasi::{HOST_BYTES_PER_FUEL, HostState, MAX_LOGGED, enter};
 
 /// Bytes of log lines a plugin may write at once (the budget's size).
-pub(crate) const LOG_BURST: u64 = 1024 * 1024;
+#[cfg(test)]
+pub(crate) const LOG_BURST: u64 = super::DEFAULT_WASM_LOG_BURST;
 /// Bytes a second a plugin's log budget refills.
-pub(crate) const LOG_RATE: u64 = 64 * 1024;
+#[cfg(test)]
+pub(crate) const LOG_RATE: u64 = super::DEFAULT_WASM_LOG_RATE;
 /// What one line costs the budget beyond its message: about what the
 /// log's own fields (time, level, target, plugin) add, so that a guest
 /// writing empty lines is bounded too.
@@ -31,6 +34,7 @@ pub(crate) const LOG_LINE_COST: u64 = 128;
 #[derive(Debug)]
 pub(crate) struct LogBudget {
     burst: u64,
+    rate: u64,
     left: u64,
     at: Instant,
     dropped_lines: u64,
@@ -48,15 +52,23 @@ pub(crate) enum Admit {
 }
 
 impl LogBudget {
-    /// A full budget of [`LOG_BURST`].
+    /// A full budget of [`LOG_BURST`], refilled at [`LOG_RATE`].
+    #[cfg(test)]
     pub(crate) fn new(now: Instant) -> Self {
         Self::with_burst(LOG_BURST, now)
     }
 
-    /// A full budget of `burst` bytes.
+    /// A full budget of `burst` bytes, refilled at [`LOG_RATE`].
+    #[cfg(test)]
     pub(crate) fn with_burst(burst: u64, now: Instant) -> Self {
+        Self::with_rate(burst, LOG_RATE, now)
+    }
+
+    /// A full budget of `burst` bytes, refilled at `rate` bytes a second.
+    pub(crate) fn with_rate(burst: u64, rate: u64, now: Instant) -> Self {
         LogBudget {
             burst,
+            rate,
             left: burst,
             at: now,
             dropped_lines: 0,
@@ -68,7 +80,7 @@ impl LogBudget {
     /// cost (`bytes` plus [`LOG_LINE_COST`]) if so.
     pub(crate) fn admit(&mut self, bytes: usize, now: Instant) -> Admit {
         let elapsed = now.saturating_duration_since(self.at).as_nanos();
-        let gained = elapsed.saturating_mul(u128::from(LOG_RATE)) / 1_000_000_000;
+        let gained = elapsed.saturating_mul(u128::from(self.rate)) / 1_000_000_000;
         if gained > 0 {
             let gained = u64::try_from(gained).unwrap_or(u64::MAX);
             self.left = self.left.saturating_add(gained).min(self.burst);
@@ -113,7 +125,11 @@ pub(crate) fn admit_and_charge(caller: &mut Caller<'_, HostState>, bytes: usize)
 /// its plugin's [`LogBudget`]; logs (once per run of dropped lines) that
 /// lines are dropped, and how many were once one is written again.
 fn admit(state: &HostState, bytes: usize) -> bool {
-    let admit = crate::lock(&state.log_budget).admit(bytes, Instant::now());
+    let (admit, burst, rate) = {
+        let mut budget = crate::lock(&state.log_budget);
+        let admit = budget.admit(bytes, Instant::now());
+        (admit, budget.burst, budget.rate)
+    };
     match admit {
         Admit::Write { dropped: None } => true,
         Admit::Write {
@@ -124,7 +140,7 @@ fn admit(state: &HostState, bytes: usize) -> bool {
         }
         Admit::Drop { first } => {
             if first {
-                tracing::warn!(target: "nri::plugin", plugin = %state.plugin, burst = LOG_BURST, per_second = LOG_RATE, "WebAssembly plugin is over its log budget: dropping its log lines");
+                tracing::warn!(target: "nri::plugin", plugin = %state.plugin, burst, per_second = rate, "WebAssembly plugin is over its log budget: dropping its log lines");
             }
             false
         }

@@ -134,7 +134,20 @@ pub struct WasmLimits {
     pub restart_backoff: Duration,
     /// Longest wait before a re-instantiation (default 30 s).
     pub max_restart_backoff: Duration,
+    /// Bytes of log lines (`env.log`, standard output and error) the
+    /// plugin may write at once, across its instances (default
+    /// [`DEFAULT_WASM_LOG_BURST`]); lines over its budget are dropped and
+    /// counted.
+    pub log_burst: u64,
+    /// Bytes a second the log budget refills (default
+    /// [`DEFAULT_WASM_LOG_RATE`]).
+    pub log_rate: u64,
 }
+
+/// Default [`WasmLimits::log_burst`]: 1 MiB.
+pub const DEFAULT_WASM_LOG_BURST: u64 = 1024 * 1024;
+/// Default [`WasmLimits::log_rate`]: 64 KiB a second.
+pub const DEFAULT_WASM_LOG_RATE: u64 = 64 * 1024;
 
 impl Default for WasmLimits {
     fn default() -> Self {
@@ -145,6 +158,8 @@ impl Default for WasmLimits {
             max_table_elements: DEFAULT_WASM_MAX_TABLE_ELEMENTS,
             restart_backoff: DEFAULT_WASM_RESTART_BACKOFF,
             max_restart_backoff: DEFAULT_WASM_MAX_RESTART_BACKOFF,
+            log_burst: DEFAULT_WASM_LOG_BURST,
+            log_rate: DEFAULT_WASM_LOG_RATE,
         }
     }
 }
@@ -184,6 +199,14 @@ impl WasmLimits {
     pub fn with_restart_backoff(mut self, first: Duration, max: Duration) -> Self {
         self.restart_backoff = first;
         self.max_restart_backoff = max.max(first);
+        self
+    }
+
+    /// Sets [`WasmLimits::log_burst`] and [`WasmLimits::log_rate`].
+    #[must_use]
+    pub fn with_log_budget(mut self, burst: u64, per_second: u64) -> Self {
+        self.log_burst = burst;
+        self.log_rate = per_second;
         self
     }
 }
