@@ -62,8 +62,16 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOC: Counting = Counting;
 
-/// One measurement at a time (the allocator's counters are global).
+/// One test at a time (the allocator's counters are global): a test
+/// building its text while another measures would count in its peak.
 static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Holds [`SERIAL`] for the whole of a test.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// The bounds every case must stay under (debug build).
 const MAX_HEAP: usize = 16 << 20;
@@ -80,9 +88,6 @@ fn thread_cpu() -> Duration {
 /// Decodes `text` into `shape` with both dialects; returns the peak heap
 /// above the start and the CPU time, and whether each decoded.
 fn measure(name: &str, text: &str, shape: &Shape) -> (usize, Duration) {
-    let _serial = SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let base = LIVE.load(Ordering::Relaxed);
     PEAK.store(base, Ordering::Relaxed);
     let cpu = thread_cpu();
@@ -133,6 +138,7 @@ const ANY: Shape = Shape::Any;
 /// KB of text that names gigabytes.
 #[test]
 fn a_long_scalar_aliased_many_times() {
+    let _serial = serial();
     let text = format!(
         "- {{path: &s {}}}\n- {{path: [{}]}}\n",
         "x".repeat(100_000),
@@ -145,6 +151,7 @@ fn a_long_scalar_aliased_many_times() {
 /// Nested anchors: each level a list of aliases of the level below.
 #[test]
 fn nested_anchors() {
+    let _serial = serial();
     let mut text = format!("a0: &a0 [{}]\n", "xxxxxxxxxx, ".repeat(10));
     for i in 1..9 {
         let prev = format!("*a{}, ", i - 1);
@@ -158,6 +165,7 @@ fn nested_anchors() {
 /// of everything inside it.
 #[test]
 fn anchors_nested_in_anchors() {
+    let _serial = serial();
     let depth = 60;
     let mut text = String::new();
     for i in 0..depth {
@@ -171,6 +179,7 @@ fn anchors_nested_in_anchors() {
 /// A map of many short keys (pairwise key comparison is quadratic).
 #[test]
 fn many_keys() {
+    let _serial = serial();
     let mut text = String::from("{");
     for i in 0..45_000 {
         text.push_str(&format!("k{i}: v, "));
@@ -190,6 +199,7 @@ fn many_keys() {
 /// for every item below it.
 #[test]
 fn long_keys_over_long_lists() {
+    let _serial = serial();
     // An explicit key (`? `): a plain key is at most 1024 characters.
     let text = format!("? {}\n: [{}]\n", "k".repeat(100_000), "1, ".repeat(9_000));
     measure("100 KB key over 9,000 items", &text, &SYSCTLS);
@@ -199,6 +209,7 @@ fn long_keys_over_long_lists() {
 /// Many type errors (yaml.v3 reports every one of them).
 #[test]
 fn many_errors() {
+    let _serial = serial();
     let text = format!("[{}]", "{major: x}, ".repeat(20_000));
     measure("20,000 type errors", &text, &DEVICES);
 }
@@ -207,6 +218,7 @@ fn many_errors() {
 /// frame).
 #[test]
 fn deep_nesting_and_many_comments() {
+    let _serial = serial();
     let deep = "[".repeat(50_000) + &"]".repeat(50_000);
     measure("50,000 levels", &deep, &ANY);
     let comments = "#\n".repeat(120_000) + "- {path: /dev/x}\n";
@@ -217,6 +229,7 @@ fn deep_nesting_and_many_comments() {
 /// text (through aliases), both at once.
 #[test]
 fn the_largest_documents_allowed() {
+    let _serial = serial();
     let items = format!("[{}]", "x, ".repeat(9_998));
     measure("9,999 nodes", &items, &ANY);
     let devices = format!("[{}]", "{path: /dev/x}, ".repeat(3_300));
@@ -240,6 +253,7 @@ fn the_largest_documents_allowed() {
 /// bounds.
 #[test]
 fn parse_yaml_keeps_the_bounds() {
+    let _serial = serial();
     let cases = [
         (
             "long scalar aliased",
@@ -267,9 +281,6 @@ fn parse_yaml_keeps_the_bounds() {
         ("50,000 levels", "[".repeat(50_000) + &"]".repeat(50_000)),
     ];
     for (name, text) in cases {
-        let _serial = SERIAL
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let base = LIVE.load(Ordering::Relaxed);
         PEAK.store(base, Ordering::Relaxed);
         let cpu = thread_cpu();
@@ -301,6 +312,7 @@ fn parse_yaml_keeps_the_bounds() {
 /// annotations at 256 KiB together).
 #[test]
 fn a_huge_text() {
+    let _serial = serial();
     let text = format!("- {{path: /dev/x, type: {}}}\n", "c".repeat(8 << 20));
     measure("8 MiB scalar", &text, &DEVICES);
 }

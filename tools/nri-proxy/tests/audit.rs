@@ -89,9 +89,20 @@ async fn the_audit_trail_names_the_plugin_behind_the_proxy() {
     // The runtime above (our library in this test) sees the proxy.
     assert_eq!(owned(&audit, "50-proxy", "c", "Env", "A"), 1, "{audit:#?}");
     assert_eq!(owned(&audit, "50-proxy", "c", "Env", "B"), 1, "{audit:#?}");
+    // Besides each plugin's admission (its identity, at registration),
+    // only the creation's changes.
+    assert_eq!(
+        audit
+            .iter()
+            .filter(|l| l.contains("\"NRI plugin admitted\""))
+            .count(),
+        3,
+        "{audit:#?}"
+    );
     assert!(
         audit
             .iter()
+            .filter(|l| !l.contains("\"NRI plugin admitted\""))
             .all(|l| l.contains("\"operation\":\"CreateContainer\"")),
         "{audit:#?}"
     );
