@@ -398,8 +398,9 @@ fn measure(mix: &Mix, slice: u64, time: Duration, max_slices: usize) -> Measured
         closed: CancellationToken::new(),
         inline: false,
         // Every line written: the most a host function can cost.
-        log_budget: std::sync::Arc::new(std::sync::Mutex::new(LogBudget::with_burst(
+        log_budget: std::sync::Arc::new(std::sync::Mutex::new(LogBudget::with_rate(
             u64::MAX,
+            super::DEFAULT_WASM_LOG_RATE,
             Instant::now(),
         ))),
         slept: std::cell::Cell::default(),

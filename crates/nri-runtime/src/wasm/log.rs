@@ -18,12 +18,6 @@ use wasmi::Caller;
 
 use super::wasi::{HOST_BYTES_PER_FUEL, HostState, MAX_LOGGED, enter};
 
-/// Bytes of log lines a plugin may write at once (the budget's size).
-#[cfg(test)]
-pub(crate) const LOG_BURST: u64 = super::DEFAULT_WASM_LOG_BURST;
-/// Bytes a second a plugin's log budget refills.
-#[cfg(test)]
-pub(crate) const LOG_RATE: u64 = super::DEFAULT_WASM_LOG_RATE;
 /// What one line costs the budget beyond its message: about what the
 /// log's own fields (time, level, target, plugin) add, so that a guest
 /// writing empty lines is bounded too.
@@ -52,18 +46,6 @@ pub(crate) enum Admit {
 }
 
 impl LogBudget {
-    /// A full budget of [`LOG_BURST`], refilled at [`LOG_RATE`].
-    #[cfg(test)]
-    pub(crate) fn new(now: Instant) -> Self {
-        Self::with_burst(LOG_BURST, now)
-    }
-
-    /// A full budget of `burst` bytes, refilled at [`LOG_RATE`].
-    #[cfg(test)]
-    pub(crate) fn with_burst(burst: u64, now: Instant) -> Self {
-        Self::with_rate(burst, LOG_RATE, now)
-    }
-
     /// A full budget of `burst` bytes, refilled at `rate` bytes a second.
     pub(crate) fn with_rate(burst: u64, rate: u64, now: Instant) -> Self {
         LogBudget {
@@ -277,6 +259,7 @@ mod tests {
     use prost::Message;
 
     use super::*;
+    use crate::wasm::{DEFAULT_WASM_LOG_BURST as LOG_BURST, DEFAULT_WASM_LOG_RATE as LOG_RATE};
 
     #[test]
     fn a_log_request_is_read_in_place_and_cut() {
@@ -304,7 +287,7 @@ mod tests {
     #[test]
     fn the_log_budget_holds_a_burst_then_refills_at_its_rate() {
         let t0 = Instant::now();
-        let mut b = LogBudget::new(t0);
+        let mut b = LogBudget::with_rate(LOG_BURST, LOG_RATE, t0);
         let line = 16 * 1024;
         let cost = line as u64 + LOG_LINE_COST;
         let fit = LOG_BURST / cost;
@@ -318,7 +301,7 @@ mod tests {
             Admit::Drop { first: false }
         );
         // Empty lines cost too.
-        let mut c = LogBudget::new(t0);
+        let mut c = LogBudget::with_rate(LOG_BURST, LOG_RATE, t0);
         let empties = (0..).take_while(|_| c.admit(0, t0) != Admit::Drop { first: true });
         assert_eq!(empties.count() as u64, LOG_BURST / LOG_LINE_COST);
         // A second later: LOG_RATE more bytes, and the drops are told.
