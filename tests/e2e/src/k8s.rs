@@ -112,6 +112,18 @@ pub fn k8s_enabled(test: &str) -> bool {
     true
 }
 
+/// [`crate::run_e2e`] for a test that needs the one-node cluster: skipped
+/// unless [`k8s_enabled`].
+///
+/// # Panics
+///
+/// When `body` fails, or the test is over its budget.
+pub fn run_k8s(test: &str, budget: Duration, body: impl FnOnce() -> anyhow::Result<()>) {
+    if k8s_enabled(test) {
+        crate::run_timed(test, budget, body);
+    }
+}
+
 /// A running one-node cluster under its own WORK dir. `Drop` stops it
 /// (`k8s-node.sh stop`); WORK is removed if the test called
 /// [`Node::passed`] (and `NRI_E2E_KEEP_WORK` is not 1); otherwise the log

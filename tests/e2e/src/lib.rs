@@ -107,6 +107,29 @@ pub fn e2e_enabled(test: &str) -> bool {
     true
 }
 
+/// Runs one e2e test: skips it, saying why, unless [`e2e_enabled`]; fails
+/// it with the error of `body`; then checks its wall time against `budget`
+/// ([`check_budget`]).
+///
+/// # Panics
+///
+/// When `body` fails, or the test is over its budget.
+pub fn run_e2e(test: &str, budget: Duration, body: impl FnOnce() -> anyhow::Result<()>) {
+    if e2e_enabled(test) {
+        run_timed(test, budget, body);
+    }
+}
+
+/// `body` run as a test named `test`, its error a failure, its wall time
+/// checked against `budget`.
+fn run_timed(test: &str, budget: Duration, body: impl FnOnce() -> anyhow::Result<()>) {
+    let t0 = std::time::Instant::now();
+    if let Err(e) = body() {
+        panic!("{test}: {e:#}");
+    }
+    check_budget(test, t0.elapsed(), budget);
+}
+
 /// Prints one timing line the suite's report greps for.
 pub fn report_timing(test: &str, t: Duration) {
     eprintln!("[e2e timing] {test}: {:.1} s", t.as_secs_f64());

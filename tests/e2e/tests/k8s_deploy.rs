@@ -44,8 +44,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, ensure};
 use nri_e2e_tests::images::{DeployImage, deploy_image, yaml_file};
-use nri_e2e_tests::k8s::{Node, k8s_enabled};
-use nri_e2e_tests::{check_budget, workspace_root};
+use nri_e2e_tests::k8s::{Node, run_k8s};
+use nri_e2e_tests::workspace_root;
 
 #[path = "k8s_deploy/conformance.rs"]
 mod conformance;
@@ -429,14 +429,7 @@ fn run(version: &str) -> Result<()> {
 
 fn test(version: &str) {
     let name = format!("k8s_deploy_containerd_{}", version.replace('.', "_"));
-    if !k8s_enabled(&name) {
-        return;
-    }
-    let t0 = Instant::now();
-    if let Err(e) = run(version) {
-        panic!("{name}: {e:#}");
-    }
-    check_budget(&name, t0.elapsed(), BUDGET);
+    run_k8s(&name, BUDGET, || run(version));
 }
 
 /// Containerd 2.3 on the cluster runs by hand (`-- --ignored`): the

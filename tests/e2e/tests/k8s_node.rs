@@ -20,8 +20,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, ensure};
-use nri_e2e_tests::check_budget;
-use nri_e2e_tests::k8s::{NODE_NRI_SOCKET, Node, k8s_enabled};
+use nri_e2e_tests::k8s::{NODE_NRI_SOCKET, Node, run_k8s};
 
 const BUDGET: Duration = Duration::from_secs(150);
 
@@ -200,14 +199,7 @@ fn run(version: &str) -> Result<()> {
 
 fn test(version: &str) {
     let name = format!("k8s_node_containerd_{}", version.replace('.', "_"));
-    if !k8s_enabled(&name) {
-        return;
-    }
-    let t0 = Instant::now();
-    if let Err(e) = run(version) {
-        panic!("{name}: {e:#}");
-    }
-    check_budget(&name, t0.elapsed(), BUDGET);
+    run_k8s(&name, BUDGET, || run(version));
 }
 
 #[test]

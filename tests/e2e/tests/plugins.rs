@@ -26,8 +26,7 @@
 
 use anyhow::{Context as _, Result, ensure};
 use nri_e2e_tests::{
-    ContainerOpts, Containerd, PluginProcess, Target, check_budget, e2e_enabled, plugin_binary,
-    poll, timeout,
+    ContainerOpts, Containerd, PluginProcess, Target, plugin_binary, poll, run_e2e, timeout,
 };
 
 /// Wall-time budget of one test (one plugin on one containerd version),
@@ -471,14 +470,7 @@ fn network_device_injector(version: &str) -> Result<()> {
 
 fn run(name: &str, version: &str, f: fn(&str) -> Result<()>) {
     let test = format!("{name}_{version}");
-    if !e2e_enabled(&test) {
-        return;
-    }
-    let t0 = std::time::Instant::now();
-    if let Err(e) = f(version) {
-        panic!("{test}: {e:#}");
-    }
-    check_budget(&test, t0.elapsed(), BUDGET);
+    run_e2e(&test, BUDGET, || f(version));
 }
 
 #[test]

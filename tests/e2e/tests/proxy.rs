@@ -15,9 +15,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Result, ensure};
-use nri_e2e_tests::{
-    ContainerOpts, Containerd, Target, check_budget, e2e_enabled, plugin_binary, workspace_root,
-};
+use nri_e2e_tests::{ContainerOpts, Containerd, Target, plugin_binary, run_e2e, workspace_root};
 
 /// Wall-time budget of one version's run, scaled like every e2e deadline.
 const BUDGET: std::time::Duration = std::time::Duration::from_secs(90);
@@ -154,14 +152,7 @@ fn run(version: &str) -> Result<()> {
 
 fn test(version: &str) {
     let name = format!("proxy_{version}");
-    if !e2e_enabled(&name) {
-        return;
-    }
-    let t0 = std::time::Instant::now();
-    if let Err(e) = run(version) {
-        panic!("{name}: {e:#}");
-    }
-    check_budget(&name, t0.elapsed(), BUDGET);
+    run_e2e(&name, BUDGET, || run(version));
 }
 
 /// A plugin marked required behind the proxy that never registered:
@@ -205,14 +196,7 @@ fn run_required_missing(version: &str) -> Result<()> {
 
 fn test_required_missing(version: &str) {
     let name = format!("proxy_required_missing_{version}");
-    if !e2e_enabled(&name) {
-        return;
-    }
-    let t0 = std::time::Instant::now();
-    if let Err(e) = run_required_missing(version) {
-        panic!("{name}: {e:#}");
-    }
-    check_budget(&name, t0.elapsed(), BUDGET);
+    run_e2e(&name, BUDGET, || run_required_missing(version));
 }
 
 /// containerd restarts while the proxy runs (the DaemonSet form): the
@@ -330,14 +314,7 @@ fn run_restart(version: &str) -> Result<()> {
 
 fn test_restart(version: &str) {
     let name = format!("proxy_containerd_restart_{version}");
-    if !e2e_enabled(&name) {
-        return;
-    }
-    let t0 = std::time::Instant::now();
-    if let Err(e) = run_restart(version) {
-        panic!("{name}: {e:#}");
-    }
-    check_budget(&name, t0.elapsed(), BUDGET);
+    run_e2e(&name, BUDGET, || run_restart(version));
 }
 
 #[test]

@@ -26,8 +26,7 @@ use nri_e2e_tests::daemonset::{container_config, import_image, node_dir, run_in_
 use nri_e2e_tests::images::{deploy_image, yaml_file};
 use nri_e2e_tests::oci::ImageDefinition;
 use nri_e2e_tests::{
-    ContainerOpts, Containerd, Target, check_budget, e2e_enabled, plugin_binary, poll, timeout,
-    workspace_root,
+    ContainerOpts, Containerd, Target, plugin_binary, poll, run_e2e, timeout, workspace_root,
 };
 use serde_json::{Value, json};
 
@@ -156,14 +155,7 @@ fn run(version: &str) -> Result<()> {
 
 fn test(version: &str) {
     let name = format!("proxy_deploy_{version}");
-    if !e2e_enabled(&name) {
-        return;
-    }
-    let t0 = std::time::Instant::now();
-    if let Err(e) = run(version) {
-        panic!("{name}: {e:#}");
-    }
-    check_budget(&name, t0.elapsed(), BUDGET);
+    run_e2e(&name, BUDGET, || run(version));
 }
 
 #[test]

@@ -22,12 +22,11 @@
 //! Budget: 60 s per test (scaled like every e2e deadline); measured 10-20 s
 //! each on a 2-core machine.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Result, ensure};
 use nri_e2e_tests::{
-    ContainerOpts, Containerd, PluginProcess, Target, check_budget, e2e_enabled, plugin_binary,
-    strip_ansi,
+    ContainerOpts, Containerd, PluginProcess, Target, plugin_binary, run_e2e, strip_ansi,
 };
 
 /// Wall-time budget of one test (one containerd version).
@@ -229,14 +228,7 @@ fn teardown_errors(version: &str) -> Result<()> {
 
 fn test(name: &str, version: &str, f: fn(&str) -> Result<()>) {
     let name = format!("{name}_containerd_{version}");
-    if !e2e_enabled(&name) {
-        return;
-    }
-    let t0 = Instant::now();
-    if let Err(e) = f(version) {
-        panic!("{name}: {e:#}");
-    }
-    check_budget(&name, t0.elapsed(), BUDGET);
+    run_e2e(&name, BUDGET, || f(version));
 }
 
 #[test]

@@ -5,7 +5,7 @@
 //! annotation from the config file reach the running container.
 
 use anyhow::{Result, ensure};
-use nri_e2e_tests::{ContainerOpts, Containerd, Target, check_budget, e2e_enabled, plugin_binary};
+use nri_e2e_tests::{ContainerOpts, Containerd, Target, plugin_binary, run_e2e};
 
 /// Wall-time budget of one version's run, scaled like every e2e deadline.
 const BUDGET: std::time::Duration = std::time::Duration::from_secs(90);
@@ -66,14 +66,7 @@ fn run(version: &str) -> Result<()> {
 
 fn test(version: &str) {
     let name = format!("sdk_prelaunched_{version}");
-    if !e2e_enabled(&name) {
-        return;
-    }
-    let t0 = std::time::Instant::now();
-    if let Err(e) = run(version) {
-        panic!("{name}: {e:#}");
-    }
-    check_budget(&name, t0.elapsed(), BUDGET);
+    run_e2e(&name, BUDGET, || run(version));
 }
 
 #[test]

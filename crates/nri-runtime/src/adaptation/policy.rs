@@ -167,7 +167,7 @@ impl Shared {
         })
     }
 
-    /// During the start-up grace ([`Config::startup_grace`]), waits until
+    /// During the start-up grace ([`crate::Config::startup_grace`]), waits until
     /// every `required` plugin that has never registered since start has
     /// registered, or the grace is over, or the event's deadline
     /// ([`Adaptation::with_deadline`](crate::Adaptation::with_deadline))

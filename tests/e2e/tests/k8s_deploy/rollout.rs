@@ -4,11 +4,10 @@
 //! taking over from the first): the tests are ignored until the runtime
 //! library has them.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context as _, Result, ensure};
-use nri_e2e_tests::check_budget;
-use nri_e2e_tests::k8s::{Node, k8s_enabled};
+use nri_e2e_tests::k8s::{Node, run_k8s};
 
 use super::{BUDGET, check_workload, images, overlays, refusals, required_proxy, workload};
 
@@ -122,14 +121,7 @@ fn rollout_test(version: &str) {
         "k8s_plugin_rollout_containerd_{}",
         version.replace('.', "_")
     );
-    if !k8s_enabled(&name) {
-        return;
-    }
-    let t0 = Instant::now();
-    if let Err(e) = rollout_run(version) {
-        panic!("{name}: {e:#}");
-    }
-    check_budget(&name, t0.elapsed(), BUDGET);
+    run_k8s(&name, BUDGET, || rollout_run(version));
 }
 
 #[test]
