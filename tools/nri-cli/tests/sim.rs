@@ -416,17 +416,31 @@ fn command_line_plugin_runs_the_lifecycle_scenario() {
 
 #[test]
 fn every_documented_example_runs_and_holds() {
+    // A `.yaml` file is a scenario; a directory holds `scenario.yaml` and
+    // the runtime's configuration file it is run with, `runtime.yaml`.
     let dir = repo().join("docs/sim/examples");
     let mut n = 0;
     for entry in std::fs::read_dir(&dir).expect("docs/sim/examples") {
         let p = entry.expect("entry").path();
-        if p.extension().is_some_and(|e| e == "yaml") {
-            n += 1;
-            let o = run(&["sim", "--json", p.to_str().expect("utf8")]);
-            assert_eq!(o.status.code(), Some(0), "{}: {}", p.display(), text(&o));
+        let mut args = vec!["sim".to_owned(), "--json".to_owned()];
+        if p.is_dir() {
+            let scenario = p.join("scenario.yaml");
+            assert!(scenario.is_file(), "{}: no scenario.yaml", p.display());
+            let config = p.join("runtime.yaml");
+            if config.is_file() {
+                args.extend(["--config".to_owned(), config.display().to_string()]);
+            }
+            args.push(scenario.display().to_string());
+        } else if p.extension().is_some_and(|e| e == "yaml") {
+            args.push(p.display().to_string());
+        } else {
+            continue;
         }
+        n += 1;
+        let o = nri().args(&args).output().expect("run nri");
+        assert_eq!(o.status.code(), Some(0), "{}: {}", p.display(), text(&o));
     }
-    assert!(n >= 4, "only {n} examples");
+    assert!(n >= 5, "only {n} examples");
 }
 
 #[test]
