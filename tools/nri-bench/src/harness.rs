@@ -159,6 +159,14 @@ impl Metrics for Count {
 /// returns the result; failures are reported in [`RunResult::error`] with
 /// whatever was measured up to then.
 pub fn run(o: &HarnessOptions) -> RunResult {
+    run_with_grants(o, None)
+}
+
+/// [`run`] with `grants` configured in the runtime (`None`: none, every
+/// plugin may do everything): every answer is then checked against its
+/// plugin's grant, which is what a run with [`bench_grant`] beside one
+/// without measures.
+pub fn run_with_grants(o: &HarnessOptions, grants: Option<Vec<nri_runtime::Grant>>) -> RunResult {
     let mut res = RunResult {
         implementation: "rust".into(),
         nri_version: nri_api::NRI_VERSION.into(),
@@ -195,7 +203,7 @@ pub fn run(o: &HarnessOptions) -> RunResult {
         }
     };
     let mut children = Vec::new();
-    let r = rt.block_on(run_async(o, &mut res, &mut children));
+    let r = rt.block_on(run_async(o, grants, &mut res, &mut children));
     if let Err(e) = r {
         res.error = Some(e.to_string());
     }
@@ -229,8 +237,35 @@ fn runtime_state(o: &HarnessOptions, res: &mut RunResult) -> Arc<State> {
     })
 }
 
+/// The grant of `nri-bench-runtime --grants`: the bench plugins (any
+/// name) may set env variables and annotations (what the adjusting
+/// flavour sets) of containers of the benchmark's namespace; with
+/// `processes`, plugin processes must run as this process's uid (not for
+/// WebAssembly plugins, which have no process). Every answer is then
+/// checked: its kinds, and the event's pod against the namespace.
+pub fn bench_grant(processes: bool) -> nri_runtime::Grant {
+    use nri_api::{Capability, CapabilitySet};
+    use std::os::unix::fs::MetadataExt as _;
+    let mut identity = nri_runtime::GrantIdentity::default();
+    if processes {
+        if let Ok(me) = std::fs::metadata("/proc/self") {
+            identity.uids = vec![me.uid()];
+        }
+    }
+    let namespace = crate::shape::pod(0).namespace;
+    nri_runtime::Grant::new(["*"])
+        .role("bench")
+        .identity(identity)
+        .allow(CapabilitySet::of(&[
+            Capability::AdjustEnv,
+            Capability::AdjustAnnotations,
+        ]))
+        .pods(nri_runtime::PodSelector::namespaces([namespace]))
+}
+
 async fn run_async(
     o: &HarnessOptions,
+    grants: Option<Vec<nri_runtime::Grant>>,
     res: &mut RunResult,
     children: &mut Vec<Child>,
 ) -> Result<(), Error> {
@@ -241,6 +276,9 @@ async fn run_async(
     let mut builder = Adaptation::builder("nri-bench-runtime", env!("CARGO_PKG_VERSION"));
     if let Some(budget) = o.spin_budget {
         builder = builder.spin_budget(budget);
+    }
+    if let Some(grants) = grants {
+        builder = builder.grants(grants);
     }
     if o.wasm.is_some() {
         // The load is what is measured, not refused: as Go's host, which

@@ -11,7 +11,7 @@
 //!     [--plugin-bin <dir of this binary>/nri-bench-plugin]
 //!     [--log-level warn] [--plugin-log-level warn]
 //!     [--tokio multi|current] [--workers 2] [--spin-budget <library default>]
-//!     [--wasm FILE]
+//!     [--wasm FILE] [--grants]
 //! ```
 
 use std::path::PathBuf;
@@ -108,6 +108,10 @@ struct Args {
     /// of K plugin processes (noop flavour only).
     #[arg(long, value_name = "FILE")]
     wasm: Option<PathBuf>,
+    /// Configure a grant for the plugins (env and annotations, in the
+    /// benchmark's namespace, as this uid): every answer is checked.
+    #[arg(long)]
+    grants: bool,
 }
 
 fn main() -> ExitCode {
@@ -163,9 +167,12 @@ fn main() -> ExitCode {
         tokio,
         workers: a.workers,
         spin_budget: a.spin_budget,
-        wasm: a.wasm,
+        wasm: a.wasm.clone(),
     };
-    let res = harness::run(&o);
+    let grants = a
+        .grants
+        .then(|| vec![harness::bench_grant(a.wasm.is_none())]);
+    let res = harness::run_with_grants(&o, grants);
     match serde_json::to_string(&res) {
         Ok(s) => println!("{s}"),
         Err(e) => {
