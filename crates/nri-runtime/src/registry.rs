@@ -304,7 +304,7 @@ pub(crate) struct Registry {
     metrics: Arc<dyn Metrics>,
     /// Most events queued for one synchronizing plugin.
     max_backlog: usize,
-    /// Bumped whenever a plugin becomes active.
+    /// Bumped whenever a plugin becomes active or stops synchronizing.
     activations: watch::Sender<u64>,
 }
 
@@ -659,6 +659,9 @@ impl Registry {
             overflowed,
             ..
         } = st.syncing.remove(pos);
+        // Waiters for a synchronizing plugin look again, whatever the
+        // outcome.
+        self.activations.send_modify(|n| *n += 1);
         if overflowed {
             return Err(RegistrationFailure::BacklogFull {
                 limit: self.max_backlog,
@@ -696,15 +699,30 @@ impl Registry {
         self.lock().seen.contains(name)
     }
 
-    /// A receiver that changes whenever a plugin becomes active.
+    /// A receiver that changes whenever a plugin becomes active or stops
+    /// synchronizing.
     pub(crate) fn watch_activations(&self) -> watch::Receiver<u64> {
         self.activations.subscribe()
+    }
+
+    /// The request timeout of a plugin known as `name` (`NN-name` or base
+    /// name) that is synchronizing, not closed, if there is one.
+    pub(crate) fn syncing_timeout(&self, name: &str) -> Option<std::time::Duration> {
+        let st = self.lock();
+        (st.syncing.iter())
+            .map(|s| &s.plugin)
+            .find(|p| !p.is_closed() && (p.id.to_string() == name || p.id.name() == name))
+            .map(|p| p.timeout)
     }
 
     /// Forgets a plugin (closed or failed); releases its name.
     pub(crate) fn remove(&self, plugin: &Arc<Plugin>) {
         let mut st = self.lock();
+        let syncing = st.syncing.len();
         st.syncing.retain(|s| !Arc::ptr_eq(&s.plugin, plugin));
+        if st.syncing.len() != syncing {
+            self.activations.send_modify(|n| *n += 1);
+        }
         let before = st.active.len();
         if st.active.iter().any(|p| Arc::ptr_eq(p, plugin)) {
             let list: Vec<_> = st

@@ -167,41 +167,39 @@ impl Shared {
         })
     }
 
-    /// During the start-up grace ([`crate::Config::startup_grace`]), waits until
-    /// every `required` plugin that has never registered since start has
-    /// registered, or the grace is over, or the event's deadline
-    /// ([`Adaptation::with_deadline`](crate::Adaptation::with_deadline))
-    /// has come, whichever is first. Pods of exempt namespaces do not
-    /// wait.
+    /// Waits for the `required` plugins of `event` that are not active but
+    /// about to be: one that is synchronizing (registered and getting its
+    /// Synchronize, as after a reconnect) until it is active, at most its
+    /// request timeout; during the start-up grace
+    /// ([`crate::Config::startup_grace`]), one that has never registered since
+    /// start until it is active, at most until the grace is over. Never
+    /// past the event's deadline
+    /// ([`Adaptation::with_deadline`](crate::Adaptation::with_deadline)).
+    /// Pods of exempt namespaces do not wait. A plugin still not active
+    /// then is absent ([`Self::check_required`]).
     pub(super) async fn await_required(&self, event: Event, pod: &PodSandbox, budget: Budget) {
-        let grace = self.config.startup_grace;
-        if grace.is_zero() || self.config.is_exempt(&pod.namespace) {
+        if self.config.is_exempt(&pod.namespace)
+            || self.config.required_plugins(event).next().is_none()
+        {
             return;
         }
-        let Some(started) = *lock(&self.started_at) else {
-            return;
+        let grace_end = match (self.config.startup_grace, *lock(&self.started_at)) {
+            (grace, Some(started)) if !grace.is_zero() => Some(started + grace),
+            _ => None,
         };
-        let deadline = match budget.0 {
-            Some(d) => d.min(started + grace),
-            None => started + grace,
-        };
+        let since = tokio::time::Instant::now();
         let mut changes = self.registry.watch_activations();
         loop {
-            let waiting = {
-                let plugins = self.registry.snapshot();
-                self.config.required_plugins(event).any(|name| {
-                    !self.registry.has_seen(name)
-                        && !plugins.iter().any(|p| {
-                            !p.is_closed() && (p.id.to_string() == name || p.id.name() == name)
-                        })
-                })
+            let Some(until) = self.required_wait(event, since, grace_end) else {
+                return;
             };
-            if !waiting || tokio::time::Instant::now() >= deadline {
+            let deadline = budget.0.map_or(until, |d| d.min(until));
+            if tokio::time::Instant::now() >= deadline {
                 return;
             }
             tracing::debug!(
                 event = event.pretty_name(),
-                "waiting for required NRI plugins to register (start-up grace)"
+                "waiting for required NRI plugins to synchronize or register"
             );
             tokio::select! {
                 r = changes.changed() => if r.is_err() { return },
@@ -209,5 +207,33 @@ impl Shared {
                 () = self.stopping.cancelled() => return,
             }
         }
+    }
+
+    /// Until when [`Self::await_required`] waits for the `required`
+    /// plugins of `event` that are not active now (`None`: no wait).
+    fn required_wait(
+        &self,
+        event: Event,
+        since: tokio::time::Instant,
+        grace_end: Option<tokio::time::Instant>,
+    ) -> Option<tokio::time::Instant> {
+        let plugins = self.registry.snapshot();
+        let active = |name: &str| {
+            plugins
+                .iter()
+                .any(|p| !p.is_closed() && (p.id.to_string() == name || p.id.name() == name))
+        };
+        let mut until = None;
+        for name in self.config.required_plugins(event) {
+            if active(name) {
+                continue;
+            }
+            let end = match self.registry.syncing_timeout(name) {
+                Some(timeout) => Some(since + timeout),
+                None => grace_end.filter(|_| !self.registry.has_seen(name)),
+            };
+            until = until.max(end);
+        }
+        until
     }
 }
