@@ -536,7 +536,9 @@ fn go_guest_call_cost() {
     };
     let (t0, r0) = (Instant::now(), rss());
     let image = super::image::Image::compile(&wasm, &WasmLimits::default()).unwrap();
-    let mut guest = image.instantiate("go", far).unwrap();
+    let mut guest = image
+        .instantiate("go", far, &tokio_util::sync::CancellationToken::new())
+        .unwrap();
     println!("load {:?}, RSS {r0} -> {}", t0.elapsed(), rss());
     let open = CancellationToken::new();
     let mut call = |method: &str, req: Vec<u8>| {

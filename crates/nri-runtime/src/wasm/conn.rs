@@ -444,7 +444,9 @@ mod tests {
     async fn closing_ends_a_call_sleeping_in_the_guest() {
         let deadline = Instant::now() + Duration::from_secs(10);
         let image = Image::compile(&sleeper(), &WasmLimits::default()).unwrap();
-        let guest = image.instantiate("10-sleeper", deadline).unwrap();
+        let guest = image
+            .instantiate("10-sleeper", deadline, &CancellationToken::new())
+            .unwrap();
         let origin = Arc::new(Origin {
             plugin: crate::launch::DiscoveredPlugin {
                 id: nri_merge::PluginId::new("10", "sleeper").unwrap(),

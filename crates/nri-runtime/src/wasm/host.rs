@@ -154,17 +154,20 @@ struct Budget<'a> {
 
 impl Guest {
     /// Runs `f` (no parameters) to its end on this thread, in slices up
-    /// to `deadline`.
+    /// to `deadline` or until `closed` is cancelled (checked between
+    /// slices, and by host functions and sleeps through the token the
+    /// instance was made with).
     pub(super) fn run_blocking(
         &mut self,
         f: Func,
         out: &mut [Val],
         deadline: Instant,
+        closed: &CancellationToken,
     ) -> Result<(), CallError> {
         let mut budget = Budget {
             inline_left: None,
             deadline,
-            cancel: None,
+            cancel: Some(closed),
         };
         let mut used = 0;
         match self.step(Next::start(f, &[]), out, &mut budget, &mut used)? {

@@ -185,20 +185,29 @@ impl Image {
 
     /// A new instance for `plugin`: instantiated (the start function, if
     /// any, within its fuel), its initializer run and its API version and
-    /// exports checked, all before `deadline`.
+    /// exports checked, all before `deadline`, unless `closed` is
+    /// cancelled first (the load was given up: the runtime stops, or the
+    /// registration timeout passed): the start function's sleeps and host
+    /// functions, and the initializer between its fuel slices, see it as a
+    /// call sees its plugin's closing.
     ///
     /// # Errors
     ///
     /// [`WasmError::Instantiate`], [`WasmError::MissingExport`],
     /// [`WasmError::ApiVersion`].
-    pub(crate) fn instantiate(&self, plugin: &str, deadline: Instant) -> Result<Guest, WasmError> {
+    pub(crate) fn instantiate(
+        &self,
+        plugin: &str,
+        deadline: Instant,
+        closed: &CancellationToken,
+    ) -> Result<Guest, WasmError> {
         let limits = &self.limits;
         let state = HostState {
             plugin: plugin.to_owned(),
             limits: GuestLimits::new(limits),
             deadline: Some(deadline),
             epoch: Instant::now(),
-            closed: CancellationToken::new(),
+            closed: closed.clone(),
             inline: false,
             log_budget: self.log_budget.clone(),
             slept: std::cell::Cell::default(),
@@ -239,7 +248,7 @@ impl Image {
         };
         let failed = |e: CallError| instantiate(describe(&e));
         if let Ok(init) = init {
-            match guest.run_blocking(*init.func(), &mut [], deadline) {
+            match guest.run_blocking(*init.func(), &mut [], deadline, closed) {
                 Ok(()) => {}
                 // An initializer that exits with status 0 is done (as
                 // upstream's host accepts it).
@@ -249,7 +258,7 @@ impl Image {
         }
         let mut out = [Val::I64(0)];
         guest
-            .run_blocking(version, &mut out, deadline)
+            .run_blocking(version, &mut out, deadline, closed)
             .map_err(failed)?;
         let found = out[0].i64().unwrap_or_default();
         if found != abi::PLUGIN_API_VERSION {
@@ -271,6 +280,6 @@ impl Guest {
         limits: &WasmLimits,
         deadline: Instant,
     ) -> Result<Guest, WasmError> {
-        Image::compile(wasm, limits)?.instantiate(plugin, deadline)
+        Image::compile(wasm, limits)?.instantiate(plugin, deadline, &CancellationToken::new())
     }
 }

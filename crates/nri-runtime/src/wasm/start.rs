@@ -122,11 +122,11 @@ impl Shared {
         let registration = self.config.registration_timeout;
         let deadline = Instant::now() + registration;
         let (image, guest) = self
-            .blocking_within(d, registration, move || {
+            .blocking_within(d, registration, move |closed| {
                 let wasm = read_module(&path, limits.max_module_size)?;
                 let image = Image::compile(&wasm, &limits)?;
                 drop(wasm);
-                let guest = image.instantiate(&name, deadline)?;
+                let guest = image.instantiate(&name, deadline, &closed)?;
                 Ok((Arc::new(image), guest))
             })
             .await?;
@@ -144,25 +144,35 @@ impl Shared {
         let registration = self.config.registration_timeout;
         let deadline = Instant::now() + registration;
         let (o, name) = (origin.clone(), origin.plugin.id.to_string());
-        self.blocking_within(&origin.plugin, registration, move || {
-            o.image.instantiate(&name, deadline)
+        self.blocking_within(&origin.plugin, registration, move |closed| {
+            o.image.instantiate(&name, deadline, &closed)
         })
         .await
     }
 
     /// Runs `work` (a load) on a blocking thread and waits for it at most
-    /// `timeout`. Compiling cannot be paused: a load still running then
-    /// is refused here, and its thread ends by itself (compiling is
-    /// bounded by the module's size, instantiating by its fuel and the
-    /// deadline).
+    /// `timeout`. `work` gets the load's close signal, cancelled when this
+    /// wait gives up (the timeout, or the future dropped as the runtime
+    /// stops): the guest's start function and initializer end on it within
+    /// a fuel slice or a sleep's closing check. Compiling cannot be
+    /// paused: a load still compiling then is refused here, and its thread
+    /// ends by itself (compiling is bounded by the module's size).
     async fn blocking_within<T: Send + 'static>(
         &self,
         d: &DiscoveredPlugin,
         timeout: Duration,
-        work: impl FnOnce() -> Result<T, WasmError> + Send + 'static,
+        work: impl FnOnce(CancellationToken) -> Result<T, WasmError> + Send + 'static,
     ) -> Result<T, Error> {
-        let task = tokio::task::spawn_blocking(work);
-        match tokio::time::timeout(timeout, task).await {
+        let closed = CancellationToken::new();
+        let close_unless_done = closed.clone().drop_guard();
+        let task = tokio::task::spawn_blocking(move || work(closed));
+        let joined = tokio::time::timeout(timeout, task).await;
+        if joined.is_ok() {
+            // Its thread is done: the instance it made keeps the token
+            // until its connection gives it its own.
+            close_unless_done.disarm();
+        }
+        match joined {
             Err(_) => Err(load_error(d, WasmError::LoadTimeout { timeout })),
             Ok(Err(e)) => Err(load_error(
                 d,
