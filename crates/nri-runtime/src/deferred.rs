@@ -69,6 +69,11 @@ impl Shared {
     /// A CreateContainer whose fan-out waits for this plugin: its request
     /// (the container as the other plugins adjusted it) is sent, and the
     /// answer goes back to the fan-out, which merges it like any other.
+    /// The call has the plugin's own request timeout from when it is sent.
+    /// If the fan-out stopped waiting before the backlog got here (its wait
+    /// ran out behind the plugin's Synchronize or earlier deliveries), the
+    /// plugin learns of the container after the fact, as from a queued
+    /// creation: only if the creation succeeded, its changes not applied.
     async fn deliver_late(
         &self,
         plugin: &Arc<Plugin>,
@@ -80,9 +85,9 @@ impl Shared {
             // plugin: nothing to deliver.
             return;
         };
-        // One call, accounted once: by the fan-out, which merges the
-        // answer (or, when it stopped waiting, counted the call as a
-        // timeout of this plugin then).
+        if reply.is_closed() && !i.succeeded().await {
+            return;
+        }
         let answer = plugin
             .call_unaccounted::<CreateContainerResponse>(
                 &*self.metrics,
@@ -92,14 +97,20 @@ impl Shared {
                 plugin.timeout,
             )
             .await;
-        match reply.send(answer) {
-            Ok(()) => {}
-            Err(Ok(resp)) if has_changes(&resp) => {
-                tracing::warn!(plugin = %plugin.id, container = i.id(), "CreateContainer no longer waited for this plugin (counted as its timeout); its changes are not applied");
+        // One call, accounted once: by the fan-out, which merges the
+        // answer; or, when it no longer waits, here (the plugin's own
+        // timeout is a strike, an answer in time resets the count).
+        let Err(answer) = reply.send(answer) else {
+            return;
+        };
+        plugin.account(&*self.metrics, "CreateContainer", &answer);
+        match answer {
+            Ok(resp) if has_changes(&resp) => {
+                tracing::warn!(plugin = %plugin.id, container = i.id(), "CreateContainer no longer waited for this plugin (reported as its timeout); its changes are not applied");
             }
-            Err(Ok(_)) => {}
-            Err(Err(e)) => {
-                tracing::debug!(plugin = %plugin.id, container = i.id(), error = %e, "late CreateContainer failed after the creation stopped waiting (counted as its timeout)");
+            Ok(_) => {}
+            Err(e) => {
+                tracing::debug!(plugin = %plugin.id, container = i.id(), error = %e, "late CreateContainer failed after the creation stopped waiting");
             }
         }
     }
@@ -234,7 +245,12 @@ impl Shared {
     /// CreateContainer's call of a plugin that started synchronizing during
     /// its fan-out: hands the request to the plugin's backlog and waits for
     /// the answer, within the plugin's request timeout. A wait that runs
-    /// out is a timeout of that plugin (metrics, strike, report).
+    /// out fails the plugin's part of this event as a timeout (failure
+    /// policy, the report) but is no strike: the backlog may not have sent
+    /// the plugin the request yet (it waited behind the plugin's
+    /// Synchronize or a slow earlier delivery), and the call, sent with the
+    /// plugin's own timeout, is accounted when it ends (see
+    /// `deliver_late`): a timeout fails one call, and counts once.
     pub(crate) async fn call_late(
         &self,
         slot: LateSlot,
@@ -249,22 +265,30 @@ impl Shared {
             return Err(gone());
         }
         let timeout = budget.time_for(&plugin, &*self.metrics, "CreateContainer")?;
-        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (tx, mut rx) = tokio::sync::oneshot::channel();
         offer
             .send(LateOffer { request, reply: tx })
             .map_err(|_| gone())?;
-        match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(answer)) => {
+        let answer = match tokio::time::timeout(timeout, &mut rx).await {
+            Ok(Ok(answer)) => Some(answer),
+            Ok(Err(_)) => return Err(gone()),
+            Err(_) => {
+                // No answer after this: the backlog accounts the call. One
+                // that came as the wait ran out is taken.
+                rx.close();
+                rx.try_recv().ok()
+            }
+        };
+        match answer {
+            Some(answer) => {
                 // The call's one accounting (see `deliver_late`); an answer
                 // is counted as an invocation once merged.
                 plugin.account_unsettled(&*self.metrics, "CreateContainer", &answer);
                 answer
             }
-            Ok(Err(_)) => Err(gone()),
-            Err(_) => {
-                let res = Err(PluginFailure::Timeout { timeout });
-                plugin.account(&*self.metrics, "CreateContainer", &res);
-                res
+            None => {
+                tracing::warn!(plugin = %plugin.id, ?timeout, "NRI plugin's CreateContainer timed out while the plugin was synchronizing or delivering its backlog; it gets the container afterwards (not a strike: its call is counted when it ends)");
+                Err(PluginFailure::Timeout { timeout })
             }
         }
     }

@@ -299,8 +299,10 @@ impl Plugin {
 
     /// Waits (within `timeout`) until the plugin is ready for direct calls;
     /// returns the time left of `timeout`. A wait that runs out is a timeout
-    /// of `operation` for this plugin like any other: counted in the
-    /// metrics and as a strike, and reported by the caller.
+    /// of `operation` for this plugin (counted in the metrics, reported by
+    /// the caller, under the failure policy) but no strike: the plugin was
+    /// not sent the request; what kept the gate closed is a call of its
+    /// backlog, which counts for itself.
     async fn wait_ready(
         &self,
         metrics: &dyn Metrics,
@@ -321,8 +323,13 @@ impl Plugin {
                 reason: "closed while synchronizing".into(),
             }),
         };
-        if res.is_err() {
-            self.account(metrics, operation, &res);
+        match &res {
+            Ok(_) => {}
+            Err(f @ PluginFailure::Timeout { .. }) => {
+                metrics.plugin_invocation(&self.name, operation, Err(f.class()));
+                tracing::warn!(plugin = %self.id, operation, ?timeout, "NRI plugin timed out: its backlog of events deferred by its synchronization was still being delivered (not a strike: the plugin was not sent the request)");
+            }
+            Err(_) => self.account(metrics, operation, &res),
         }
         res
     }

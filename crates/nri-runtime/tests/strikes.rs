@@ -2,7 +2,10 @@
 //! a late plugin's hung CreateContainer (the creation's wait for it and
 //! its own call run out together) is one timeout and one strike, and the
 //! consecutive-strikes gauge of a plugin that struck out starts again at 0
-//! when the plugin reconnects.
+//! when the plugin reconnects; a late CreateContainer that runs out of time
+//! waiting behind the plugin's backlog, before the plugin had it, is no
+//! strike (the plugin gets it afterwards with its own request timeout),
+//! nor is an event that runs out of time waiting for the backlog.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -87,6 +90,190 @@ async fn a_hung_late_create_container_is_one_timeout_and_one_strike() {
         m.strikes("20-late")
     );
     drop(out.guard);
+    a.stop().await;
+}
+
+/// Two creations wait for a plugin that registered during their fan-outs
+/// (strike limit 2). Its backlog hands it the first CreateContainer, on
+/// which it hangs; the second waits behind that call and runs out of time
+/// before the plugin ever had it. Both creations report the plugin's
+/// timeout, but only the call the plugin had counts a strike: the second
+/// CreateContainer is sent afterwards, with the plugin's own request
+/// timeout, and its answer in time resets the count. (It used to count a
+/// strike of its own: one hung call struck the plugin out.)
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_late_create_container_that_waited_behind_the_backlog_is_no_strike() {
+    let env = TestEnv::new();
+    let m = Arc::new(Recording::default());
+    let a = env
+        .start(
+            env.builder()
+                .metrics(m.clone())
+                .request_timeout(TIMEOUT)
+                .strike_limit(2),
+        )
+        .await;
+    let first_gate = Gate::new();
+    let first = FakePlugin::new("10", "first").hold("CreateContainer", &first_gate);
+    let _f = first.clone().connect(&env.socket).await.unwrap();
+    wait_active(&a, 1).await;
+    let mut creations = Vec::new();
+    for (k, c) in ["c1", "c2"].into_iter().enumerate() {
+        creations.push(tokio::spawn({
+            let a = a.clone();
+            async move { a.create_container(&pod("p"), &ctr("p", c)).await }
+        }));
+        until("the first plugin has the request", || {
+            events_of(&first.received())
+                .iter()
+                .filter(|e| *e == "CreateContainer")
+                .count()
+                == k + 1
+        })
+        .await;
+    }
+    let late_gate = Gate::new();
+    let late = FakePlugin::new("20", "late")
+        .events(EventMask::EMPTY.with(Event::CreateContainer))
+        .hold("CreateContainer", &late_gate);
+    let _l = late.clone().connect(&env.socket).await.unwrap();
+    until("the late plugin synchronizes", || {
+        late.received().iter().any(|r| r.method == "Synchronize")
+    })
+    .await;
+    first_gate.open();
+    let mut guards = Vec::new();
+    for c in creations {
+        let out = c.await.unwrap().expect("created without the late plugin");
+        assert_eq!(out.errors.len(), 1, "{:?}", out.errors);
+        assert!(matches!(
+            out.errors[0].failure,
+            PluginFailure::Timeout { .. }
+        ));
+        guards.push(out.guard);
+    }
+    // Both waits have run out; the plugin holds the first CreateContainer
+    // and is about to get the second. It answers within its timeout.
+    tokio::time::sleep(TIMEOUT / 4).await;
+    assert!(
+        !m.strikes("20-late").contains(&2),
+        "one hung call struck out a plugin with limit 2: {:?}",
+        m.strikes("20-late")
+    );
+    late_gate.open();
+    until("the late plugin has both creations", || {
+        events_of(&late.received()) == ["CreateContainer", "CreateContainer"]
+    })
+    .await;
+    tokio::time::sleep(2 * TIMEOUT).await;
+    let info = a.plugins().into_iter().find(|p| p.id.name() == "late");
+    assert_eq!(
+        info.expect("one hung call does not strike out a plugin with limit 2")
+            .strikes,
+        0,
+        "the answer in time reset the count"
+    );
+    assert!(
+        !m.strikes("20-late").contains(&2),
+        "{:?}",
+        m.strikes("20-late")
+    );
+    assert_eq!(
+        m.results("20-late", "CreateContainer"),
+        [Err(ErrorClass::Timeout), Ok(())],
+        "two calls: the hung one, the one sent after the wait ran out"
+    );
+    drop(guards);
+    a.stop().await;
+}
+
+/// A plugin (strike limit 1) registers while two creations are in its
+/// backlog; it answers each CreateContainer in 1.5 s, within its 2 s
+/// timeout, so its backlog takes 3 s. A StartContainer that comes once it
+/// is active waits for that backlog and runs out of time; so does the
+/// second creation's wait for the plugin. Each is a timeout of that event
+/// (reported) but no strike: the plugin answered every call it was sent
+/// in time and stays connected. (Both used to count a strike: a plugin
+/// that was never late was dropped.)
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn an_event_that_runs_out_of_time_behind_the_backlog_is_no_strike() {
+    let env = TestEnv::new();
+    let m = Arc::new(Recording::default());
+    let a = env
+        .start(
+            env.builder()
+                .metrics(m.clone())
+                .request_timeout(TIMEOUT)
+                .strike_limit(1),
+        )
+        .await;
+    let gate = Gate::new();
+    let first = FakePlugin::new("10", "first").hold("CreateContainer", &gate);
+    let _f = first.clone().connect(&env.socket).await.unwrap();
+    wait_active(&a, 1).await;
+    let mut creations = Vec::new();
+    for (k, c) in ["c1", "c2"].into_iter().enumerate() {
+        creations.push(tokio::spawn({
+            let a = a.clone();
+            async move { a.create_container(&pod("p"), &ctr("p", c)).await }
+        }));
+        until("the first plugin has the request", || {
+            events_of(&first.received())
+                .iter()
+                .filter(|e| *e == "CreateContainer")
+                .count()
+                == k + 1
+        })
+        .await;
+    }
+    let late = FakePlugin::new("20", "late")
+        .events(
+            EventMask::EMPTY
+                .with(Event::CreateContainer)
+                .with(Event::StartContainer),
+        )
+        .delay("CreateContainer", TIMEOUT * 3 / 4);
+    let _l = late.clone().connect(&env.socket).await.unwrap();
+    until("the late plugin synchronizes", || {
+        late.received().iter().any(|r| r.method == "Synchronize")
+    })
+    .await;
+    // Active once its answer is in (a few turns of the runtime's tasks),
+    // its backlog waiting for the held creations: the gate is closed.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let start = tokio::spawn({
+        let a = a.clone();
+        async move { a.start_container(&pod("p"), &ctr("p", "c0")).await }
+    });
+    gate.open();
+    let started = start.await.unwrap().expect("started without the plugin");
+    assert_eq!(started.errors.len(), 1, "{:?}", started.errors);
+    assert!(
+        matches!(started.errors[0].failure, PluginFailure::Timeout { .. }),
+        "{:?}",
+        started.errors
+    );
+    let mut guards = Vec::new();
+    for c in creations {
+        guards.push(c.await.unwrap().expect("created").guard);
+    }
+    until("the plugin has both creations", || {
+        events_of(&late.received()) == ["CreateContainer", "CreateContainer"]
+    })
+    .await;
+    tokio::time::sleep(2 * TIMEOUT).await;
+    assert!(
+        m.strikes("20-late").iter().all(|&n| n == 0),
+        "no call the plugin was sent ran out: {:?}",
+        m.strikes("20-late")
+    );
+    let info = a.plugins().into_iter().find(|p| p.id.name() == "late");
+    assert_eq!(info.expect("still connected").strikes, 0);
+    assert_eq!(
+        m.results("20-late", "StartContainer"),
+        [Err(ErrorClass::Timeout)]
+    );
+    drop(guards);
     a.stop().await;
 }
 
