@@ -130,6 +130,9 @@ pub(crate) struct Plugin {
     legacy: AtomicBool,
     deprecation_warned: Mutex<EventMask>,
     strikes: AtomicU32,
+    /// Strikes of the incarnation this one replaces, added to `strikes`
+    /// at activation (see [`Plugin::carry_strikes`]).
+    carried: AtomicU32,
     strike_limit: u32,
     /// The failure policy the plugin declared in Configure.
     pub(crate) declared: Option<nri_api::api::FailurePolicy>,
@@ -275,6 +278,7 @@ impl Plugin {
             legacy: AtomicBool::new(false),
             deprecation_warned: Mutex::new(EventMask::EMPTY),
             strikes: AtomicU32::new(0),
+            carried: AtomicU32::new(0),
             strike_limit: p.strike_limit,
             declared: p.declared,
             admission: p.admission,
@@ -540,11 +544,23 @@ impl Plugin {
         self.strikes.load(Ordering::Relaxed)
     }
 
-    /// Adds to a new incarnation of a plugin (a WebAssembly plugin
-    /// re-instantiated, once synchronized) the strikes of the one it
-    /// replaces.
+    /// Gives a new incarnation of a plugin (a WebAssembly plugin
+    /// re-instantiated, before its Synchronize) the strikes of the one it
+    /// replaces: they are added at its activation
+    /// ([`Plugin::apply_carried_strikes`]), after its Synchronize's answer
+    /// (which would clear them) and before any event reaches it or it is
+    /// listed as active, so that the run of timeouts goes on until it
+    /// answers an event.
     pub(crate) fn carry_strikes(&self, n: u32) {
-        self.strikes.fetch_add(n, Ordering::Relaxed);
+        self.carried.store(n, Ordering::Relaxed);
+    }
+
+    /// Adds the strikes given by [`Plugin::carry_strikes`] (once).
+    pub(crate) fn apply_carried_strikes(&self) {
+        let n = self.carried.swap(0, Ordering::Relaxed);
+        if n > 0 {
+            self.strikes.fetch_add(n, Ordering::Relaxed);
+        }
     }
 
     /// Sends `Shutdown` (the runtime is stopping) within `timeout`, timed

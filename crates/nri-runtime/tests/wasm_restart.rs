@@ -14,6 +14,7 @@ mod wasm_util;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::log_capture::{log, logged};
 use common::*;
 use nri_api::EventMask;
 use nri_api::api::Event;
@@ -32,23 +33,23 @@ fn events() -> EventMask {
     m
 }
 
-/// Starts `guest` as `10-bad` (policy ignore, request timeout `timeout`,
-/// strike limit `strikes`, re-instantiated after 10 ms).
+/// Starts `guest` as `10-<name>` (policy ignore, request timeout
+/// `timeout`, strike limit `strikes`, re-instantiated after 10 ms).
 async fn start(
     env: &TestEnv,
-    guest: Wat,
+    (name, guest): (&str, Wat),
     timeout: Duration,
     strikes: u32,
     m: Arc<Recording>,
 ) -> Adaptation {
-    guest.install(&env.dir.path().join("plugins"), "10-bad");
+    guest.install(&env.dir.path().join("plugins"), &format!("10-{name}"));
     let b = env
         .builder()
         .disable_connections(true)
         .metrics(m)
         .wasm_limits(WasmLimits::default().with_restart_backoff(QUICK, QUICK))
         .plugin_policy(
-            "bad",
+            name,
             PluginPolicy::new(FailurePolicy::Ignore)
                 .with_request_timeout(timeout)
                 .with_strike_limit(strikes),
@@ -58,16 +59,26 @@ async fn start(
     a
 }
 
-/// The plugin once it is active again (after a re-instantiation).
-async fn back(a: &Adaptation, syncs: usize, m: &Recording) -> PluginInfo {
+/// The plugin once it is active again (after a re-instantiation), its
+/// `syncs`th Synchronize answered.
+async fn back(a: &Adaptation, name: &str, syncs: usize, m: &Recording) -> PluginInfo {
     let found = eventually_some(Duration::from_secs(10), || {
-        let n = m.results("10-bad", "Synchronize").len();
+        let n = m.results(&format!("10-{name}"), "Synchronize").len();
         (n >= syncs)
             .then(|| a.plugins().into_iter().next())
             .flatten()
     })
     .await;
     found.expect("the plugin came back")
+}
+
+/// Waits until the supervisor of `10-<name>` has closed it for good (its
+/// strike limit reached): it re-instantiates it no more.
+async fn closed_for_good(name: &str) {
+    let line = format!("reached its strike limit; closed for good plugin=10-{name}");
+    tokio::time::timeout(Duration::from_secs(10), logged(&line))
+        .await
+        .unwrap_or_else(|_| panic!("never closed for good:\n{}", log().text()));
 }
 
 /// Creates container `c`: the plugin's failure of it.
@@ -81,13 +92,14 @@ async fn create_fails(a: &Adaptation, c: &str) -> PluginFailure {
 async fn a_timeout_fails_one_call_and_the_plugin_comes_back_until_its_strike_limit() {
     let env = TestEnv::new();
     let m = Arc::new(Recording::default());
+    let _log = log();
     let guest = Wat::new(events()).work(CREATE, Work::Forever);
-    let a = start(&env, guest, TIMEOUT, 3, m.clone()).await;
+    let a = start(&env, ("bad", guest), TIMEOUT, 3, m.clone()).await;
     a.run_pod_sandbox(&pod("p")).await.unwrap();
     let timeout = PluginFailure::Timeout { timeout: TIMEOUT };
     assert_eq!(create_fails(&a, "c1").await, timeout);
     // Re-instantiated, configured and synchronized again, with its strike.
-    let p = back(&a, 2, &m).await;
+    let p = back(&a, "bad", 2, &m).await;
     assert_eq!(p.strikes, 1);
     // It answers the next event, which ends its run of timeouts.
     let out = a.start_container(&pod("p"), &ctr("p", "c1")).await.unwrap();
@@ -95,12 +107,11 @@ async fn a_timeout_fails_one_call_and_the_plugin_comes_back_until_its_strike_lim
     assert_eq!(a.plugins()[0].strikes, 0);
     // Three timeouts in a row: closed for good at the third.
     assert_eq!(create_fails(&a, "c2").await, timeout);
-    assert_eq!(back(&a, 3, &m).await.strikes, 1);
+    assert_eq!(back(&a, "bad", 3, &m).await.strikes, 1);
     assert_eq!(create_fails(&a, "c3").await, timeout);
-    assert_eq!(back(&a, 4, &m).await.strikes, 2);
+    assert_eq!(back(&a, "bad", 4, &m).await.strikes, 2);
     assert_eq!(create_fails(&a, "c4").await, timeout);
-    wait_active_exact(&a, 0).await;
-    tokio::time::sleep(QUICK * 20).await;
+    closed_for_good("bad").await;
     assert!(a.plugins().is_empty(), "re-instantiated past its limit");
     assert_eq!(m.results("10-bad", "Synchronize").len(), 4);
     a.stop().await;
@@ -112,13 +123,13 @@ async fn a_guest_that_traps_is_re_instantiated_after_each_trap() {
     let env = TestEnv::new();
     let m = Arc::new(Recording::default());
     let guest = Wat::new(events()).with_body(CREATE, "unreachable");
-    let a = start(&env, guest, TIMEOUT, 1, m.clone()).await;
+    let a = start(&env, ("trap", guest), TIMEOUT, 1, m.clone()).await;
     for i in 1..=4 {
         match create_fails(&a, &format!("c{i}")).await {
             PluginFailure::Disconnected { reason } => assert!(reason.contains("trap"), "{reason}"),
             other => panic!("{other:?}"),
         }
-        assert_eq!(back(&a, i + 1, &m).await.strikes, 0);
+        assert_eq!(back(&a, "trap", i + 1, &m).await.strikes, 0);
     }
     a.stop().await;
 }
@@ -131,7 +142,7 @@ async fn a_call_cut_short_by_the_event_deadline_is_no_strike() {
     let env = TestEnv::new();
     let m = Arc::new(Recording::default());
     let guest = Wat::new(events()).work(CREATE, Work::Sleep(Duration::from_millis(300)));
-    let a = start(&env, guest, Duration::from_secs(5), 1, m.clone()).await;
+    let a = start(&env, ("short", guest), Duration::from_secs(5), 1, m.clone()).await;
     let deadline = tokio::time::Instant::now() + Duration::from_millis(50);
     let out = a
         .with_deadline(deadline)
@@ -153,7 +164,7 @@ async fn a_call_cut_short_by_the_event_deadline_is_no_strike() {
         .unwrap();
     assert!(out.errors.is_empty(), "{:?}", out.errors);
     assert_eq!(
-        m.results("10-bad", "Synchronize").len(),
+        m.results("10-short", "Synchronize").len(),
         1,
         "never re-instantiated"
     );
@@ -167,8 +178,9 @@ async fn a_call_cut_short_by_the_event_deadline_is_no_strike() {
 async fn a_cut_call_that_runs_past_its_own_timeout_is_a_strike() {
     let env = TestEnv::new();
     let m = Arc::new(Recording::default());
+    let _log = log();
     let guest = Wat::new(events()).work(CREATE, Work::Sleep(Duration::from_secs(60)));
-    let a = start(&env, guest, TIMEOUT, 1, m.clone()).await;
+    let a = start(&env, ("cut", guest), TIMEOUT, 1, m.clone()).await;
     let deadline = tokio::time::Instant::now() + Duration::from_millis(50);
     let out = a
         .with_deadline(deadline)
@@ -176,10 +188,9 @@ async fn a_cut_call_that_runs_past_its_own_timeout_is_a_strike() {
         .await
         .unwrap();
     assert_eq!(out.errors.len(), 1, "{:?}", out.errors);
-    wait_active_exact(&a, 0).await;
-    tokio::time::sleep(QUICK * 20).await;
+    closed_for_good("cut").await;
     assert!(a.plugins().is_empty(), "re-instantiated past its limit");
-    assert_eq!(m.results("10-bad", "Synchronize").len(), 1);
+    assert_eq!(m.results("10-cut", "Synchronize").len(), 1);
     a.stop().await;
 }
 
@@ -205,7 +216,14 @@ async fn a_large_snapshot_reaches_a_guest_in_one_synchronize() {
             "(if (i32.gt_u (local.get $len) (i32.const 4194304)) (then (return (i64.const 0))))",
         );
     let m = Arc::new(Recording::default());
-    let a = start(&env, guest, Duration::from_secs(10), 3, m.clone()).await;
-    assert_eq!(m.results("10-bad", "Synchronize"), [Ok(())]);
+    let a = start(
+        &env,
+        ("large", guest),
+        Duration::from_secs(10),
+        3,
+        m.clone(),
+    )
+    .await;
+    assert_eq!(m.results("10-large", "Synchronize"), [Ok(())]);
     a.stop().await;
 }

@@ -83,6 +83,10 @@ impl Shared {
                 }
             }
         }
+        // Strikes a re-instantiated WebAssembly plugin carries over count
+        // from here: its Synchronize's answer is not the end of its run
+        // of timeouts.
+        plugin.apply_carried_strikes();
         let backlog = match self.registry.activate(plugin) {
             Ok(backlog) => backlog,
             Err(e) => {

@@ -95,6 +95,10 @@ impl Shared {
                 return Err(e);
             }
         };
+        // Added at its activation, after Synchronize (whose answer clears
+        // strikes): the run of timeouts goes on until the plugin answers
+        // an event, and the plugin is never listed without them.
+        plugin.carry_strikes(strikes);
         if let Err(reason) = self.synchronize(&plugin).await {
             self.registry.remove(&plugin);
             plugin.close("synchronization failed");
@@ -103,9 +107,6 @@ impl Shared {
                 reason,
             });
         }
-        // After Synchronize, whose answer clears strikes: the run of
-        // timeouts goes on until the plugin answers an event.
-        plugin.carry_strikes(strikes);
         tracing::info!(plugin = %full, "WebAssembly NRI plugin synchronized and active");
         Ok(plugin)
     }
