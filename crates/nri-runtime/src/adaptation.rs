@@ -144,6 +144,9 @@ pub struct Adaptation {
     shared: Arc<Shared>,
     /// Deadline of every event sent through this handle.
     budget: Budget,
+    /// Events through this handle are about objects the runtime already
+    /// has (see [`Adaptation::committed`]).
+    committed: bool,
 }
 
 impl std::fmt::Debug for Adaptation {
@@ -200,6 +203,7 @@ impl Builder {
                 declared: Mutex::new(declared),
             }),
             budget: Budget::default(),
+            committed: false,
         })
     }
 }
@@ -236,7 +240,45 @@ impl Adaptation {
         Adaptation {
             shared: self.shared.clone(),
             budget: Budget(Some(deadline)),
+            committed: self.committed,
         }
+    }
+
+    /// A handle to the same adaptation for events about objects the
+    /// runtime already has: a creation it committed before the plugins
+    /// could be told (an event answered without them), or an object found
+    /// in a listing (a runtime that reconnects to a plugin-side such as
+    /// `nri-proxy`'s and replays what changed meanwhile). There is nothing
+    /// left to refuse, so nothing through this handle fails because of a
+    /// plugin: a `required` plugin that is absent does not fail a
+    /// creation (and the start-up grace does not wait for it), a plugin's
+    /// failure or a merge conflict is reported in the outcome's `errors`
+    /// and the event goes on to the next plugin (every plugin subscribed
+    /// to it is called, as for teardown), and a creation is not
+    /// validated. A successful creation reaches the plugins that are
+    /// synchronizing meanwhile too, as any creation does. The answers
+    /// (adjustments, updates) are the caller's to drop: the object exists
+    /// already. Keeps the deadline of [`with_deadline`](Self::with_deadline).
+    ///
+    /// ```no_run
+    /// # async fn f(nri: nri_runtime::Adaptation, pod: nri_api::api::PodSandbox) -> Result<(), nri_runtime::Error> {
+    /// // The runtime found `pod` running: tell the plugins, whoever is absent.
+    /// let run = nri.committed().run_pod_sandbox(&pod).await?;
+    /// drop(run.guard);
+    /// # Ok(()) }
+    /// ```
+    pub fn committed(&self) -> Adaptation {
+        Adaptation {
+            shared: self.shared.clone(),
+            budget: self.budget,
+            committed: true,
+        }
+    }
+
+    /// Whether events through this handle are about objects the runtime
+    /// already has ([`committed`](Self::committed)).
+    pub fn is_committed(&self) -> bool {
+        self.committed
     }
 
     /// The deadline set with [`with_deadline`](Self::with_deadline), if any.

@@ -210,17 +210,28 @@ impl Upcall {
 
     /// Hands the event to the plugins behind the proxy through `a`, then
     /// moves it into the view: the view holds what the plugins have been
-    /// told. A creation the plugins failed is stored too when some of them
+    /// told. With `runtime_has_it` (the runtime was answered before, or
+    /// listed the object) the event goes through the library's
+    /// [`Adaptation::committed`] handle: a creation is not refused (a
+    /// `required` plugin absent, a plugin's error), so it reaches every
+    /// plugin, those synchronizing meanwhile included, and is stored. A
+    /// creation the plugins failed live is stored too when some of them
     /// were called (the runtime then undoes it with Stop/Remove events, or
-    /// a resynchronization finds it gone), and always with `runtime_has_it`
-    /// (the runtime was answered before, or listed it). A creation is
-    /// stored before its guard is released.
+    /// a resynchronization finds it gone). A creation is stored before its
+    /// guard is released.
     pub(crate) async fn deliver(
         self,
         a: &Adaptation,
         state: &State,
         runtime_has_it: bool,
     ) -> Result<Answer, nri_runtime::Error> {
+        let committed;
+        let a = if runtime_has_it {
+            committed = a.committed();
+            &committed
+        } else {
+            a
+        };
         let r = match &self {
             Upcall::RunPod(pod) => match a.run_pod_sandbox(pod).await {
                 Ok(out) => {

@@ -47,12 +47,12 @@ impl Adaptation {
         self.check_started()?;
         let sh = &self.shared;
         // The first request is also the barrier's record of the creation.
-        sh.await_required(EVENT, pod, self.budget).await;
+        self.await_required(EVENT, pod).await;
         let payload = CreatePayload::new(pod, container);
         let (plugins, guard) =
             sh.registry
                 .begin_creation(EVENT, pod, Some(container), payload.first());
-        sh.check_required(EVENT, &plugins, pod)?;
+        self.check_required(EVENT, &plugins, pod)?;
         let mut fanout = Fanout {
             pod,
             container,
@@ -98,7 +98,7 @@ impl Adaptation {
                     None => continue,
                 };
             if let Err(failure) = sh.answer_granted(p, &changes(f, &resp)).await {
-                sh.on_failure(p, EVENT, failure, f.pod, &mut f.errors)?;
+                self.on_failure(p, EVENT, failure, f.pod, &mut f.errors)?;
                 continue;
             }
             let (nu, ne) = (resp.update.len(), resp.evict.len());
@@ -121,7 +121,7 @@ impl Adaptation {
                 }
                 Err(e) => {
                     let failure = sh.merge_failure(p, op, e);
-                    sh.on_failure(p, EVENT, failure, f.pod, &mut f.errors)?;
+                    self.on_failure(p, EVENT, failure, f.pod, &mut f.errors)?;
                 }
             }
         }
@@ -157,12 +157,12 @@ impl Adaptation {
             let resp = match sh.call_late(slot, req, self.budget).await {
                 Ok(resp) => resp,
                 Err(failure) => {
-                    sh.on_failure(p, EVENT, failure, f.pod, &mut f.errors)?;
+                    self.on_failure(p, EVENT, failure, f.pod, &mut f.errors)?;
                     continue;
                 }
             };
             if let Err(failure) = sh.answer_granted(p, &changes(f, &resp)).await {
-                sh.on_failure(p, EVENT, failure, f.pod, &mut f.errors)?;
+                self.on_failure(p, EVENT, failure, f.pod, &mut f.errors)?;
                 continue;
             }
             let (nu, ne) = (resp.update.len(), resp.evict.len());
@@ -174,7 +174,7 @@ impl Adaptation {
                 }
                 Err(e) => {
                     let failure = sh.merge_failure(p, op, e);
-                    sh.on_failure(p, EVENT, failure, f.pod, &mut f.errors)?;
+                    self.on_failure(p, EVENT, failure, f.pod, &mut f.errors)?;
                 }
             }
         }
@@ -190,8 +190,12 @@ impl Adaptation {
     ) -> Result<CreateContainerOutcome, Error> {
         let sh = &self.shared;
         let op = EVENT.pretty_name();
-        sh.validate(plugins, f.pod, &f.result, &mut f.errors, self.budget)
-            .await?;
+        if !self.committed {
+            // A container the runtime already has is not validated: there
+            // is nothing left to refuse.
+            sh.validate(plugins, f.pod, &f.result, &mut f.errors, self.budget)
+                .await?;
+        }
         let owners = f.result.owners().to_wire();
         let took_part = f.result.plugins().to_vec();
         for (plugin, n) in audit_owners(op, &owners) {

@@ -33,10 +33,10 @@ impl Adaptation {
         self.check_started()?;
         let ev = Event::RunPodSandbox;
         let n = Notification::new(ev, pod, None);
-        self.shared.await_required(ev, pod, self.budget).await;
+        self.await_required(ev, pod).await;
         let (plugins, guard) =
             (self.shared.registry).begin_creation(ev, pod, None, n.request().clone());
-        self.shared.check_required(ev, &plugins, pod)?;
+        self.check_required(ev, &plugins, pod)?;
         let mut errors = Vec::new();
         let mut turns = Turns::new(&plugins, ev);
         while let Some(p) = turns.next_call() {
@@ -44,7 +44,7 @@ impl Adaptation {
                 .notify_prepared(&*self.shared.metrics, &n, self.budget)
                 .await
             {
-                self.shared.on_failure(p, ev, f, pod, &mut errors)?;
+                self.on_failure(p, ev, f, pod, &mut errors)?;
             }
         }
         guard.set_outcome(true);
@@ -112,7 +112,7 @@ impl Adaptation {
                 ..Changes::answer(op, Some(pod), Some(&container.id))
             };
             if let Err(f) = sh.answer_granted(p, &changes).await {
-                sh.on_failure(p, ev, f, pod, &mut errors)?;
+                self.on_failure(p, ev, f, pod, &mut errors)?;
                 continue;
             }
             let (nu, ne) = (resp.update.len(), resp.evict.len());
@@ -120,7 +120,7 @@ impl Adaptation {
                 Ok(()) => sh.merge_succeeded(p, op, nu, ne),
                 Err(e) => {
                     let f = sh.merge_failure(p, op, e);
-                    sh.on_failure(p, ev, f, pod, &mut errors)?;
+                    self.on_failure(p, ev, f, pod, &mut errors)?;
                 }
             }
         }
@@ -186,18 +186,18 @@ impl Adaptation {
                         ..Changes::answer(op, Some(pod), Some(&container.id))
                     };
                     if let Err(f) = sh.answer_granted(p, &changes).await {
-                        sh.on_failure(p, ev, f, pod, &mut errors)?;
+                        self.on_failure(p, ev, f, pod, &mut errors)?;
                         continue;
                     }
                     match result.apply_response(&p.id, resp) {
                         Ok(()) => sh.merge_succeeded(p, op, nu, 0),
                         Err(e) => {
                             let f = sh.merge_failure(p, op, e);
-                            sh.on_failure(p, ev, f, pod, &mut errors)?;
+                            self.on_failure(p, ev, f, pod, &mut errors)?;
                         }
                     }
                 }
-                Err(f) => sh.on_failure(p, ev, f, pod, &mut errors)?,
+                Err(f) => self.on_failure(p, ev, f, pod, &mut errors)?,
             }
         }
         let owners = result.owners().to_wire();
@@ -282,14 +282,14 @@ impl Adaptation {
             .await;
             for (p, r) in targets.into_iter().zip(answers) {
                 if let Err(f) = r {
-                    sh.on_failure(p, ev, f, pod, &mut errors)?;
+                    self.on_failure(p, ev, f, pod, &mut errors)?;
                 }
             }
         } else {
             let mut turns = Turns::new(&plugins, ev);
             while let Some(p) = turns.next_call() {
                 if let Err(f) = p.notify_prepared(&*sh.metrics, &n, self.budget).await {
-                    sh.on_failure(p, ev, f, pod, &mut errors)?;
+                    self.on_failure(p, ev, f, pod, &mut errors)?;
                 }
             }
         }
@@ -378,7 +378,7 @@ impl Adaptation {
         match answer {
             Ok(resp) => Ok(Some(resp)),
             Err(f) => {
-                (self.shared).on_failure(p, turn.event, f, turn.pod, errors)?;
+                self.on_failure(p, turn.event, f, turn.pod, errors)?;
                 Ok(None)
             }
         }

@@ -3,7 +3,7 @@
 
 use nri_api::api::{Event, PodSandbox};
 
-use super::Shared;
+use super::{Adaptation, Shared};
 use crate::error::Error;
 use crate::failure::{ErrorClass, FailurePolicy, PluginError, PluginFailure};
 use crate::lock;
@@ -159,7 +159,11 @@ impl Shared {
 
     /// The first configured name with policy `required` for `event` that no
     /// active plugin of `plugins` answers to.
-    fn missing_required<'a>(&'a self, event: Event, plugins: &PluginList) -> Option<&'a str> {
+    pub(super) fn missing_required<'a>(
+        &'a self,
+        event: Event,
+        plugins: &PluginList,
+    ) -> Option<&'a str> {
         self.config.required_plugins(event).find(|name| {
             !plugins
                 .iter()
@@ -235,5 +239,58 @@ impl Shared {
             until = until.max(end);
         }
         until
+    }
+}
+
+impl Adaptation {
+    /// The failure policy for this handle: through a
+    /// [`committed`](Adaptation::committed) handle a failure is reported
+    /// and never fails the event (the runtime has the object already);
+    /// else [`Shared::on_failure`].
+    pub(super) fn on_failure(
+        &self,
+        p: &Plugin,
+        event: Event,
+        failure: PluginFailure,
+        pod: &PodSandbox,
+        errors: &mut Vec<PluginError>,
+    ) -> Result<(), Error> {
+        if !self.committed {
+            return self.shared.on_failure(p, event, failure, pod, errors);
+        }
+        tracing::warn!(plugin = %p.name, event = event.pretty_name(), error = %failure, class = %failure.class(), "NRI plugin failed an event about an object the runtime already has (reported, not fatal)");
+        errors.push(PluginError::new(p.name.clone(), event, failure));
+        Ok(())
+    }
+
+    /// [`Shared::check_required`], but for an object the runtime already
+    /// has ([`committed`](Adaptation::committed)) a missing `required`
+    /// plugin fails nothing: it is only logged.
+    pub(super) fn check_required(
+        &self,
+        event: Event,
+        plugins: &PluginList,
+        pod: &PodSandbox,
+    ) -> Result<(), Error> {
+        if !self.committed {
+            return self.shared.check_required(event, plugins, pod);
+        }
+        if let Some(name) = self.shared.missing_required(event, plugins) {
+            tracing::info!(
+                plugin = name,
+                event = event.pretty_name(),
+                "required NRI plugin is not connected; going on: the runtime already has the object"
+            );
+        }
+        Ok(())
+    }
+
+    /// [`Shared::await_required`], except for an object the runtime
+    /// already has ([`committed`](Adaptation::committed)): nothing to wait
+    /// for.
+    pub(super) async fn await_required(&self, event: Event, pod: &PodSandbox) {
+        if !self.committed {
+            self.shared.await_required(event, pod, self.budget).await;
+        }
     }
 }
