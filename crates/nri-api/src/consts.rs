@@ -90,3 +90,11 @@ pub const NRI_RS_BUILD_TAG: &str = "nri-rs";
 /// The first eight bytes of a WebAssembly module; the runtime loads such a
 /// file in the plugin directory as a WebAssembly plugin instead of executing it.
 pub const WASM_MAGIC: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];
+
+/// The words by which a runtime built on this crate refuses a request
+/// (`UpdateContainers`, status `FAILED_PRECONDITION`) from a plugin
+/// instance that a newer instance of the same plugin (same index and name)
+/// has taken over from: the status message contains them. Not part of the
+/// wire protocol, which has no way to say why an instance gets no more
+/// events; the plugin SDK recognises them to give a typed error.
+pub const SUPERSEDED_REFUSAL: &str = "superseded by a newer instance of the plugin";

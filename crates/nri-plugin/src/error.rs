@@ -272,6 +272,19 @@ pub enum Error {
     #[error("shut down by the runtime")]
     ShutDownByRuntime,
 
+    /// A newer instance of this plugin (same index and name) took over
+    /// its events (an upgrade): the runtime refused this instance's
+    /// `UpdateContainers` because of that
+    /// ([`SUPERSEDED_REFUSAL`](nri_api::SUPERSEDED_REFUSAL) in the
+    /// refusal). The wire has no message for it: a superseded instance's
+    /// connection stays open, it gets no more events (nor `Shutdown`), and
+    /// [`Stub::run`](crate::Stub::run) keeps running until the plugin is
+    /// stopped (a rolling update deletes the old pod; see
+    /// [`Runner`](crate::Runner)); it does not reconnect, so it never takes
+    /// the events back. Not retryable.
+    #[error("superseded: another instance of this plugin took over its events")]
+    Superseded,
+
     /// [`Stub::run`](crate::Stub::run) was called while it was already
     /// running.
     #[error("the plugin is already running")]

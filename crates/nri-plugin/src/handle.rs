@@ -75,8 +75,10 @@ impl PluginHandle {
     ///
     /// # Errors
     ///
-    /// [`Error::NotConnected`] when not registered; [`Error::Rpc`] when the
-    /// call fails (deadline, error status, connection closed).
+    /// [`Error::NotConnected`] when not registered; [`Error::Superseded`]
+    /// when the runtime refuses because a newer instance of this plugin
+    /// took over its events; [`Error::Rpc`] when the call fails otherwise
+    /// (deadline, error status, connection closed).
     pub async fn update_containers(
         &self,
         updates: Vec<ContainerUpdate>,
@@ -97,9 +99,17 @@ impl PluginHandle {
                 CallOptions::new(self.shared.request_timeout),
             )
             .await
-            .map_err(|source| Error::Rpc {
-                method: method::UPDATE_CONTAINERS,
-                source,
+            .map_err(|source| match source {
+                nri_ttrpc::Error::Status { code, message }
+                    if code == nri_ttrpc::Code::FailedPrecondition
+                        && message.contains(nri_api::SUPERSEDED_REFUSAL) =>
+                {
+                    Error::Superseded
+                }
+                source => Error::Rpc {
+                    method: method::UPDATE_CONTAINERS,
+                    source,
+                },
             })?;
         Ok(resp.failed)
     }

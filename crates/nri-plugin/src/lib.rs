@@ -219,6 +219,15 @@
 //!    [`Plugin::disconnected`] is called on every loss. A pre-launched
 //!    plugin cannot reconnect (its socket was created by the runtime that
 //!    went away); the runtime launches it again instead.
+//! 8. **Upgrade.** When a newer instance of the plugin (same index and
+//!    name) registers with a runtime that allows it (nri-rs runtimes and
+//!    `nri-proxy` do by default), it takes over the plugin's events once
+//!    synchronized. The older instance keeps its connection and gets
+//!    nothing more, not even `Shutdown` (the v0.12 wire has no way to say
+//!    why), so it neither ends nor reconnects and cannot take the events
+//!    back; it ends when it is stopped (SIGTERM to a [`Runner`]: a rolling
+//!    update deletes the old pod). [`PluginHandle::update_containers`]
+//!    from it fails with [`Error::Superseded`].
 //!
 //! # Errors
 //!
