@@ -69,9 +69,29 @@ pub(crate) struct Shared {
     /// What plugins are told the runtime does (`Config::capabilities`,
     /// or what `Adaptation::declare` set since).
     pub(crate) declared: Mutex<nri_api::RuntimeCapabilities>,
+    /// The number of the last connection (plugin instance).
+    instances: std::sync::atomic::AtomicU64,
 }
 
 impl Shared {
+    /// The number of a new connection (its plugin's instance).
+    pub(crate) fn next_instance(&self) -> u64 {
+        self.instances
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1
+    }
+
+    /// Forgets a plugin instance that closed or failed; if it was taking
+    /// over from an older instance and failed first, the older one is
+    /// active again and gets what happened meanwhile (see
+    /// `registry/handover.rs`).
+    pub(crate) fn forget(self: &Arc<Self>, plugin: &Arc<crate::plugin::Plugin>) {
+        if let Some(back) = self.registry.remove(plugin) {
+            let shared = self.clone();
+            self.spawn(async move { shared.deliver_handed_back(back).await });
+        }
+    }
+
     /// The in-process validators, in order.
     pub(crate) fn validators(&self) -> &[(PluginId, Arc<dyn Validator>)] {
         &self.validators
@@ -201,6 +221,7 @@ impl Builder {
                 socket_installed: Mutex::new(false),
                 started_at: Mutex::new(None),
                 declared: Mutex::new(declared),
+                instances: std::sync::atomic::AtomicU64::new(0),
             }),
             budget: Budget::default(),
             committed: false,
@@ -300,16 +321,15 @@ impl Adaptation {
         *lock(&self.shared.declared)
     }
 
-    /// The active plugins, in call order: synchronized, with the events
-    /// that happened during their synchronization delivered.
+    /// The plugins, in call order (index, then name, then instance): the
+    /// active ones ([`InstanceState::Active`](crate::InstanceState::Active):
+    /// synchronized, with the events that happened during their
+    /// synchronization delivered), and, during and after an upgrade, the
+    /// older instances a newer one took over from, while they are
+    /// connected ([`InstanceState::Superseded`](crate::InstanceState::Superseded);
+    /// see `docs/runtime/upgrades.md`).
     pub fn plugins(&self) -> Vec<PluginInfo> {
-        self.shared
-            .registry
-            .snapshot()
-            .iter()
-            .filter(|p| p.is_ready() && !p.is_closed())
-            .map(|p| p.info())
-            .collect()
+        self.shared.registry.instances()
     }
 
     /// Launches the plugins of the plugin directory (each registered,

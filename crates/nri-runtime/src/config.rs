@@ -334,6 +334,16 @@ impl Config {
             .unwrap_or(self.request_timeout)
     }
 
+    /// Whether a newer instance of plugin `id` takes over from a connected
+    /// one ([`PluginPolicy::supersede`]): its entry's setting, else the
+    /// default policy's, else `true`.
+    pub fn supersede_for(&self, id: &PluginId) -> bool {
+        self.plugin_entry(id)
+            .and_then(|e| e.supersede)
+            .or(self.default_policy.supersede)
+            .unwrap_or(true)
+    }
+
     /// Configured plugin names whose policy for `event` is `required` (their
     /// own, or the default policy inherited by an entry that sets none).
     pub fn required_plugins(&self, event: Event) -> impl Iterator<Item = &str> {

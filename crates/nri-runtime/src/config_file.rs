@@ -77,6 +77,7 @@ struct FilePlugin {
     request_timeout: Option<Dur>,
     strike_limit: Option<u32>,
     validation: Option<ValidationMode>,
+    supersede: Option<bool>,
 }
 
 /// The built-in default validator, with our kebab-case keys.
@@ -553,6 +554,7 @@ fn plugin_policy(name: &str, p: FilePlugin) -> Result<PluginPolicy, String> {
         request_timeout,
         strike_limit: p.strike_limit,
         validation: p.validation,
+        supersede: p.supersede,
     })
 }
 

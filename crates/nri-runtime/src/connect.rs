@@ -12,7 +12,7 @@
 mod service;
 mod sync;
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use nri_api::api::{ConfigureRequest, ConfigureResponse, RegisterPluginRequest};
 use nri_api::{EventMask, method};
@@ -27,6 +27,7 @@ use crate::error::{Error, RefusalKind, RegistrationFailure};
 use crate::grants::Admission;
 use crate::latency::PluginInput;
 use crate::plugin::{Conn, Plugin, PluginOrigin, PluginParts};
+use crate::registry::Reservation;
 use nri_merge::PluginId;
 use service::RuntimeServicePeer;
 
@@ -77,6 +78,11 @@ struct Setup {
     closed: CancellationToken,
     /// The plugin once it is admitted (for refusal reports).
     identity: Arc<Mutex<Option<PluginId>>>,
+    /// The plugin once it is admitted (the `Runtime` service refuses the
+    /// requests of an instance that was superseded).
+    admitted: Arc<OnceLock<Weak<Plugin>>>,
+    /// The number of the connection (the plugin's instance).
+    instance: u64,
     /// The `Runtime` service's request size limit.
     request_len: RequestLenLimit,
     child: Option<tokio::process::Child>,
@@ -181,10 +187,13 @@ impl Shared {
             Ok(plugin) => {
                 plugin.wait_closed().await;
                 let stopping = self.stopping.is_cancelled();
-                self.registry.remove(&plugin);
+                let superseded = plugin.is_superseded();
+                self.forget(&plugin);
                 plugin.close("connection closed");
-                if !stopping {
-                    tracing::warn!(plugin = %plugin.id, "NRI plugin disconnected");
+                if superseded {
+                    tracing::info!(plugin = %plugin.id, instance = plugin.instance, "superseded NRI plugin instance disconnected");
+                } else if !stopping {
+                    tracing::warn!(plugin = %plugin.id, instance = plugin.instance, "NRI plugin disconnected");
                 }
                 reap(&plugin).await;
             }
@@ -234,7 +243,7 @@ impl Shared {
         };
         let plugin = self.admit(setup, registered, configured);
         if let Err(reason) = self.synchronize(&plugin).await {
-            self.registry.remove(&plugin);
+            self.forget(&plugin);
             plugin.close("synchronization failed");
             reap(&plugin).await;
             return Err(Error::Registration {
@@ -242,7 +251,7 @@ impl Shared {
                 reason,
             });
         }
-        tracing::info!(plugin = %plugin.id, "NRI plugin synchronized and active");
+        tracing::info!(plugin = %plugin.id, instance = plugin.instance, "NRI plugin synchronized and active");
         Ok(plugin)
     }
 
@@ -267,6 +276,8 @@ impl Shared {
         let closed = CancellationToken::new();
         let identity: Arc<Mutex<Option<PluginId>>> = Arc::new(Mutex::new(None));
         let admission = Arc::new(OnceLock::new());
+        let admitted: Arc<OnceLock<Weak<Plugin>>> = Arc::new(OnceLock::new());
+        let instance = self.next_instance();
         let who = RuntimeServicePeer {
             origin: pending.origin,
             description: peer.clone(),
@@ -274,7 +285,8 @@ impl Shared {
         };
         service::report_dropped_frames(&mux, self.peers.clone(), identity.clone(), who.clone());
         let (reg_tx, reg_rx) = mpsc::channel::<Registration>(1);
-        let (server, request_len) = self.runtime_service(reg_tx, identity.clone(), who)?;
+        let (server, request_len) =
+            self.runtime_service(reg_tx, identity.clone(), admitted.clone(), who)?;
         let (requests, answers) = conn2.into_split();
         let (feed, serving) = server.serve_fed(answers, closed.clone());
         requests.into_sink(feed);
@@ -291,6 +303,8 @@ impl Shared {
             mux,
             closed,
             identity,
+            admitted,
+            instance,
             request_len,
             child: pending.child.take(),
             captured: std::mem::take(&mut pending.captured),
@@ -309,7 +323,8 @@ impl Shared {
         launched: Option<PluginId>,
     ) -> Result<Registered, Abandon> {
         let (req, reply) = self.await_registration(setup, registrations).await?;
-        let id = match self.check_registration(&req, launched) {
+        let external = matches!(setup.origin, PluginOrigin::External { .. });
+        let id = match self.check_registration(&req, launched, external) {
             Ok(id) => id,
             Err(reason) => {
                 let refused = format!(
@@ -349,7 +364,7 @@ impl Shared {
             }
         };
         let _ = reply.send(Ok(()));
-        tracing::info!(plugin = %id, peer = %setup.peer, identity = %admission.identity(), nri_version = %req.nri_version, "NRI plugin registered");
+        tracing::info!(plugin = %id, instance = setup.instance, peer = %setup.peer, identity = %admission.identity(), nri_version = %req.nri_version, "NRI plugin registered");
         Ok(Registered {
             id,
             client,
@@ -405,10 +420,15 @@ impl Shared {
         })
     }
 
+    /// Checks the identity a plugin registers with and reserves it: a
+    /// connection from outside (`external`) may take over from an active
+    /// instance of its plugin unless its entry says `supersede: false`
+    /// (see `registry/handover.rs`).
     fn check_registration(
         &self,
         req: &RegisterPluginRequest,
         launched: Option<PluginId>,
+        external: bool,
     ) -> Result<PluginId, RegistrationFailure> {
         fn invalid(e: impl std::fmt::Display) -> RegistrationFailure {
             RegistrationFailure::InvalidIdentity {
@@ -423,13 +443,12 @@ impl Shared {
                 PluginId::new(req.plugin_idx.clone(), req.plugin_name.clone()).map_err(invalid)?
             }
         };
-        if self.registry.is_closed() {
-            return Err(RegistrationFailure::Stopping);
-        }
-        if !self.registry.reserve(&id.to_string()) {
-            return Err(RegistrationFailure::NameInUse {
-                plugin: id.to_string(),
-            });
+        let may_succeed = external && self.config.supersede_for(&id);
+        let reservation = self
+            .registry
+            .reserve_instance(&id.to_string(), may_succeed)?;
+        if reservation == Reservation::Successor {
+            tracing::info!(plugin = %id, "a new instance of an active NRI plugin registers; it takes over once synchronized");
         }
         Ok(id)
     }
@@ -485,6 +504,7 @@ impl Shared {
         } = configured;
         let plugin = Arc::new(Plugin::new(PluginParts {
             id: id.clone(),
+            instance: setup.instance,
             origin: setup.origin,
             mask,
             timeout,
@@ -504,13 +524,14 @@ impl Shared {
         // The admission first: a request seen with the identity set finds it.
         let _ = setup.admission.set(admission);
         *crate::lock(&setup.identity) = Some(id.clone());
+        let _ = setup.admitted.set(Arc::downgrade(&plugin));
         // A new connection: its consecutive strikes start at 0 (the gauge
         // may still show an earlier connection's, which struck out).
         self.metrics.plugin_strikes(&plugin.name, "Configure", 0);
         // Registered and configured: its requests may be as large as the
         // protocol allows (and are checked before decoding).
         setup.request_len.set(nri_ttrpc::codec::MAX_MESSAGE_LEN);
-        tracing::info!(plugin = %id, events = %mask, "NRI plugin configured");
+        tracing::info!(plugin = %id, instance = plugin.instance, events = %mask, "NRI plugin configured");
         if let Some(d) = &declared {
             let overridden = self
                 .config

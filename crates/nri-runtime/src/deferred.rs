@@ -13,7 +13,9 @@ use prost::Message as _;
 use crate::adaptation::Shared;
 use crate::failure::PluginFailure;
 use crate::plugin::{Answer, Plugin};
-use crate::registry::{Deferred, DeferredEvent, Inflight, LateOffer, LateSlot};
+use crate::registry::{
+    Deferred, DeferredEvent, HandBack, Handover, Inflight, LateAnswer, LateOffer, LateSlot,
+};
 
 impl Shared {
     /// Before a plugin's listing: waits (within the plugin's request
@@ -47,6 +49,43 @@ impl Shared {
             } else {
                 tracing::warn!(plugin = %plugin.id, object = i.id(), "an object whose creation was still running when the plugin registered is not in its Synchronize (its creation did not finish within the plugin's request timeout)");
             }
+        }
+        unlisted
+    }
+
+    /// Before the listing of a newer instance taking over from an older
+    /// one: waits (within the newer one's request timeout) until every
+    /// event that had the older one in its snapshot has ended and its
+    /// creations are stored, so that the listing has their outcome (they
+    /// are the older instance's; the newer one never gets them as events).
+    /// A creation not stored in time whose fan-out succeeded is returned,
+    /// for the Synchronize to have it as its request had it.
+    pub(crate) async fn await_predecessor(
+        &self,
+        plugin: &Arc<Plugin>,
+        h: &Handover,
+    ) -> Vec<Arc<Inflight>> {
+        let deadline = tokio::time::Instant::now() + plugin.timeout;
+        let mut unlisted = Vec::new();
+        for i in &h.creations {
+            if tokio::time::timeout_at(deadline, i.released())
+                .await
+                .is_ok()
+            {
+                continue;
+            }
+            if i.has_succeeded() {
+                tracing::warn!(plugin = %plugin.id, instance = plugin.instance, object = i.id(), "an object created by the older instance was not stored in time for the newer instance's Synchronize; it is synchronized as its creation request had it");
+                unlisted.push(i.clone());
+            } else {
+                tracing::warn!(plugin = %plugin.id, instance = plugin.instance, object = i.id(), "an object whose creation the older instance was still handling is not in the newer instance's Synchronize (its creation did not finish within the request timeout)");
+            }
+        }
+        if tokio::time::timeout_at(deadline, h.retired.cancelled())
+            .await
+            .is_err()
+        {
+            tracing::warn!(plugin = %plugin.id, instance = plugin.instance, predecessor = h.predecessor.instance, "events sent to the older instance did not end within the request timeout; the newer instance's Synchronize shows the state the runtime has now");
         }
         unlisted
     }
@@ -100,7 +139,11 @@ impl Shared {
         // One call, accounted once: by the fan-out, which merges the
         // answer; or, when it no longer waits, here (the plugin's own
         // timeout is a strike, an answer in time resets the count).
-        let Err(answer) = reply.send(answer) else {
+        let sent = reply.send(LateAnswer {
+            plugin: plugin.clone(),
+            answer,
+        });
+        let Err(LateAnswer { answer, .. }) = sent else {
             return;
         };
         plugin.account(&*self.metrics, "CreateContainer", &answer);
@@ -251,27 +294,33 @@ impl Shared {
     /// Synchronize or a slow earlier delivery), and the call, sent with the
     /// plugin's own timeout, is accounted when it ends (see
     /// `deliver_late`): a timeout fails one call, and counts once.
+    /// Returns the instance that answered with the answer (the plugin, or
+    /// the instance it was taking over from and handed its backlog back
+    /// to, see `registry/handover.rs`).
     pub(crate) async fn call_late(
         &self,
         slot: LateSlot,
         request: bytes::Bytes,
         budget: crate::plugin::Budget,
-    ) -> Result<CreateContainerResponse, PluginFailure> {
+    ) -> (Arc<Plugin>, Result<CreateContainerResponse, PluginFailure>) {
         let LateSlot { plugin, offer } = slot;
         let gone = || PluginFailure::Disconnected {
             reason: "closed while synchronizing".into(),
         };
-        if plugin.is_closed() {
-            return Err(gone());
-        }
-        let timeout = budget.time_for(&plugin, &*self.metrics, "CreateContainer")?;
+        // A closed plugin still gets the offer: while it is being
+        // forgotten, its backlog may go to the instance it was taking over
+        // from; once the backlog is dropped, the offer is refused.
+        let timeout = match budget.time_for(&plugin, &*self.metrics, "CreateContainer") {
+            Ok(t) => t,
+            Err(f) => return (plugin, Err(f)),
+        };
         let (tx, mut rx) = tokio::sync::oneshot::channel();
-        offer
-            .send(LateOffer { request, reply: tx })
-            .map_err(|_| gone())?;
+        if offer.send(LateOffer { request, reply: tx }).is_err() {
+            return (plugin, Err(gone()));
+        }
         let answer = match tokio::time::timeout(timeout, &mut rx).await {
             Ok(Ok(answer)) => Some(answer),
-            Ok(Err(_)) => return Err(gone()),
+            Ok(Err(_)) => return (plugin, Err(gone())),
             Err(_) => {
                 // No answer after this: the backlog accounts the call. One
                 // that came as the wait ran out is taken.
@@ -280,17 +329,35 @@ impl Shared {
             }
         };
         match answer {
-            Some(answer) => {
+            Some(LateAnswer { plugin, answer }) => {
                 // The call's one accounting (see `deliver_late`); an answer
                 // is counted as an invocation once merged.
                 plugin.account_unsettled(&*self.metrics, "CreateContainer", &answer);
-                answer
+                (plugin, answer)
             }
             None => {
                 tracing::warn!(plugin = %plugin.id, ?timeout, "NRI plugin's CreateContainer timed out while the plugin was synchronizing or delivering its backlog; it gets the container afterwards (not a strike: its call is counted when it ends)");
-                Err(PluginFailure::Timeout { timeout })
+                (plugin, Err(PluginFailure::Timeout { timeout }))
             }
         }
+    }
+
+    /// Delivers to an instance taken back (its successor failed before it
+    /// was active) what was queued for the successor, then opens its gate
+    /// for direct calls again.
+    pub(crate) async fn deliver_handed_back(self: Arc<Self>, back: HandBack) {
+        let HandBack {
+            plugin,
+            backlog,
+            window: _window,
+        } = back;
+        for d in backlog {
+            if plugin.is_closed() {
+                break;
+            }
+            self.deliver_deferred(&plugin, d).await;
+        }
+        plugin.mark_ready();
     }
 }
 

@@ -151,6 +151,19 @@ pub enum Error {
         /// Its deadline.
         timeout: std::time::Duration,
     },
+    /// A request (`UpdateContainers`) from a plugin instance that a newer
+    /// instance of the same plugin took over from: only the instance that
+    /// gets the plugin's events may change containers.
+    #[error(
+        "plugin {plugin} instance {instance} is {}",
+        nri_api::SUPERSEDED_REFUSAL
+    )]
+    Superseded {
+        /// The plugin (`NN-name`).
+        plugin: String,
+        /// The superseded instance.
+        instance: u64,
+    },
     /// A runtime callback (list, update, evict) failed.
     #[error("runtime callback {callback} failed: {message}")]
     Callback {
@@ -268,7 +281,7 @@ impl Error {
         use nri_ttrpc::Code;
         let code = match self {
             Error::PeerRefused { kind, .. } => kind.code(),
-            Error::AlreadyRegistered => Code::FailedPrecondition,
+            Error::AlreadyRegistered | Error::Superseded { .. } => Code::FailedPrecondition,
             Error::RegistrationAborted | Error::ConnectionClosed | Error::Stopping => {
                 Code::Unavailable
             }
@@ -430,9 +443,17 @@ pub enum RegistrationFailure {
         /// What is wrong with it.
         reason: String,
     },
-    /// A plugin of the same name is connected already.
+    /// A plugin of the same name is connected already (and this
+    /// connection may not take over from it: see `docs/runtime/upgrades.md`).
     #[error("a plugin named {plugin} is already connected")]
     NameInUse {
+        /// The name (`NN-name`).
+        plugin: String,
+    },
+    /// A newer instance of the plugin is already taking over from the
+    /// active one (one upgrade at a time).
+    #[error("another instance of {plugin} is already taking over from the connected one")]
+    HandoverInProgress {
         /// The name (`NN-name`).
         plugin: String,
     },

@@ -330,6 +330,12 @@ pub struct PluginPolicy {
     /// What a failure of this plugin as a validator does (`None`:
     /// [`ValidationMode::FailClosed`]).
     pub validation: Option<ValidationMode>,
+    /// Whether a second connection registering with this plugin's
+    /// `NN-name` while it is connected takes over from it (an upgrade
+    /// without a gap, see `docs/runtime/upgrades.md`); `false`: it is
+    /// refused while the plugin is connected. `None`: the default
+    /// policy's, else `true`.
+    pub supersede: Option<bool>,
 }
 
 impl PluginPolicy {
@@ -367,6 +373,15 @@ impl PluginPolicy {
     #[must_use]
     pub fn with_validation(mut self, mode: ValidationMode) -> Self {
         self.validation = Some(mode);
+        self
+    }
+
+    /// Sets whether a newer instance of this plugin takes over from a
+    /// connected one (`false`: a second connection with its name is
+    /// refused while one is connected).
+    #[must_use]
+    pub fn with_supersede(mut self, supersede: bool) -> Self {
+        self.supersede = Some(supersede);
         self
     }
 

@@ -92,7 +92,7 @@ pub use peer::{
     DEFAULT_MAX_PENDING_CONNECTIONS, DEFAULT_MAX_REGISTER_LEN, DEFAULT_MAX_SYNC_BACKLOG,
     PeerLimits,
 };
-pub use plugin::{PluginInfo, PluginOrigin};
+pub use plugin::{InstanceState, PluginInfo, PluginOrigin};
 pub use registry::CreationGuard;
 
 pub(crate) use nri_mux::sync::lock;

@@ -64,6 +64,16 @@ pub trait Metrics: Send + Sync + 'static {
         let _ = count;
     }
 
+    /// Instance `instance` (the number of its connection, see
+    /// [`PluginInfo::instance`](crate::PluginInfo::instance)) of `plugin`
+    /// changed state: `active` (it gets the plugin's events), `superseded`
+    /// (a newer instance took over, see `docs/runtime/upgrades.md`) or
+    /// `gone` (disconnected after it had been active). The other metrics
+    /// are per plugin, whichever instance served it.
+    fn plugin_instance(&self, plugin: &str, instance: u64, state: &str) {
+        let _ = (plugin, instance, state);
+    }
+
     /// A message from a peer refused before it was decoded (over a limit,
     /// malformed, or sent before registration). `peer` is the plugin
     /// (`NN-name`) or `unregistered`; `reason` one of `unregistered`,
@@ -105,11 +115,23 @@ pub struct NoopMetrics;
 impl Metrics for NoopMetrics {}
 
 /// Emits one audit event (target [`AUDIT_TARGET`], level INFO) per field
-/// owner in `owners`: fields `plugin`, `container`, `field`, `key` (empty for
-/// simple fields), `removed` (the plugin removed the field or key) and
-/// `operation`. Returns the number of owner entries per plugin, for
-/// [`Metrics::plugin_adjustments`].
+/// owner in `owners`: fields `plugin`, `instance` (0: not known here; see
+/// [`PluginInfo::instance`](crate::PluginInfo::instance)), `container`,
+/// `field`, `key` (empty for simple fields), `removed` (the plugin removed
+/// the field or key) and `operation`. Returns the number of owner entries
+/// per plugin, for [`Metrics::plugin_adjustments`].
 pub fn audit_owners(operation: &str, owners: &OwningPlugins) -> Vec<(String, usize)> {
+    audit_owners_of(operation, owners, &|_| None)
+}
+
+/// [`audit_owners`] with the instance of each plugin (`NN-name`) that
+/// answered: during an upgrade two instances of a plugin are connected,
+/// and each event went to one of them.
+pub(crate) fn audit_owners_of(
+    operation: &str,
+    owners: &OwningPlugins,
+    instance_of: &dyn Fn(&str) -> Option<u64>,
+) -> Vec<(String, usize)> {
     let mut per_plugin: Vec<(String, usize)> = Vec::new();
     let mut count = |plugin: &str| match per_plugin.iter_mut().find(|(p, _)| p == plugin) {
         Some((_, n)) => *n += 1,
@@ -124,6 +146,7 @@ pub fn audit_owners(operation: &str, owners: &OwningPlugins) -> Vec<(String, usi
                     target: AUDIT_TARGET,
                     operation,
                     plugin,
+                    instance = instance_of(plugin).unwrap_or(0),
                     container = container.as_str(),
                     field = field_name,
                     key = "",
@@ -141,6 +164,7 @@ pub fn audit_owners(operation: &str, owners: &OwningPlugins) -> Vec<(String, usi
                         target: AUDIT_TARGET,
                         operation,
                         plugin,
+                        instance = instance_of(plugin).unwrap_or(0),
                         container = container.as_str(),
                         field = field_name,
                         key = key.as_str(),
@@ -152,6 +176,16 @@ pub fn audit_owners(operation: &str, owners: &OwningPlugins) -> Vec<(String, usi
         }
     }
     per_plugin
+}
+
+/// The instance of plugin `name` in `plugins` (an event's snapshot), or
+/// among its successors.
+pub(crate) fn instance_in(plugins: &crate::plugin::ActiveList, name: &str) -> Option<u64> {
+    plugins
+        .iter()
+        .chain(plugins.successors.iter())
+        .find(|p| p.name == name)
+        .map(|p| p.instance)
 }
 
 /// Splits an owner string into plugins: `-NN-name` is a removal; the OCI
@@ -211,6 +245,13 @@ mod prom {
     }
 
     #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+    struct InstanceLabels {
+        plugin: String,
+        instance: String,
+        state: String,
+    }
+
+    #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
     struct RefusalLabels {
         peer: String,
         reason: String,
@@ -258,7 +299,10 @@ mod prom {
     /// `nri_grant_refusals_total{plugin,operation,field}`,
     /// `nri_plugin_identity{plugin,uid,executable,pod_namespace,grant}`
     /// (1 for each plugin's latest identity; no pid or pod name, which
-    /// change with every restart) and `nri_active_plugins`.
+    /// change with every restart), `nri_active_plugins` and
+    /// `nri_plugin_instance{plugin,instance,state}` (1 for each connected
+    /// instance of a plugin that has been active, in its state `active` or
+    /// `superseded`; gone when it disconnects).
     #[derive(Debug, Clone)]
     pub struct PrometheusMetrics {
         invocations: Family<InvocationLabels, Counter>,
@@ -274,6 +318,7 @@ mod prom {
         /// Each plugin's identity series, to drop it for the next.
         identities: Arc<Mutex<HashMap<String, IdentityLabels>>>,
         active: Gauge,
+        instances: Family<InstanceLabels, Gauge>,
     }
 
     impl PrometheusMetrics {
@@ -294,6 +339,7 @@ mod prom {
                 identity: Family::default(),
                 identities: Arc::default(),
                 active: Gauge::default(),
+                instances: Family::default(),
             };
             let r = registry.sub_registry_with_prefix("nri");
             r.register(
@@ -347,6 +393,11 @@ mod prom {
                 m.identity.clone(),
             );
             r.register("active_plugins", "Active NRI plugins", m.active.clone());
+            r.register(
+                "plugin_instance",
+                "Connected instances of plugins (connection number) by state",
+                m.instances.clone(),
+            );
             m
         }
     }
@@ -428,6 +479,22 @@ mod prom {
 
         fn active_plugins(&self, count: usize) {
             self.active.set(i64::try_from(count).unwrap_or(i64::MAX));
+        }
+
+        fn plugin_instance(&self, plugin: &str, instance: u64, state: &str) {
+            let labels = |state: &str| InstanceLabels {
+                plugin: plugin.to_owned(),
+                instance: instance.to_string(),
+                state: state.to_owned(),
+            };
+            for other in ["active", "superseded"] {
+                if other != state {
+                    self.instances.remove(&labels(other));
+                }
+            }
+            if state != "gone" {
+                self.instances.get_or_create(&labels(state)).set(1);
+            }
         }
 
         fn peer_refused(&self, peer: &str, reason: &str) {

@@ -1,7 +1,15 @@
 //! One connected plugin: its ttRPC client, subscription, dialect and
 //! timeout strikes.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+mod active_list;
+mod budget;
+mod instance;
+
+pub(crate) use active_list::ActiveList;
+pub(crate) use budget::Budget;
+pub use instance::InstanceState;
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use std::time::Duration;
@@ -22,35 +30,6 @@ use crate::lock;
 use crate::metrics::Metrics;
 use crate::peer::{Peer, PeerGuard};
 use nri_merge::PluginId;
-
-/// The deadline of one event (see `Adaptation::with_deadline`): every
-/// plugin call of the event gets the smaller of the plugin's own timeout
-/// and what remains until the deadline.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Budget(pub(crate) Option<Instant>);
-
-impl Budget {
-    /// The time plugin `p` gets for a call of `operation` now, or
-    /// [`PluginFailure::NotCalled`] (counted in the metrics, not a strike)
-    /// when the deadline has passed.
-    pub(crate) fn time_for(
-        self,
-        p: &Plugin,
-        metrics: &dyn Metrics,
-        operation: &str,
-    ) -> Result<Duration, PluginFailure> {
-        let Some(deadline) = self.0 else {
-            return Ok(p.timeout);
-        };
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            tracing::warn!(plugin = %p.id, operation, "NRI plugin not called: the event's deadline has passed");
-            metrics.plugin_invocation(&p.name, operation, Err(ErrorClass::NotCalled));
-            return Err(PluginFailure::NotCalled);
-        }
-        Ok(p.timeout.min(left))
-    }
-}
 
 /// How a plugin came to be connected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,12 +54,19 @@ pub enum PluginOrigin {
     },
 }
 
-/// A snapshot of one active plugin, for introspection.
+/// A snapshot of one plugin instance, for introspection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PluginInfo {
     /// Identity (`NN-name`).
     pub id: PluginId,
+    /// The instance: the number of its connection, counted from 1 since
+    /// the runtime was built (logs, metrics and the audit trail give it as
+    /// `instance`). Two instances of one plugin are there during an
+    /// upgrade.
+    pub instance: u64,
+    /// Whether the instance gets the plugin's events.
+    pub state: InstanceState,
     /// Events the plugin subscribed to.
     pub events: EventMask,
     /// Launched or external.
@@ -122,6 +108,18 @@ pub(crate) struct Plugin {
     pub(crate) id: PluginId,
     /// `id` as a string, built once (metrics labels, error reports).
     pub(crate) name: String,
+    /// The number of the plugin's connection (see [`PluginInfo::instance`]).
+    pub(crate) instance: u64,
+    /// Set when a newer instance takes over (see `registry/handover.rs`);
+    /// cleared if that instance fails before it is active.
+    superseded: AtomicBool,
+    /// The registry's generation when the plugin last became active: an
+    /// event whose snapshot is at least this new has the plugin in it
+    /// (while it stays active).
+    pub(crate) active_since: AtomicU64,
+    /// Whether the plugin holds a reservation of its name in the registry
+    /// (cleared once, when it retires or is removed).
+    pub(crate) holds_name: AtomicBool,
     pub(crate) origin: PluginOrigin,
     pub(crate) mask: EventMask,
     pub(crate) timeout: Duration,
@@ -154,6 +152,7 @@ impl std::fmt::Debug for Plugin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Plugin")
             .field("id", &self.name)
+            .field("instance", &self.instance)
             .field("mask", &self.mask)
             .finish_non_exhaustive()
     }
@@ -248,6 +247,8 @@ impl Conn {
 
 pub(crate) struct PluginParts {
     pub(crate) id: PluginId,
+    /// The number of the connection.
+    pub(crate) instance: u64,
     pub(crate) origin: PluginOrigin,
     pub(crate) mask: EventMask,
     pub(crate) timeout: Duration,
@@ -271,6 +272,10 @@ impl Plugin {
         Self {
             name: p.id.to_string(),
             id: p.id,
+            instance: p.instance,
+            superseded: AtomicBool::new(false),
+            active_since: AtomicU64::new(u64::MAX),
+            holds_name: AtomicBool::new(true),
             origin: p.origin,
             mask: p.mask,
             timeout: p.timeout,
@@ -294,6 +299,23 @@ impl Plugin {
     /// deferred events has been delivered (or the plugin is gone).
     pub(crate) fn mark_ready(&self) {
         self.ready.send_replace(true);
+    }
+
+    /// Closes the gate for direct lifecycle calls again: a superseded
+    /// instance taken back because its successor failed, which first gets
+    /// what happened meanwhile.
+    pub(crate) fn mark_unready(&self) {
+        self.ready.send_replace(false);
+    }
+
+    /// Marks the instance superseded (or, with `false`, active again).
+    pub(crate) fn set_superseded(&self, superseded: bool) {
+        self.superseded.store(superseded, Ordering::Release);
+    }
+
+    /// Whether a newer instance took over (or is taking over).
+    pub(crate) fn is_superseded(&self) -> bool {
+        self.superseded.load(Ordering::Acquire)
     }
 
     /// Whether the gate for direct lifecycle calls is open.
@@ -341,6 +363,12 @@ impl Plugin {
     pub(crate) fn info(&self) -> PluginInfo {
         PluginInfo {
             id: self.id.clone(),
+            instance: self.instance,
+            state: if self.is_superseded() {
+                InstanceState::Superseded
+            } else {
+                InstanceState::Active
+            },
             events: self.mask,
             origin: self.origin,
             legacy_dialect: self.legacy.load(Ordering::Relaxed),
@@ -508,7 +536,11 @@ impl Plugin {
                     }
                     ErrorClass::Timeout => {
                         let n = self.strikes.fetch_add(1, Ordering::Relaxed) + 1;
-                        metrics.plugin_strikes(&self.name, operation, n);
+                        // The gauge is the plugin's: a superseded instance's
+                        // strikes are not the newer instance's.
+                        if !self.is_superseded() {
+                            metrics.plugin_strikes(&self.name, operation, n);
+                        }
                         tracing::warn!(plugin = %self.id, operation, strikes = n, limit = self.strike_limit, "NRI plugin timed out");
                         if self.strike_limit > 0 && n >= self.strike_limit {
                             self.close(&format!("{n} consecutive request timeouts"));
@@ -752,4 +784,4 @@ impl<'a> Notification<'a> {
 }
 
 /// Sorted, shared list of plugins.
-pub(crate) type PluginList = Arc<Vec<Arc<Plugin>>>;
+pub(crate) type PluginList = Arc<ActiveList>;

@@ -31,133 +31,28 @@
 //! wait for P's ready gate, which opens when the backlog has been delivered.
 //! The backlog is bounded by what happened during the sync, so activation
 //! never waits for a quiet moment.
+//!
+//! A second instance of an active plugin (same `NN-name`: an upgrade) takes
+//! over at the start of its sync; see `registry/handover.rs`.
+
+mod handover;
+mod inflight;
+
+pub(crate) use handover::{HandBack, Handover, Reservation};
+pub(crate) use inflight::{Inflight, LateAnswer, LateOffer, LateSlot};
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
-use nri_api::api::{
-    Container, ContainerUpdate, CreateContainerRequest, CreateContainerResponse, Event, PodSandbox,
-};
-use prost::Message as _;
+use nri_api::api::{Container, ContainerUpdate, Event, PodSandbox};
 use tokio::sync::{oneshot, watch};
 
 use crate::error::RegistrationFailure;
-use crate::failure::PluginFailure;
 use crate::known::KnownContainers;
 use crate::lock;
 use crate::metrics::Metrics;
-use crate::plugin::{Plugin, PluginList};
-
-/// One creation event between its start and the release of its guard.
-#[derive(Debug)]
-pub(crate) struct Inflight {
-    pub(crate) event: Event,
-    /// Id of the object created: the pod, or the container.
-    id: String,
-    is_container: bool,
-    /// The event's request as the first plugin got it (`{pod = 1,
-    /// container = 2}`): shared with the fan-out, no copy of the pod and
-    /// container per event; decoded only for a deferred delivery.
-    request: Bytes,
-    /// `None` while the fan-out runs, then whether it succeeded.
-    outcome: watch::Sender<Option<bool>>,
-    /// `true` once the guard is released (the runtime stored the object or
-    /// gave up on it).
-    released: watch::Sender<bool>,
-    /// CreateContainer: the plugins that started synchronizing while the
-    /// fan-out ran (`Some` until the fan-out closes the list, see
-    /// [`CreationGuard::close_late`]).
-    late: Mutex<Option<Vec<LateSlot>>>,
-}
-
-/// What a creation sends a plugin that started synchronizing during its
-/// fan-out: the CreateContainer request (the container as adjusted by the
-/// other plugins), and where the answer goes.
-pub(crate) struct LateOffer {
-    pub(crate) request: Bytes,
-    pub(crate) reply: oneshot::Sender<Result<CreateContainerResponse, PluginFailure>>,
-}
-
-/// A creation's end of a late plugin's delivery.
-pub(crate) struct LateSlot {
-    pub(crate) plugin: Arc<Plugin>,
-    pub(crate) offer: oneshot::Sender<LateOffer>,
-}
-
-impl std::fmt::Debug for LateSlot {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LateSlot")
-            .field("plugin", &self.plugin.name)
-            .finish_non_exhaustive()
-    }
-}
-
-impl std::fmt::Debug for LateOffer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LateOffer").finish_non_exhaustive()
-    }
-}
-
-impl Inflight {
-    /// Waits for the fan-out's outcome; `false` if it failed or was dropped.
-    pub(crate) async fn succeeded(&self) -> bool {
-        let mut rx = self.outcome.subscribe();
-        match rx.wait_for(Option::is_some).await {
-            Ok(v) => v.unwrap_or(false),
-            Err(_) => false,
-        }
-    }
-
-    /// Whether the fan-out has finished and succeeded (without waiting).
-    pub(crate) fn has_succeeded(&self) -> bool {
-        *self.outcome.borrow() == Some(true)
-    }
-
-    /// Whether the creation event is one `plugin` takes.
-    pub(crate) fn is_for(&self, plugin: &Plugin) -> bool {
-        plugin.subscribed(self.event)
-    }
-
-    /// Waits until the creation's guard is released.
-    pub(crate) async fn released(&self) {
-        let mut rx = self.released.subscribe();
-        let _ = rx.wait_for(|r| *r).await;
-    }
-
-    /// Adds a late plugin if the fan-out has not closed its list; returns
-    /// the plugin's end, or `None` when the fan-out is past that point.
-    fn add_late(&self, plugin: &Arc<Plugin>) -> Option<oneshot::Receiver<LateOffer>> {
-        let mut late = lock(&self.late);
-        let list = late.as_mut()?;
-        let (tx, rx) = oneshot::channel();
-        list.push(LateSlot {
-            plugin: plugin.clone(),
-            offer: tx,
-        });
-        Some(rx)
-    }
-
-    fn object_id(&self) -> (&str, bool) {
-        (self.id.as_str(), self.is_container)
-    }
-
-    /// Id of the object created: the pod, or the container.
-    pub(crate) fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// The request as the first plugin got it, encoded.
-    pub(crate) fn request(&self) -> &Bytes {
-        &self.request
-    }
-
-    /// The pod and, for a container event, the container of the request.
-    pub(crate) fn decode(&self) -> Result<(PodSandbox, Option<Container>), prost::DecodeError> {
-        let r = CreateContainerRequest::decode(self.request.clone())?;
-        Ok((r.pod.unwrap_or_default(), r.container))
-    }
-}
+use crate::plugin::{ActiveList, Plugin, PluginList};
 
 /// Something a syncing plugin gets after its snapshot.
 #[derive(Debug)]
@@ -257,6 +152,10 @@ struct Syncing {
     /// The queue went over its bound: it was dropped and the plugin
     /// closed; nothing more is queued.
     overflowed: bool,
+    /// The active instance of the same plugin this one takes over from
+    /// (removed from the active list when this sync began): retired when
+    /// this one is active, taken back if this one fails first.
+    predecessor: Option<Arc<Plugin>>,
 }
 
 impl Syncing {
@@ -284,14 +183,24 @@ impl Syncing {
 #[derive(Default)]
 struct State {
     active: PluginList,
+    /// Bumped whenever `active` changes.
+    generation: u64,
     syncing: Vec<Syncing>,
-    names: HashSet<String>,
+    /// `NN-name` → how many instances hold it: one registering, syncing
+    /// or active; two while a newer instance takes over from an active one
+    /// (see `handover.rs`). A superseded instance holds none.
+    names: HashMap<String, u32>,
+    /// Instances superseded by a newer one that took over, still
+    /// connected (at most one per plugin).
+    retired: Vec<Arc<Plugin>>,
     /// Names (`NN-name` and base name) of every plugin that has been active.
     seen: HashSet<String>,
-    inflight: HashMap<u64, Arc<Inflight>>,
+    /// Creations in flight, with the generation of the list they took.
+    inflight: HashMap<u64, (Arc<Inflight>, u64)>,
     /// Non-creation events the plugins take part in, from their start
-    /// until their fan-out returns (numbered with the creations).
-    events: BTreeMap<u64, Arc<DeferredEvent>>,
+    /// until their fan-out returns (numbered with the creations), with the
+    /// generation of the list they took.
+    events: BTreeMap<u64, (Arc<DeferredEvent>, u64)>,
     next_seq: u64,
     updates: LastUpdates,
     /// Set by [`Registry::clear`] (the runtime is stopping): no plugin
@@ -416,21 +325,21 @@ impl Registry {
         self.lock().active.clone()
     }
 
-    /// Reserves a plugin identity; `false` if a plugin with that `NN-name`
-    /// is registering, syncing or active.
+    /// Reserves a plugin identity for an instance that takes over from
+    /// no other (a launched or WebAssembly plugin); `false` if a plugin
+    /// with that `NN-name` is registering, syncing or active.
     pub(crate) fn reserve(&self, full_name: &str) -> bool {
         let mut st = self.lock();
-        !st.closed && st.names.insert(full_name.to_owned())
+        if st.closed || st.names.contains_key(full_name) {
+            return false;
+        }
+        st.names.insert(full_name.to_owned(), 1);
+        true
     }
 
-    /// Whether the runtime is stopping (see [`clear`](Self::clear)).
-    pub(crate) fn is_closed(&self) -> bool {
-        self.lock().closed
-    }
-
-    /// Releases a reservation.
+    /// Releases a reservation (of a plugin that was never admitted).
     pub(crate) fn release(&self, full_name: &str) {
-        self.lock().names.remove(full_name);
+        release_name(&mut self.lock(), full_name);
     }
 
     /// Starts a non-creation event whose request (see [`DeferredEvent`])
@@ -466,7 +375,8 @@ impl Registry {
         }
         let n = st.next_seq;
         st.next_seq += 1;
-        st.events.insert(n, d);
+        let generation = st.generation;
+        st.events.insert(n, (d, generation));
         let guard = EventGuard {
             registry: Some(self.clone()),
             seq: n,
@@ -508,7 +418,8 @@ impl Registry {
                 s.queue.push_back(d);
             }
         }
-        st.inflight.insert(seq, inflight.clone());
+        let generation = st.generation;
+        st.inflight.insert(seq, (inflight.clone(), generation));
         let plugins = st.active.clone();
         drop(st);
         (
@@ -530,31 +441,39 @@ impl Registry {
     /// guards, so the objects are listed (as upstream, where a
     /// registration waits for every creation in flight).
     ///
+    /// When the plugin is a newer instance of an active one, it takes over
+    /// here (see `handover.rs`): the creations in flight to the older
+    /// instance are the older one's, and are returned in the
+    /// [`Handover`] instead, for the listing to wait for.
+    ///
     /// The plugin's sync window lasts until the returned [`SyncWindow`] is
-    /// dropped.
-    /// `None` once the runtime is stopping.
-    pub(crate) fn begin_sync(
-        self: &Arc<Self>,
-        plugin: &Arc<Plugin>,
-    ) -> Option<(Vec<Arc<Inflight>>, SyncWindow)> {
+    /// dropped. `None` once the runtime is stopping.
+    pub(crate) fn begin_sync(self: &Arc<Self>, plugin: &Arc<Plugin>) -> Option<SyncStart> {
         let mut st = self.lock();
         if st.closed {
             return None;
         }
         st.updates.windows += 1;
         let window = SyncWindow(self.clone());
+        let handover = self.take_over(&mut st, plugin);
         // Creations and other events in flight, in the order they started.
         let mut pending: Vec<_> = (st.inflight.iter())
-            .map(|(k, v)| (*k, Pending::Creation(v.clone())))
-            .chain((st.events.iter()).map(|(k, v)| (*k, Pending::Event(v.clone()))))
+            .map(|(k, (i, g))| (*k, Pending::Creation(i.clone()), *g))
+            .chain((st.events.iter()).map(|(k, (d, g))| (*k, Pending::Event(d.clone()), *g)))
             .collect();
-        pending.sort_by_key(|(k, _)| *k);
+        pending.sort_by_key(|(k, _, _)| *k);
         let mut queue = VecDeque::new();
         let mut finished = Vec::new();
-        for (_, p) in pending {
+        let mut theirs = Vec::new();
+        let predecessor = handover.as_ref().map(|h| h.predecessor.clone());
+        for (_, p, generation) in pending {
             let i = match p {
                 Pending::Event(d) => {
-                    if plugin.subscribed(d.event) {
+                    // An event that reaches the instance taken over from
+                    // is its own (the listing waits for it to end).
+                    let theirs = (predecessor.as_ref())
+                        .is_some_and(|o| handover::reaches(o, d.event, generation));
+                    if !theirs && plugin.subscribed(d.event) {
                         queue.push_back(Deferred::Event(d));
                     }
                     continue;
@@ -564,7 +483,9 @@ impl Registry {
             if !QUEUE_FOR_SYNCING {
                 continue;
             }
-            if !plugin.subscribed(i.event) {
+            if (predecessor.as_ref()).is_some_and(|o| handover::reaches(o, i.event, generation)) {
+                theirs.push(i);
+            } else if !plugin.subscribed(i.event) {
                 finished.push(i);
             } else if i.event != Event::CreateContainer {
                 queue.push_back(Deferred::Creation(i));
@@ -578,8 +499,21 @@ impl Registry {
             plugin: plugin.clone(),
             queue,
             overflowed: false,
+            predecessor: handover.as_ref().map(|h| h.predecessor.clone()),
         });
-        Some((finished, window))
+        drop(st);
+        let handover = handover.map(|mut h| {
+            h.creations = theirs;
+            h
+        });
+        if let Some(h) = &handover {
+            self.report_superseded(&h.predecessor);
+        }
+        Some(SyncStart {
+            finished,
+            handover,
+            window,
+        })
     }
 
     /// Leaves out of the container updates a plugin answered to a deferred
@@ -635,18 +569,17 @@ impl Registry {
     }
 
     /// Makes the plugin active (atomically) and returns its queued
-    /// deliveries, the backlog; or why not: the plugin is no longer
-    /// syncing (it is closed), or the runtime is stopping.
+    /// deliveries, the backlog, and the instance it took over from (now
+    /// retired); or why not: the plugin is closed (it stays syncing, for
+    /// [`remove`](Self::remove) to hand its backlog back to the instance
+    /// it was taking over from), or the runtime is stopping.
     ///
     /// From here on nothing more is queued for the plugin: later events see
     /// it in the active list and wait for its ready gate (opened with
     /// [`Plugin::mark_ready`] once the backlog is delivered), so the backlog
     /// always reaches the plugin first and activation cannot be starved by a
     /// steady stream of events.
-    pub(crate) fn activate(
-        &self,
-        plugin: &Arc<Plugin>,
-    ) -> Result<VecDeque<Deferred>, RegistrationFailure> {
+    pub(crate) fn activate(&self, plugin: &Arc<Plugin>) -> Result<Activated, RegistrationFailure> {
         let mut st = self.lock();
         if st.closed {
             return Err(RegistrationFailure::Stopping);
@@ -654,15 +587,12 @@ impl Registry {
         let pos = (st.syncing.iter())
             .position(|s| Arc::ptr_eq(&s.plugin, plugin))
             .ok_or(RegistrationFailure::LostDuringSync)?;
-        let Syncing {
-            queue: backlog,
-            overflowed,
-            ..
-        } = st.syncing.remove(pos);
         // Waiters for a synchronizing plugin look again, whatever the
         // outcome.
         self.activations.send_modify(|n| *n += 1);
-        if overflowed {
+        // On failure the entry stays, for `forget` to hand back to the
+        // instance taken over from, if any.
+        if st.syncing[pos].overflowed {
             return Err(RegistrationFailure::BacklogFull {
                 limit: self.max_backlog,
             });
@@ -670,17 +600,39 @@ impl Registry {
         if plugin.is_closed() {
             return Err(RegistrationFailure::LostDuringSync);
         }
+        let Syncing {
+            queue: backlog,
+            predecessor,
+            ..
+        } = st.syncing.remove(pos);
         let mut list: Vec<_> = st.active.iter().cloned().collect();
         list.push(plugin.clone());
         list.sort_by(|a, b| a.id.cmp(&b.id));
-        st.active = Arc::new(list);
+        let successors = without(&st.active.successors, plugin);
+        let generation = set_active(&mut st, list, successors);
+        plugin
+            .active_since
+            .store(generation, std::sync::atomic::Ordering::Release);
         st.seen.insert(plugin.id.to_string());
         st.seen.insert(plugin.id.name().to_owned());
+        let (predecessor, evicted) = match predecessor {
+            Some(o) if !o.is_closed() => {
+                let evicted = handover::retire(&mut st, &o);
+                (Some(o), evicted)
+            }
+            _ => (None, Vec::new()),
+        };
         let n = st.active.len();
         drop(st);
         self.metrics.active_plugins(n);
+        self.metrics
+            .plugin_instance(&plugin.name, plugin.instance, "active");
         self.activations.send_modify(|n| *n += 1);
-        Ok(backlog)
+        Ok(Activated {
+            backlog,
+            predecessor,
+            evicted,
+        })
     }
 
     /// [`RegistrationFailure::BacklogFull`] if the plugin's backlog
@@ -715,15 +667,21 @@ impl Registry {
             .map(|p| p.timeout)
     }
 
-    /// Forgets a plugin (closed or failed); releases its name.
-    pub(crate) fn remove(&self, plugin: &Arc<Plugin>) {
+    /// Forgets a plugin (closed or failed); releases its name. A newer
+    /// instance that fails before it is active hands what it was given
+    /// meanwhile back to the instance it was taking over from: returned
+    /// for delivery (see `handover.rs`).
+    pub(crate) fn remove(self: &Arc<Self>, plugin: &Arc<Plugin>) -> Option<HandBack> {
         let mut st = self.lock();
-        let syncing = st.syncing.len();
-        st.syncing.retain(|s| !Arc::ptr_eq(&s.plugin, plugin));
-        if st.syncing.len() != syncing {
+        let syncing = (st.syncing.iter())
+            .position(|s| Arc::ptr_eq(&s.plugin, plugin))
+            .map(|pos| st.syncing.remove(pos));
+        if syncing.is_some() {
+            // Waiters for a synchronizing plugin look again.
             self.activations.send_modify(|n| *n += 1);
         }
         let before = st.active.len();
+        let back = syncing.and_then(|s| self.hand_back(&mut st, plugin, s));
         if st.active.iter().any(|p| Arc::ptr_eq(p, plugin)) {
             let list: Vec<_> = st
                 .active
@@ -731,14 +689,34 @@ impl Registry {
                 .filter(|p| !Arc::ptr_eq(p, plugin))
                 .cloned()
                 .collect();
-            st.active = Arc::new(list);
+            let successors = st.active.successors.clone();
+            set_active(&mut st, list, successors);
         }
-        st.names.remove(&plugin.id.to_string());
+        st.retired.retain(|p| !Arc::ptr_eq(p, plugin));
+        if plugin
+            .holds_name
+            .swap(false, std::sync::atomic::Ordering::AcqRel)
+        {
+            release_name(&mut st, &plugin.name);
+        }
         let n = st.active.len();
         drop(st);
         if n != before {
             self.metrics.active_plugins(n);
         }
+        if let Some(b) = &back {
+            self.metrics
+                .plugin_instance(&b.plugin.name, b.plugin.instance, "active");
+        }
+        if plugin
+            .active_since
+            .load(std::sync::atomic::Ordering::Acquire)
+            != u64::MAX
+        {
+            self.metrics
+                .plugin_instance(&plugin.name, plugin.instance, "gone");
+        }
+        back
     }
 
     /// Removes every plugin (active or synchronizing) and returns them;
@@ -748,11 +726,62 @@ impl Registry {
         let mut st = self.lock();
         st.closed = true;
         let mut v: Vec<_> = st.active.iter().cloned().collect();
-        v.extend(st.syncing.drain(..).map(|s| s.plugin));
-        st.active = Arc::new(Vec::new());
+        for s in std::mem::take(&mut st.syncing) {
+            v.push(s.plugin);
+            v.extend(s.predecessor.filter(|o| !o.is_closed()));
+        }
+        v.append(&mut st.retired);
+        set_active(&mut st, Vec::new(), Vec::new());
         st.names.clear();
         drop(st);
         self.metrics.active_plugins(0);
         v
+    }
+}
+
+/// What [`Registry::begin_sync`] hands the synchronization.
+pub(crate) struct SyncStart {
+    /// Creations in flight that the plugin's listing waits for.
+    pub(crate) finished: Vec<Arc<Inflight>>,
+    /// When the plugin takes over from an active instance of itself.
+    pub(crate) handover: Option<Handover>,
+    /// The plugin's sync window.
+    pub(crate) window: SyncWindow,
+}
+
+/// What [`Registry::activate`] hands the plugin that became active.
+pub(crate) struct Activated {
+    /// What happened during its sync, to deliver in order.
+    pub(crate) backlog: VecDeque<Deferred>,
+    /// The instance it took over from, retired (still connected, and sent
+    /// nothing more).
+    pub(crate) predecessor: Option<Arc<Plugin>>,
+    /// Instances superseded earlier that the retired one replaces in the
+    /// registry's bounded list of retired instances: to close.
+    pub(crate) evicted: Vec<Arc<Plugin>>,
+}
+
+/// Replaces the active list (a new generation) and returns its generation.
+fn set_active(st: &mut State, list: Vec<Arc<Plugin>>, successors: Vec<Arc<Plugin>>) -> u64 {
+    st.generation += 1;
+    st.active = Arc::new(ActiveList::new(list, successors, &st.active));
+    st.generation
+}
+
+/// `list` without `plugin`.
+fn without(list: &[Arc<Plugin>], plugin: &Arc<Plugin>) -> Vec<Arc<Plugin>> {
+    list.iter()
+        .filter(|p| !Arc::ptr_eq(p, plugin))
+        .cloned()
+        .collect()
+}
+
+/// Releases one reservation of `full_name`.
+fn release_name(st: &mut State, full_name: &str) {
+    if let Some(n) = st.names.get_mut(full_name) {
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            st.names.remove(full_name);
+        }
     }
 }

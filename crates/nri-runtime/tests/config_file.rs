@@ -53,6 +53,7 @@ plugins:
     ignore-events: [StartContainer, PostStartContainer]
   guard:
     validation: fail-open
+    supersede: false
 "#;
 
 const FULL_TOML: &str = r#"
@@ -89,6 +90,7 @@ ignore-events = ["StartContainer", "PostStartContainer"]
 
 [plugins.guard]
 validation = "fail-open"
+supersede = false
 "#;
 
 fn id(s: &str) -> PluginId {
@@ -158,6 +160,10 @@ fn check_full(c: &Config) {
         c.plugin_entry(&guard).unwrap().validation,
         Some(ValidationMode::FailOpen)
     );
+    // Upgrades without a gap: off for this entry, on by default.
+    assert!(!c.supersede_for(&guard));
+    assert!(c.supersede_for(&net));
+    assert!(c.supersede_for(&id("50-other")));
     // No entry at all: the default.
     assert_eq!(
         c.failure_policy(&id("50-other"), Event::CreateContainer),

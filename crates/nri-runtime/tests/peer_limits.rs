@@ -337,10 +337,15 @@ async fn a_peer_outside_the_allow_list_is_a_counted_refusal() {
 async fn refused_and_missing_registrations_are_counted_refusals() {
     let env = TestEnv::new();
     let metrics = Arc::new(Refusals::default());
+    // A plugin whose entry turns upgrades off: a second instance is refused.
     let builder = env
         .builder()
         .metrics(metrics.clone())
-        .registration_timeout(Duration::from_secs(1));
+        .registration_timeout(Duration::from_secs(1))
+        .plugin_policy(
+            "dup",
+            nri_runtime::PluginPolicy::default().with_supersede(false),
+        );
     let a = env.start(builder).await;
     let _first = FakePlugin::new("10", "dup")
         .connect(&env.socket)

@@ -55,10 +55,18 @@ async fn bad_name_and_index_are_refused() {
     a.stop().await;
 }
 
+/// With `supersede: false` in its entry, a second instance of a connected
+/// plugin is refused (the behaviour before upgrades without a gap; see
+/// tests/upgrade.rs for the default).
 #[tokio::test(flavor = "multi_thread")]
-async fn duplicate_name_refused_while_first_is_connected() {
+async fn duplicate_name_refused_while_first_is_connected_when_supersede_is_off() {
     let env = TestEnv::new();
-    let a = env.start(env.builder()).await;
+    let a = env
+        .start(env.builder().plugin_policy(
+            "dup",
+            nri_runtime::PluginPolicy::default().with_supersede(false),
+        ))
+        .await;
     let first = FakePlugin::new("10", "dup")
         .connect(&env.socket)
         .await

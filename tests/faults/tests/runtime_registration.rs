@@ -16,7 +16,11 @@ use nri_api::method;
 async fn duplicate_registration_is_refused_and_the_first_plugin_is_unaffected() {
     let guard = no_panics();
     let env = Env::new();
-    let (a, mut good, mut first) = setup(&env, env.builder(), || annotate("first", "yes")).await;
+    // Upgrades without a gap off for it: a second instance is refused
+    // (with them on, it would take over; see nri-runtime's tests/upgrade.rs).
+    let no_upgrades = nri_runtime::PluginPolicy::default().with_supersede(false);
+    let builder = env.builder().plugin_policy("bad", no_upgrades);
+    let (a, mut good, mut first) = setup(&env, builder, || annotate("first", "yes")).await;
 
     // Same name and index on a second connection.
     let mut second = RawPlugin::connect(&env.socket, RawOpts::default(), |_, _| None).await;

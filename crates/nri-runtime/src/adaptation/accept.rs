@@ -86,7 +86,7 @@ impl Shared {
             return self.supervise_wasm(plugin).await;
         }
         plugin.wait_closed().await;
-        self.registry.remove(&plugin);
+        let _ = self.registry.remove(&plugin);
         plugin.close("connection closed");
         if !self.stopping.is_cancelled() {
             tracing::warn!(plugin = %plugin.id, "NRI plugin disconnected");

@@ -14,7 +14,7 @@ use crate::error::Error;
 use crate::failure::PluginError;
 use crate::grants::Changes;
 use crate::latency::{Turn, Turns};
-use crate::metrics::audit_owners;
+use crate::metrics::{audit_owners_of, instance_in};
 use crate::plugin::{Answer, PluginList};
 use crate::registry::CreationGuard;
 use nri_merge::{CreateResult, PluginId};
@@ -34,6 +34,8 @@ struct Fanout<'a> {
     /// The request cache's key: bumped whenever an applied response
     /// changed the container the next plugin sees.
     revision: u64,
+    /// The late plugins called, with their instances (for the audit).
+    late: Vec<(String, u64)>,
 }
 
 impl Adaptation {
@@ -60,6 +62,7 @@ impl Adaptation {
             result: CreateResult::new(pod, container),
             errors: Vec::new(),
             revision: 0,
+            late: Vec::new(),
         };
         let answered = self.create_in_turn(&mut fanout, &plugins).await?;
         self.create_late(&mut fanout, &guard, &answered).await?;
@@ -139,13 +142,13 @@ impl Adaptation {
         let sh = &self.shared;
         let op = EVENT.pretty_name();
         for slot in guard.close_late() {
-            let p = &slot.plugin.clone();
             let req = f.payload.request(f.revision, f.result.container(), None);
-            if answered.contains(&&p.id) {
-                // A new instance of a plugin whose previous instance has
-                // answered for this container: it learns of the container,
-                // the answer already given stands.
-                if let Ok(resp) = sh.call_late(slot, req, self.budget).await {
+            if answered.contains(&&slot.plugin.id) {
+                // A new instance of a plugin whose previous instance
+                // answered for this container before it disconnected: it
+                // learns of the container, the answer already given stands.
+                let (p, answer) = sh.call_late(slot, req, self.budget).await;
+                if let Ok(resp) = answer {
                     // Answered, not merged: counted as answered.
                     sh.metrics.plugin_invocation(&p.name, op, Ok(()));
                     if resp.adjust.is_some() {
@@ -154,7 +157,10 @@ impl Adaptation {
                 }
                 continue;
             }
-            let resp = match sh.call_late(slot, req, self.budget).await {
+            let (p, answer) = sh.call_late(slot, req, self.budget).await;
+            let p = &p;
+            f.late.push((p.name.clone(), p.instance));
+            let resp = match answer {
                 Ok(resp) => resp,
                 Err(failure) => {
                     self.on_failure(p, EVENT, failure, f.pod, &mut f.errors)?;
@@ -198,7 +204,12 @@ impl Adaptation {
         }
         let owners = f.result.owners().to_wire();
         let took_part = f.result.plugins().to_vec();
-        for (plugin, n) in audit_owners(op, &owners) {
+        let late = std::mem::take(&mut f.late);
+        let instance_of = |name: &str| {
+            (late.iter().find(|(n, _)| n == name).map(|(_, i)| *i))
+                .or_else(|| instance_in(plugins, name))
+        };
+        for (plugin, n) in audit_owners_of(op, &owners, &instance_of) {
             sh.metrics.plugin_adjustments(&plugin, op, n, 0, 0);
         }
         let resp = f.result.into_response();

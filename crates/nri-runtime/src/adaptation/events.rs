@@ -20,7 +20,7 @@ use crate::error::Error;
 use crate::failure::{PluginError, PluginFailure};
 use crate::grants::Changes;
 use crate::latency::Turns;
-use crate::metrics::audit_owners;
+use crate::metrics::{audit_owners_of, instance_in};
 use crate::plugin::{Answer, Notification, Plugin};
 use nri_merge::{StopResult, UpdateResult};
 
@@ -126,7 +126,7 @@ impl Adaptation {
         }
         let owners = result.owners().to_wire();
         sh.validate_merged_updates(op, result.updates(), &owners, &plugins)?;
-        audit_owners(op, &owners);
+        audit_owners_of(op, &owners, &|n| instance_in(&plugins, n));
         let resp = result.into_response();
         Ok(UpdateContainerOutcome {
             updates: resp.update,
@@ -204,7 +204,7 @@ impl Adaptation {
         // Teardown never fails: rejected updates are dropped and reported.
         let updates = match sh.validate_merged_updates(op, result.updates(), &owners, &plugins) {
             Ok(()) => {
-                audit_owners(op, &owners);
+                audit_owners_of(op, &owners, &|n| instance_in(&plugins, n));
                 result.into_response().update
             }
             Err(Error::ValidationRejected { plugin, reason }) => {

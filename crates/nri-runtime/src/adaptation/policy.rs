@@ -158,16 +158,18 @@ impl Shared {
     }
 
     /// The first configured name with policy `required` for `event` that no
-    /// active plugin of `plugins` answers to.
+    /// active plugin of `plugins` answers to, nor a newer instance of one
+    /// taking over from it (it gets the event after its Synchronize; see
+    /// `registry/handover.rs`).
     pub(super) fn missing_required<'a>(
         &'a self,
         event: Event,
         plugins: &PluginList,
     ) -> Option<&'a str> {
+        let is = |p: &Plugin, name: &str| p.id.to_string() == name || p.id.name() == name;
         self.config.required_plugins(event).find(|name| {
-            !plugins
-                .iter()
-                .any(|p| !p.is_closed() && (p.id.to_string() == *name || p.id.name() == *name))
+            !plugins.iter().any(|p| !p.is_closed() && is(p, name))
+                && !plugins.successors.iter().any(|p| is(p, name))
         })
     }
 

@@ -12,6 +12,8 @@ use super::Shared;
 use crate::error::Error;
 use crate::failure::{ErrorClass, PluginError, PluginFailure, ValidationMode};
 use crate::plugin::{Answer, Budget, Plugin, PluginList};
+use std::sync::Arc;
+
 use nri_merge::validate;
 use nri_merge::{CreateResult, Participants};
 
@@ -26,7 +28,9 @@ impl Shared {
         budget: Budget,
     ) -> Result<(), Error> {
         let ev = Event::ValidateContainerAdjustment;
-        if self.validators.is_empty() && !plugins.iter().any(|p| p.subscribed(ev) && !p.is_closed())
+        if self.validators.is_empty()
+            && !(plugins.iter().chain(plugins.successors.iter()))
+                .any(|p| p.subscribed(ev) && !p.is_closed())
         {
             return Ok(());
         }
@@ -49,8 +53,11 @@ impl Shared {
         // A validator already gone is absent: not called, and whether the
         // creation may go on without it was decided by the required-plugin
         // check.
-        let vplugins: Vec<_> = plugins
-            .iter()
+        // A newer instance of a validator taking over from it (see
+        // `registry/handover.rs`) validates once its Synchronize and backlog
+        // are through: it is called like an active one, and waits for its
+        // gate.
+        let vplugins: Vec<_> = (plugins.iter().chain(plugins.successors.iter()))
             .filter(|p| p.subscribed(ev) && !p.is_closed())
             .cloned()
             .collect();
@@ -69,25 +76,42 @@ impl Shared {
         for (i, p) in vplugins.into_iter().enumerate() {
             let payload = payload.clone();
             let metrics = self.metrics.clone();
+            let registry = self.registry.clone();
             set.spawn(async move {
                 // Like any direct call, once the validator's backlog (what
                 // happened while it synchronized) has been delivered: it
                 // never validates a container of a pod it has not seen.
-                let r: Result<ValidateContainerAdjustmentResponse, _> =
-                    match budget.time_for(&p, &*metrics, op) {
-                        Ok(t) => {
-                            p.call_encoded(
-                                &*metrics,
-                                op,
-                                method::VALIDATE_CONTAINER_ADJUSTMENT,
-                                payload,
-                                t,
-                                Answer::Counted,
-                            )
-                            .await
-                        }
-                        Err(f) => Err(f),
-                    };
+                let call = |p: Arc<Plugin>| {
+                    let (metrics, payload) = (metrics.clone(), payload.clone());
+                    async move {
+                        let r: Result<ValidateContainerAdjustmentResponse, _> =
+                            match budget.time_for(&p, &*metrics, op) {
+                                Ok(t) => {
+                                    p.call_encoded(
+                                        &*metrics,
+                                        op,
+                                        method::VALIDATE_CONTAINER_ADJUSTMENT,
+                                        payload,
+                                        t,
+                                        Answer::Counted,
+                                    )
+                                    .await
+                                }
+                                Err(f) => Err(f),
+                            };
+                        (p, r)
+                    }
+                };
+                let (p, r) = call(p).await;
+                // A newer instance that failed before it was active: the
+                // instance it was taking over from is active again and
+                // validates instead.
+                if matches!(r, Err(PluginFailure::Disconnected { .. })) {
+                    if let Some(q) = registry.current_instance(&p) {
+                        let (q, r) = call(q).await;
+                        return (i, q, r);
+                    }
+                }
                 (i, p, r)
             });
         }

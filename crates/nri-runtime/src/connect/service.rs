@@ -18,7 +18,7 @@ use crate::adaptation::Shared;
 use crate::error::{Error, RefusalKind, RegistrationFailure};
 use crate::grants::{Admission, Changes};
 use crate::peer::{Peer, Refused};
-use crate::plugin::PluginOrigin;
+use crate::plugin::{Plugin, PluginOrigin};
 use nri_merge::PluginId;
 
 /// Who is on the other end of a connection, before it registers.
@@ -74,12 +74,13 @@ impl Shared {
         self: &Arc<Self>,
         reg_tx: mpsc::Sender<Registration>,
         identity: Arc<Mutex<Option<PluginId>>>,
+        admitted: Arc<OnceLock<Weak<Plugin>>>,
         who: RuntimeServicePeer,
     ) -> Result<(Server, RequestLenLimit), Error> {
         let weak: Weak<Shared> = Arc::downgrade(self);
         let limits = &self.config.peer_limits;
         let request_len = RequestLenLimit::new(limits.unregistered_request_len());
-        let admitted = who.admission.clone();
+        let admission_of = who.admission.clone();
         let peer_of = {
             let identity = identity.clone();
             Arc::new(move || -> Peer { who.peer(&identity) })
@@ -120,8 +121,20 @@ impl Shared {
                     guard.report(&peer_of(), method::UPDATE_CONTAINERS, r);
                 }
                 let (weak, peer) = (weak.clone(), peer_of());
-                let admission = admitted.get().cloned();
+                let admission = admission_of.get().cloned();
+                let superseded = admitted
+                    .get()
+                    .and_then(Weak::upgrade)
+                    .filter(|p| p.is_superseded())
+                    .map(|p| Error::Superseded {
+                        plugin: p.name.clone(),
+                        instance: p.instance,
+                    });
                 async move {
+                    if let Some(e) = superseded {
+                        tracing::warn!(error = %e, "refusing UpdateContainers of a superseded NRI plugin instance");
+                        return Err(e.to_status());
+                    }
                     let answer = update_containers(weak, id, peer, admission, checked).await;
                     answer.map_err(|e| e.to_status())
                 }

@@ -14,7 +14,7 @@ use crate::encode::{SyncEncoder, SyncLimits, SyncObjects, SyncParts};
 use crate::error::RegistrationFailure;
 use crate::grants::Changes;
 use crate::plugin::{Answer, Plugin};
-use crate::registry::Inflight;
+use crate::registry::{Activated, Handover, Inflight, SyncStart};
 
 /// Largest Synchronize message we send: ttRPC's 4 MiB cap minus room for
 /// the ttRPC request envelope.
@@ -40,27 +40,97 @@ const WASM_SYNC_LIMITS: SyncLimits = SyncLimits {
 
 impl Shared {
     /// Synchronize behind the barrier, then the deferred deliveries, then
-    /// activation. See `registry.rs` and `docs/runtime/sync.md`.
+    /// activation. See `registry.rs` and `docs/runtime/sync.md`. A newer
+    /// instance of an active plugin takes over from it here (see
+    /// `registry/handover.rs`); if it fails before it is active, the older
+    /// instance is taken back.
     pub(crate) async fn synchronize(
-        &self,
+        self: &Arc<Self>,
         plugin: &Arc<Plugin>,
     ) -> Result<(), RegistrationFailure> {
-        let res = self.sync_and_activate(plugin).await;
-        // A plugin closed because its backlog overflowed fails whatever
-        // step it was in: say why.
-        res.map_err(|e| self.registry.backlog_overflow(plugin).unwrap_or(e))
-    }
-
-    async fn sync_and_activate(&self, plugin: &Arc<Plugin>) -> Result<(), RegistrationFailure> {
         // Until the backlog is delivered (or this fails): see `SyncWindow`.
-        let (finished, _window) = self
+        let SyncStart {
+            finished,
+            handover,
+            window,
+        } = self
             .registry
             .begin_sync(plugin)
             .ok_or(RegistrationFailure::Stopping)?;
-        let unlisted = self.await_finished_creations(plugin, finished).await;
+        let res = self.sync_and_activate(plugin, finished, handover).await;
+        // A plugin closed because its backlog overflowed fails whatever
+        // step it was in: say why.
+        let res = res.map_err(|e| self.registry.backlog_overflow(plugin).unwrap_or(e));
+        if res.is_err() {
+            // While the sync window is open: an instance taken back gets
+            // the updates of the window checked as this one would have.
+            self.forget(plugin);
+        }
+        drop(window);
+        res
+    }
+
+    async fn sync_and_activate(
+        self: &Arc<Self>,
+        plugin: &Arc<Plugin>,
+        finished: Vec<Arc<Inflight>>,
+        handover: Option<Handover>,
+    ) -> Result<(), RegistrationFailure> {
+        let mut unlisted = self.await_finished_creations(plugin, finished).await;
+        if let Some(h) = &handover {
+            unlisted.extend(self.await_predecessor(plugin, h).await);
+        }
+        self.list_and_send(plugin, &unlisted).await?;
+        // Strikes a re-instantiated WebAssembly plugin carries over count
+        // from here: its Synchronize's answer is not the end of its run
+        // of timeouts.
+        plugin.apply_carried_strikes();
+        let Activated {
+            backlog,
+            predecessor,
+            evicted,
+        } = match self.registry.activate(plugin) {
+            Ok(a) => a,
+            Err(e) => {
+                plugin.mark_ready();
+                return Err(e);
+            }
+        };
+        for old in evicted {
+            old.close("a newer instance took over from the instance that replaced it");
+        }
+        if let Some(o) = predecessor {
+            self.retire(plugin, &o);
+        }
+        for d in backlog {
+            if plugin.is_closed() {
+                break;
+            }
+            self.deliver_deferred(plugin, d).await;
+        }
+        plugin.mark_ready();
+        if plugin.is_closed() {
+            return Err(RegistrationFailure::LostDuringSync);
+        }
+        Ok(())
+    }
+
+    /// The older instance `o` of `plugin`, taken over from, now that
+    /// `plugin` is active.
+    fn retire(&self, plugin: &Plugin, o: &Plugin) {
+        tracing::info!(plugin = %o.id, instance = o.instance, successor = plugin.instance, "NRI plugin instance retired: the newer instance is active; the older one gets no more events and is dropped when it disconnects");
+    }
+
+    /// The listing (with the objects of `unlisted`), the Synchronize, and
+    /// the container updates of its answer.
+    async fn list_and_send(
+        &self,
+        plugin: &Arc<Plugin>,
+        unlisted: &[Arc<Inflight>],
+    ) -> Result<(), RegistrationFailure> {
         let listing = self.peers.known.begin_listing();
         let snapshot = self.list_for(plugin).await?;
-        let snapshot = with_unlisted(snapshot, &unlisted);
+        let snapshot = with_unlisted(snapshot, unlisted);
         self.peers.known.listed(listing, &snapshot.containers);
         let objects = {
             let (queued_pods, queued_containers) = self.registry.queued_ids(plugin);
@@ -82,27 +152,6 @@ impl Shared {
                     tracing::warn!(plugin = %plugin.id, error = %e, "container updates from Synchronize failed");
                 }
             }
-        }
-        // Strikes a re-instantiated WebAssembly plugin carries over count
-        // from here: its Synchronize's answer is not the end of its run
-        // of timeouts.
-        plugin.apply_carried_strikes();
-        let backlog = match self.registry.activate(plugin) {
-            Ok(backlog) => backlog,
-            Err(e) => {
-                plugin.mark_ready();
-                return Err(e);
-            }
-        };
-        for d in backlog {
-            if plugin.is_closed() {
-                break;
-            }
-            self.deliver_deferred(plugin, d).await;
-        }
-        plugin.mark_ready();
-        if plugin.is_closed() {
-            return Err(RegistrationFailure::LostDuringSync);
         }
         Ok(())
     }

@@ -49,7 +49,7 @@ impl Shared {
         let mut failures = 0u32;
         loop {
             plugin.wait_closed().await;
-            self.registry.remove(&plugin);
+            let _ = self.registry.remove(&plugin);
             plugin.close("connection closed");
             if self.stopping.is_cancelled() {
                 return;
@@ -147,7 +147,7 @@ impl Shared {
         undo.armed = false;
         match res {
             Ok(p) if self.stopping.is_cancelled() => {
-                self.registry.remove(&p);
+                let _ = self.registry.remove(&p);
                 p.close("runtime shutting down");
                 Err((Error::InvalidState { state: "stopped" }, strikes))
             }

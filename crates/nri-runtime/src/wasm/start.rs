@@ -100,7 +100,7 @@ impl Shared {
         // an event, and the plugin is never listed without them.
         plugin.carry_strikes(strikes);
         if let Err(reason) = self.synchronize(&plugin).await {
-            self.registry.remove(&plugin);
+            let _ = self.registry.remove(&plugin);
             plugin.close("synchronization failed");
             return Err(Error::Registration {
                 plugin: full,
@@ -233,6 +233,7 @@ impl Shared {
         let plugin = Arc::new(Plugin::new(PluginParts {
             strike_limit: self.strike_limit_for(&id, declared.as_ref()),
             id,
+            instance: self.next_instance(),
             origin: PluginOrigin::Wasm,
             mask,
             timeout,
