@@ -382,6 +382,7 @@ pub fn check_base(dir: &Path, def: &ImageDef, version: &str) -> Vec<String> {
                 problems.extend(
                     check_daemonset(v, def, version, &configmaps)
                         .into_iter()
+                        .chain(check_rollout(v, &def.plugin))
                         .map(|p| format!("{file}: {p}")),
                 );
             }
@@ -573,6 +574,50 @@ pub fn check_daemonset(
                 "host path {path:?} is mounted read-only, but the socket is created there"
             ));
         }
+    }
+    p
+}
+
+/// The plugins whose DaemonSet rolls with a surge (`maxSurge: 1,
+/// maxUnavailable: 0`, and `minReadySeconds`): on each node the new pod
+/// starts while the old one still runs. That holds where two instances
+/// answering the same event at once do no harm, which on a stock runtime
+/// (containerd/nri has no hand-over: both instances get every event, and
+/// two answers changing the same field under one plugin name conflict)
+/// means plugins that change nothing: observers and validators. The
+/// others roll `maxUnavailable: 1`; behind `nri-proxy` (which hands over
+/// from the old instance to the new, docs/runtime/upgrades.md) every
+/// plugin may surge. The proxy itself does not: a second proxy is a
+/// second plugin for the runtime, without the plugins behind the first.
+pub const SURGING: &[&str] = &["logger", "template", "differ", "default-validator"];
+
+/// Checks the DaemonSet's update strategy (see [`SURGING`]).
+pub fn check_rollout(ds: &Value, plugin: &str) -> Vec<String> {
+    let mut p = Vec::new();
+    let strategy = get(ds, &["spec", "updateStrategy"]);
+    if strategy.and_then(|v| s(v, &["type"])) != Some("RollingUpdate") {
+        p.push("spec.updateStrategy.type is not RollingUpdate".to_owned());
+    }
+    let field = |k: &str| {
+        strategy
+            .and_then(|v| get(v, &["rollingUpdate", k]))
+            .map(|v| v.to_string())
+    };
+    let (surge, unavailable) = (field("maxSurge"), field("maxUnavailable"));
+    let min_ready = get(ds, &["spec", "minReadySeconds"]).and_then(Value::as_u64);
+    if SURGING.contains(&plugin) {
+        if surge.as_deref() != Some("1") || unavailable.as_deref() != Some("0") {
+            p.push(format!(
+                "rolls with maxSurge {surge:?}, maxUnavailable {unavailable:?}; expected 1 and 0 (the new pod starts before the old one stops)"
+            ));
+        }
+        if min_ready.unwrap_or(0) == 0 {
+            p.push("surges without minReadySeconds: the old pod may stop before the new one has registered".to_owned());
+        }
+    } else if surge.as_deref().is_some_and(|v| v != "0") || unavailable.as_deref() != Some("1") {
+        p.push(format!(
+            "rolls with maxSurge {surge:?}, maxUnavailable {unavailable:?}; expected maxUnavailable 1 without a surge (two instances on a stock runtime both get every event; see SURGING)"
+        ));
     }
     p
 }

@@ -108,8 +108,8 @@ fn checks_catch_mistakes() {
         ),
         (
             "ulimit-adjuster/daemonset.yaml",
-            "      app.kubernetes.io/name: nri-plugin-ulimit-adjuster\n  template",
-            "      app.kubernetes.io/name: nri-plugin-other\n  template",
+            "matchLabels:\n      app.kubernetes.io/name: nri-plugin-ulimit-adjuster",
+            "matchLabels:\n      app.kubernetes.io/name: nri-plugin-other",
             "does not match",
         ),
         (
@@ -172,6 +172,25 @@ fn checks_catch_mistakes() {
             "configMap:\n            name: nri-proxy",
             "configMap:\n            name: nri-proxy-cfg",
             "not among the resources",
+        ),
+        // A plugin that changes nothing surges; one that adjusts does not.
+        (
+            "logger/daemonset.yaml",
+            "maxUnavailable: 0",
+            "maxUnavailable: 1",
+            "expected 1 and 0",
+        ),
+        (
+            "logger/daemonset.yaml",
+            "minReadySeconds: 5",
+            "minReadySeconds: 0",
+            "without minReadySeconds",
+        ),
+        (
+            "ulimit-adjuster/daemonset.yaml",
+            "maxUnavailable: 1",
+            "maxSurge: 1\n      maxUnavailable: 0",
+            "without a surge",
         ),
     ];
     for (file, from, to, want) in cases {

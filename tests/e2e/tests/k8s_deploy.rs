@@ -310,6 +310,7 @@ fn overlays(node: &Node, surge: bool) -> Result<(PathBuf, PathBuf)> {
          \x20     - {op: add, path: /spec/template/spec/containers/0/args/-, value: /var/run/nri-proxy/nri.sock}\n",
     );
     if surge {
+        ops.push_str("      - {op: add, path: /spec/minReadySeconds, value: 5}\n");
         ops.push_str("      - {op: add, path: /spec/updateStrategy, value: {type: RollingUpdate, rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}}\n");
     }
     std::fs::write(
