@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use nri_runtime::PluginInfo;
+use nri_runtime::{InstanceState, PluginInfo};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::task::JoinSet;
 
@@ -176,6 +176,13 @@ impl Engine {
     }
 
     pub(super) async fn start_plugin(&mut self, i: usize, reporter: &mut dyn Reporter) -> bool {
+        self.start_instance(i, 0, reporter).await
+    }
+
+    /// Starts plugin `i` and waits until an instance of it newer than
+    /// `after` (the number of the connection, see
+    /// [`PluginInfo::instance`]; 0: any) is active.
+    async fn start_instance(&mut self, i: usize, after: u64, reporter: &mut dyn Reporter) -> bool {
         let spec = self.procs[i].spec.clone();
         let id = spec.id();
         let t0 = Instant::now();
@@ -208,7 +215,7 @@ impl Engine {
                 .spawn(forward(err, id.clone(), proc.tail.clone(), world));
         }
         reporter.progress(&format!("waiting for plugin {id} to register"));
-        let outcome = self.wait_registered(i, &mut child, t0).await;
+        let outcome = self.wait_registered(i, &mut child, t0, after).await;
         reporter.progress("");
         match outcome {
             Ok(p) => {
@@ -254,24 +261,22 @@ impl Engine {
             .map_err(|e| Error::io(format!("cannot start {}", spec.exe.display()), e))
     }
 
-    /// Waits until plugin `i` is registered (and synchronized), has exited
-    /// or is past the registration timeout.
+    /// Waits until plugin `i` is registered (and synchronized) as an
+    /// active instance newer than `after`, has exited or is past the
+    /// registration timeout.
     async fn wait_registered(
         &mut self,
         i: usize,
         child: &mut tokio::process::Child,
         t0: Instant,
+        after: u64,
     ) -> Result<PluginInfo, Error> {
         let id = self.procs[i].spec.id();
         let deadline = t0 + self.reg_timeout + Duration::from_millis(500);
         loop {
-            if let Some(p) = self
-                .exec
-                .nri
-                .plugins()
-                .into_iter()
-                .find(|p| p.id.to_string() == id)
-            {
+            if let Some(p) = self.exec.nri.plugins().into_iter().find(|p| {
+                p.id.to_string() == id && p.instance > after && p.state == InstanceState::Active
+            }) {
                 return Ok(p);
             }
             match child.try_wait() {
@@ -315,6 +320,59 @@ impl Engine {
             synced,
         });
     }
+    /// `start-plugin` of a running plugin (an upgrade): starts a new instance of running plugin `i` while
+    /// the old one runs, waits until the new one is active (it took over:
+    /// the old one gets no more events), then stops the old one, as a
+    /// DaemonSet rolling with a surge does. If the new instance fails, the
+    /// old one keeps running (the runtime hands back to it).
+    pub(super) async fn upgrade_plugin(&mut self, i: usize, reporter: &mut dyn Reporter) -> bool {
+        let id = self.procs[i].spec.id();
+        let Some(mut old) = self.procs[i].child.take() else {
+            reporter.report(&Record::PluginFailed {
+                plugin: id.clone(),
+                reason: "not running: there is no instance to upgrade".into(),
+                output: Vec::new(),
+            });
+            self.problem(&id);
+            return false;
+        };
+        let mut old_readers = std::mem::take(&mut self.procs[i].readers);
+        let before = self.active_instance(&id).unwrap_or(0);
+        if !self.start_instance(i, before, reporter).await {
+            self.procs[i].child = Some(old);
+            self.procs[i].readers = old_readers;
+            return false;
+        }
+        let _ = old.start_kill();
+        let status = (old.wait().await)
+            .map(|s| s.to_string())
+            .unwrap_or_else(|e| e.to_string());
+        drain_readers(&mut old_readers).await;
+        reporter.report(&Record::PluginExited {
+            plugin: id.clone(),
+            status,
+            expected: true,
+            output: Vec::new(),
+        });
+        // Wait until the runtime has dropped the old instance.
+        let t0 = Instant::now();
+        while (self.exec.nri.plugins().iter())
+            .any(|p| p.id.to_string() == id && p.instance <= before)
+            && t0.elapsed() < Duration::from_secs(2)
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        true
+    }
+
+    /// The newest active instance of plugin `id`.
+    fn active_instance(&self, id: &str) -> Option<u64> {
+        (self.exec.nri.plugins().iter())
+            .filter(|p| p.id.to_string() == id && p.state == InstanceState::Active)
+            .map(|p| p.instance)
+            .max()
+    }
+
     pub(super) async fn kill_plugin(&mut self, i: usize, reporter: &mut dyn Reporter) -> bool {
         let id = self.procs[i].spec.id();
         let proc = &mut self.procs[i];

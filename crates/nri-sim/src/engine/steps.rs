@@ -51,12 +51,17 @@ impl Engine {
         self.end_step(index, st, ok, group_calls, reporter);
     }
 
-    /// `start-plugin`, `kill-plugin` or `restart-plugin` of plugin `name`.
+    /// `start-plugin`, `kill-plugin` or `restart-plugin` of plugin `name`;
+    /// `start-plugin` of a running plugin upgrades it (a new instance takes
+    /// over, then the old one is stopped).
     async fn plugin_step(&mut self, st: &Step, name: &str, reporter: &mut dyn Reporter) -> bool {
         // None: a bundled plugin left out with --no-bundled.
         let Some(i) = self.find_proc(name) else {
             return false;
         };
+        if st.start_plugin.is_some() && self.procs[i].child.is_some() {
+            return self.upgrade_plugin(i, reporter).await;
+        }
         let mut ok = true;
         if st.kill_plugin.is_some() || st.restart_plugin.is_some() {
             ok &= self.kill_plugin(i, reporter).await;
