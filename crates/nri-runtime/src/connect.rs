@@ -162,7 +162,9 @@ impl Setup {
     /// plugin's process, and returns the error.
     async fn abandon(mut self, shared: &Shared, how: Abandon) -> Error {
         if let Some(name) = &how.reserved {
+            // Reserved after its admission was recorded.
             shared.registry.release(name);
+            shared.gone_if_last(name);
         }
         if how.linger {
             let linger = shared.config.registration_timeout.min(REFUSAL_LINGER);
@@ -189,6 +191,7 @@ impl Shared {
                 let stopping = self.stopping.is_cancelled();
                 let superseded = plugin.is_superseded();
                 self.forget(&plugin);
+                self.gone_if_last(plugin.id.as_str());
                 plugin.close("connection closed");
                 if superseded {
                     tracing::info!(plugin = %plugin.id, instance = plugin.instance, "superseded NRI plugin instance disconnected");
@@ -244,6 +247,7 @@ impl Shared {
         let plugin = self.admit(setup, registered, configured);
         if let Err(reason) = self.synchronize(&plugin).await {
             self.forget(&plugin);
+            self.gone_if_last(plugin.id.as_str());
             plugin.close("synchronization failed");
             reap(&plugin).await;
             return Err(Error::Registration {
@@ -323,34 +327,46 @@ impl Shared {
         launched: Option<PluginId>,
     ) -> Result<Registered, Abandon> {
         let (req, reply) = self.await_registration(setup, registrations).await?;
-        let external = matches!(setup.origin, PluginOrigin::External { .. });
-        let id = match self.check_registration(&req, launched, external) {
+        let refuse = |reason: RegistrationFailure| {
+            let refused = format!(
+                "registration as index {:?}, name {:?}: {reason}",
+                req.plugin_idx, req.plugin_name
+            );
+            self.peers.refuse_unregistered(
+                &setup.peer,
+                setup.origin,
+                method::REGISTER_PLUGIN,
+                RefusalKind::Registration,
+                refused,
+            );
+            setup.failure(reason)
+        };
+        let id = match check_identity(&req, launched) {
             Ok(id) => id,
             Err(reason) => {
-                let refused = format!(
-                    "registration as index {:?}, name {:?}: {reason}",
-                    req.plugin_idx, req.plugin_name
-                );
-                self.peers.refuse_unregistered(
-                    &setup.peer,
-                    setup.origin,
-                    method::REGISTER_PLUGIN,
-                    RefusalKind::Registration,
-                    refused,
-                );
-                let error = setup.failure(reason);
+                let error = refuse(reason);
                 let _ = reply.send(Err(error.clone()));
                 return Err(Abandon::new(error).lingering());
             }
         };
+        // The grants first: a process that takes the name of a connected
+        // plugin is refused for who it is, not told the name is in use
+        // (and, audited as refused by the grants, is seen for what it is).
         let admission = match self.admit_identity(setup, &id).await {
             Ok(a) => a,
             Err(reason) => {
                 let error = setup.failure(reason);
                 let _ = reply.send(Err(error.clone()));
-                return Err(Abandon::new(error).lingering().releasing(&id));
+                return Err(Abandon::new(error).lingering());
             }
         };
+        let external = matches!(setup.origin, PluginOrigin::External { .. });
+        if let Err(reason) = self.reserve_registration(&id, external) {
+            let error = refuse(reason);
+            let _ = reply.send(Err(error.clone()));
+            return Err(Abandon::new(error).lingering());
+        }
+        self.record_admission(&id, &admission);
         // Until the plugin has registered, what it sends on the plugin
         // service connection is dropped by the mux as it arrives, unread.
         let (client, input) = match plugin_service(&setup.mux) {
@@ -374,15 +390,16 @@ impl Shared {
     }
 
     /// Who the registering plugin `id` is (its pod looked up now), and the
-    /// grant it is admitted under; a plugin no grant admits is refused
-    /// (reported like any refused registration).
+    /// grant it is admitted under (recorded once its name is reserved); a
+    /// plugin no grant admits is refused (reported like any refused
+    /// registration).
     async fn admit_identity(
         &self,
         setup: &Setup,
         id: &PluginId,
     ) -> Result<Admission, RegistrationFailure> {
         let identity = self.locate(&setup.captured, &setup.peer).await;
-        self.admit_grant(id, identity).map_err(|reason| {
+        self.grants.admit(id, identity).map_err(|reason| {
             let refused = format!("registration as {id}: {reason}");
             self.peers.refuse_unregistered(
                 &setup.peer,
@@ -420,37 +437,23 @@ impl Shared {
         })
     }
 
-    /// Checks the identity a plugin registers with and reserves it: a
-    /// connection from outside (`external`) may take over from an active
-    /// instance of its plugin unless its entry says `supersede: false`
-    /// (see `registry/handover.rs`).
-    fn check_registration(
+    /// Reserves the identity plugin `id` registers with: a connection
+    /// from outside (`external`) may take over from an active instance of
+    /// its plugin unless its entry says `supersede: false` (see
+    /// `registry/handover.rs`).
+    fn reserve_registration(
         &self,
-        req: &RegisterPluginRequest,
-        launched: Option<PluginId>,
+        id: &PluginId,
         external: bool,
-    ) -> Result<PluginId, RegistrationFailure> {
-        fn invalid(e: impl std::fmt::Display) -> RegistrationFailure {
-            RegistrationFailure::InvalidIdentity {
-                reason: e.to_string(),
-            }
-        }
-        let id = match launched {
-            Some(id) => id,
-            None => {
-                nri_api::check_plugin_index(&req.plugin_idx).map_err(invalid)?;
-                nri_api::check_plugin_name(&req.plugin_name).map_err(invalid)?;
-                PluginId::new(req.plugin_idx.clone(), req.plugin_name.clone()).map_err(invalid)?
-            }
-        };
-        let may_succeed = external && self.config.supersede_for(&id);
+    ) -> Result<(), RegistrationFailure> {
+        let may_succeed = external && self.config.supersede_for(id);
         let reservation = self
             .registry
             .reserve_instance(&id.to_string(), may_succeed)?;
         if reservation == Reservation::Successor {
             tracing::info!(plugin = %id, "a new instance of an active NRI plugin registers; it takes over once synchronized");
         }
-        Ok(id)
+        Ok(())
     }
 
     /// Phase 3: `Configure`, within the plugin's request timeout; the
@@ -580,6 +583,27 @@ pub(crate) async fn reap(plugin: &Plugin) {
         {
             let _ = c.start_kill();
             let _ = c.wait().await;
+        }
+    }
+}
+
+/// The `NN-name` a registration asks for (a launched plugin's is the one
+/// it was launched as), checked for syntax.
+fn check_identity(
+    req: &RegisterPluginRequest,
+    launched: Option<PluginId>,
+) -> Result<PluginId, RegistrationFailure> {
+    fn invalid(e: impl std::fmt::Display) -> RegistrationFailure {
+        RegistrationFailure::InvalidIdentity {
+            reason: e.to_string(),
+        }
+    }
+    match launched {
+        Some(id) => Ok(id),
+        None => {
+            nri_api::check_plugin_index(&req.plugin_idx).map_err(invalid)?;
+            nri_api::check_plugin_name(&req.plugin_name).map_err(invalid)?;
+            PluginId::new(req.plugin_idx.clone(), req.plugin_name.clone()).map_err(invalid)
         }
     }
 }

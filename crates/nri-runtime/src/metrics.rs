@@ -99,6 +99,15 @@ pub trait Metrics: Send + Sync + 'static {
         let _ = (plugin, identity, grant);
     }
 
+    /// `plugin`, admitted earlier ([`plugin_identity`](Self::plugin_identity)),
+    /// is gone for good: it disconnected, failed before it became active,
+    /// was closed for good (a WebAssembly plugin: not when it is only
+    /// re-instantiated), or the runtime stopped. A sink drops what it
+    /// keeps per plugin.
+    fn plugin_gone(&self, plugin: &str) {
+        let _ = plugin;
+    }
+
     /// An answer (or an unsolicited `UpdateContainers`) of `plugin` in
     /// `operation` was refused for going beyond its grant; `field` is what
     /// it went beyond with (`linux.sysctl`, `update`, `evict`, `pod`,
@@ -298,8 +307,9 @@ mod prom {
     /// `nri_peer_refusals_total{peer,reason}`,
     /// `nri_grant_refusals_total{plugin,operation,field}`,
     /// `nri_plugin_identity{plugin,uid,executable,pod_namespace,grant}`
-    /// (1 for each plugin's latest identity; no pid or pod name, which
-    /// change with every restart), `nri_active_plugins` and
+    /// (1 for each connected plugin's latest identity, removed when no
+    /// instance of the plugin is left; no pid or pod name, which change
+    /// with every restart), `nri_active_plugins` and
     /// `nri_plugin_instance{plugin,instance,state}` (1 for each connected
     /// instance of a plugin that has been active, in its state `active` or
     /// `superseded`; gone when it disconnects).
@@ -539,6 +549,12 @@ mod prom {
                 }
             }
             self.identity.get_or_create(&labels).set(1);
+        }
+
+        fn plugin_gone(&self, plugin: &str) {
+            if let Some(old) = crate::lock(&self.identities).remove(plugin) {
+                self.identity.remove(&old);
+            }
         }
 
         fn plugin_output_dropped(&self, plugin: &str, stream: &str, lines: u64) {

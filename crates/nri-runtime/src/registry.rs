@@ -735,6 +735,9 @@ impl Registry {
         st.names.clear();
         drop(st);
         self.metrics.active_plugins(0);
+        for p in &v {
+            self.metrics.plugin_gone(p.id.as_str());
+        }
         v
     }
 }
@@ -777,6 +780,13 @@ fn without(list: &[Arc<Plugin>], plugin: &Arc<Plugin>) -> Vec<Arc<Plugin>> {
 }
 
 /// Releases one reservation of `full_name`.
+impl Registry {
+    /// Whether an instance of plugin `full_name` is reserved or connected.
+    pub(crate) fn name_held(&self, full_name: &str) -> bool {
+        self.lock().names.contains_key(full_name)
+    }
+}
+
 fn release_name(st: &mut State, full_name: &str) {
     if let Some(n) = st.names.get_mut(full_name) {
         *n = n.saturating_sub(1);

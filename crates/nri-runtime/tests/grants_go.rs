@@ -288,3 +288,74 @@ async fn a_go_plugin_in_a_pod_is_known_by_it_and_its_unsolicited_updates_are_fen
     a.stop().await;
     drop(g);
 }
+
+/// A process that claims the name of a connected plugin from another
+/// executable is refused at registration, and the plugin it impersonates
+/// keeps its events: the real plugin (this test's process, whose
+/// executable its grant requires) is admitted; the Go plugin, started as
+/// `10-logger` too, is refused with the runtime's reason and never
+/// answers an event.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_process_claiming_a_connected_plugins_name_from_another_executable_is_refused() {
+    let Some(bin) = go_peer("nri-go-plugin") else {
+        return;
+    };
+    let env = TestEnv::new();
+    let mut who = GrantIdentity::default();
+    who.uids = vec![my_uid()];
+    who.executables = vec![std::env::current_exe().unwrap().display().to_string()];
+    let grant = Grant::new(["logger"])
+        .identity(who)
+        .allow(allow(&[Capability::AdjustAnnotations]));
+    let a = env.start(env.builder().grant(grant)).await;
+    let real_logger = FakePlugin::new("10", "logger").on_create(|_| {
+        let mut adjust = nri_api::api::ContainerAdjustment::default();
+        adjust
+            .annotations
+            .insert("by".into(), "the-real-logger".into());
+        nri_api::api::CreateContainerResponse {
+            adjust: Some(adjust),
+            ..Default::default()
+        }
+    });
+    let _real = real_logger.connect(&env.socket).await.unwrap();
+    wait_active(&a, 1).await;
+
+    let sock = env.socket.to_str().unwrap().to_owned();
+    let impostor = tokio::process::Command::new(&bin)
+        .args(args(&sock, "10", "logger", "annotation"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(10), impostor)
+        .await
+        .expect("the refused impostor exits")
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{}: {text}", out.status);
+    assert!(
+        text.contains("code = PermissionDenied desc = refused by the grants")
+            && text.contains(&format!("its executable {}", real(&bin).display())),
+        "{text}"
+    );
+
+    // The real plugin is the only one, and it gets the event.
+    let infos = a.plugins();
+    assert_eq!(infos.len(), 1, "{infos:?}");
+    assert_eq!(infos[0].identity.executable, std::env::current_exe().ok());
+    let out = a.create_container(&pod("p"), &ctr("p", "c")).await.unwrap();
+    assert!(out.errors.is_empty(), "{:?}", out.errors);
+    let annotations: Vec<(&str, &str)> = out
+        .adjustment
+        .annotations
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(annotations, [("by", "the-real-logger")]);
+    a.stop().await;
+}

@@ -83,10 +83,15 @@ impl Shared {
     pub(super) async fn supervise(self: Arc<Self>, plugin: Arc<Plugin>) {
         #[cfg(feature = "wasm")]
         if matches!(plugin.conn, crate::plugin::Conn::Wasm(_)) {
-            return self.supervise_wasm(plugin).await;
+            let id = plugin.id.to_string();
+            self.clone().supervise_wasm(plugin).await;
+            // Closed for good, or the runtime stops.
+            self.gone_if_last(&id);
+            return;
         }
         plugin.wait_closed().await;
         let _ = self.registry.remove(&plugin);
+        self.gone_if_last(plugin.id.as_str());
         plugin.close("connection closed");
         if !self.stopping.is_cancelled() {
             tracing::warn!(plugin = %plugin.id, "NRI plugin disconnected");

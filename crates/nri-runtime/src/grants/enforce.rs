@@ -45,6 +45,13 @@ impl Shared {
         identity: PluginIdentity,
     ) -> Result<Admission, String> {
         let admission = self.grants.admit(id, identity)?;
+        self.record_admission(id, &admission);
+        Ok(admission)
+    }
+
+    /// Logs and audits the admission of plugin `id` and reports its
+    /// identity to the metrics (until [`Metrics::plugin_gone`](crate::Metrics::plugin_gone)).
+    pub(crate) fn record_admission(&self, id: &PluginId, admission: &Admission) {
         let grant = admission.grant.as_ref().map(ToString::to_string);
         let identity = admission.identity();
         tracing::info!(
@@ -56,7 +63,16 @@ impl Shared {
         );
         self.metrics
             .plugin_identity(id.as_str(), identity, grant.as_deref());
-        Ok(admission)
+    }
+
+    /// Reports plugin `name` gone to the metrics
+    /// ([`Metrics::plugin_gone`](crate::Metrics::plugin_gone)) unless an
+    /// instance of it is still reserved or connected (one being replaced
+    /// by a newer one, or taking over from an older one).
+    pub(crate) fn gone_if_last(&self, name: &str) {
+        if !self.registry.name_held(name) {
+            self.metrics.plugin_gone(name);
+        }
     }
 
     /// Checks what plugin `plugin` (`NN-name`) sent against its grant:

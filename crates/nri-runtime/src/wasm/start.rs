@@ -57,12 +57,17 @@ impl Shared {
             Ok(x) => x,
             Err(e) => {
                 self.registry.release(&full);
+                self.gone_if_last(&full);
                 return Err(e);
             }
         };
         let c = origin.image.census();
         tracing::info!(plugin = %full, path = %d.path.display(), load_ms = started.elapsed().as_secs_f64() * 1e3, functions = c.functions, table_elements = c.table_elements, memory_bytes = c.memory_bytes, "WebAssembly NRI plugin loaded");
-        self.admit_wasm(origin, guest, 0).await
+        let admitted = self.clone().admit_wasm(origin, guest, 0).await;
+        if admitted.is_err() {
+            self.gone_if_last(&full);
+        }
+        admitted
     }
 
     /// Reserves the plugin's name.
