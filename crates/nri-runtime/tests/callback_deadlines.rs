@@ -254,3 +254,69 @@ impl nri_runtime::Metrics for Refusals {
         self.0.lock().unwrap().push(r);
     }
 }
+
+/// The grants' pod check of an answer that changes another container
+/// lists the runtime's containers within the plugin's request timeout: a
+/// listing that never returns refuses the answer then (the grant cannot
+/// be shown to allow it), and the creation does not wait for ever.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_hung_listing_for_a_grants_pod_check_refuses_the_answer_at_the_plugin_timeout() {
+    use nri_api::api::{CreateContainerResponse, LinuxPids};
+    use nri_api::{Capability, CapabilitySet};
+    use nri_runtime::{Error, Grant, PluginFailure, PodSelector};
+
+    let env = TestEnv::new();
+    let rt = Arc::new(Hostile::default());
+    rt.inner.add_pod(pod("p"));
+    rt.inner.add_container(ctr("p", "other"));
+    let mut allow = CapabilitySet::of(&[Capability::AdjustLinuxPidLimit]);
+    allow.insert(Capability::UpdateContainers);
+    let grant = Grant::new(["tuner"])
+        .allow(allow)
+        .pods(PodSelector::namespaces([pod("p").namespace]));
+    let a = env
+        .builder()
+        .request_timeout(TIMEOUT)
+        .grant(grant)
+        .build(rt.clone())
+        .unwrap();
+    a.start().await.unwrap();
+    let _conn = FakePlugin::new("10", "tuner")
+        .on_create(|_| {
+            let mut u = ContainerUpdate::new("other");
+            u.linux_resources_mut().pids = Some(LinuxPids { limit: 64 });
+            CreateContainerResponse {
+                update: vec![u],
+                ..Default::default()
+            }
+        })
+        .connect(&env.socket)
+        .await
+        .unwrap();
+    wait_active(&a, 1).await;
+    rt.hang_list.store(true, Ordering::Relaxed);
+    let t0 = Instant::now();
+    let created = tokio::time::timeout(10 * TIMEOUT, a.create_container(&pod("p"), &ctr("p", "c")))
+        .await
+        .expect("the creation is answered");
+    let elapsed = t0.elapsed();
+    match created {
+        Err(Error::PluginFailed {
+            cause: PluginFailure::NotGranted { field, reason },
+            ..
+        }) => {
+            assert_eq!(field, "pod");
+            assert!(
+                reason.contains(&format!("took longer than {TIMEOUT:?}")),
+                "{reason}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        elapsed >= TIMEOUT && elapsed <= TIMEOUT + Duration::from_millis(100),
+        "{elapsed:?}"
+    );
+    assert!(rt.inner.updates.lock().unwrap().is_empty());
+    a.stop().await;
+}

@@ -171,7 +171,7 @@ impl Shared {
         changes.updates = &req.update;
         changes.evictions = &req.evict;
         changes.unsolicited = unsolicited;
-        if let Err(v) = self.granted(&plugin, admission, &changes).await {
+        if let Err(v) = self.granted(&plugin, admission, &changes, timeout).await {
             let refused = Refused {
                 kind: RefusalKind::NotGranted,
                 reason: v.reason.clone(),

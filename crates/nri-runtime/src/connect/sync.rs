@@ -201,7 +201,7 @@ impl Shared {
         let mut changes = Changes::answer(OPERATION, None, None);
         changes.updates = &updates;
         if let Err(v) = self
-            .granted(&plugin.name, &plugin.admission, &changes)
+            .granted(&plugin.name, &plugin.admission, &changes, plugin.timeout)
             .await
         {
             tracing::warn!(plugin = %plugin.id, error = %v.reason, "refusing the container updates of the Synchronize answer");

@@ -2,6 +2,8 @@
 //! check of every answer at the merge boundary, with the listing of pods
 //! a grant's pod selector needs, the audit event and the metrics.
 
+use std::time::Duration;
+
 use nri_merge::{Participant, PluginId, PluginIdentity};
 
 use super::{Changes, GrantRef, Violation};
@@ -79,11 +81,14 @@ impl Shared {
     /// `Ok` without a grant or within it; otherwise the violation, logged
     /// and audited (target `nri::audit`) and counted
     /// ([`Metrics::grant_refused`](crate::Metrics::grant_refused)).
+    /// `timeout` bounds the runtime's listing the pod check may need (the
+    /// plugin's request timeout: the check runs on its behalf).
     pub(crate) async fn granted(
         &self,
         plugin: &str,
         admission: &Admission,
         ch: &Changes<'_>,
+        timeout: Duration,
     ) -> Result<(), Violation> {
         let Some(g) = &admission.grant else {
             return Ok(());
@@ -93,7 +98,10 @@ impl Shared {
         }
         let result = match g.check(plugin, ch) {
             Ok(lookup) if lookup.is_empty() => Ok(()),
-            Ok(lookup) => self.check_pods(plugin, g, ch.operation, &lookup).await,
+            Ok(lookup) => {
+                self.check_pods(plugin, g, ch.operation, &lookup, timeout)
+                    .await
+            }
             Err(v) => Err(v),
         };
         if let Err(v) = &result {
@@ -114,24 +122,31 @@ impl Shared {
     }
 
     /// The pod check of changes to containers other than the event's: the
-    /// runtime's listing gives their pods (a listing that fails, or a
-    /// container it does not have, is refused: the grant cannot be shown
-    /// to allow it).
+    /// runtime's listing, within `timeout`, gives their pods (a listing
+    /// that fails or takes longer, or a container it does not have, is
+    /// refused: the grant cannot be shown to allow it).
     async fn check_pods(
         &self,
         plugin: &str,
         g: &GrantRef,
         op: &str,
         containers: &[&str],
+        timeout: Duration,
     ) -> Result<(), Violation> {
-        let snapshot = match self.callbacks.list_pods_and_containers().await {
+        let listing = tokio::time::timeout(timeout, self.callbacks.list_pods_and_containers());
+        let failed = match listing.await {
+            Ok(Ok(s)) => Ok(s),
+            Ok(Err(e)) => Err(format!("failed: {e}")),
+            Err(_) => Err(format!("took longer than {timeout:?}")),
+        };
+        let snapshot = match failed {
             Ok(s) => s,
-            Err(e) => {
+            Err(why) => {
                 return Err(Violation {
                     field: "pod",
                     container: containers.first().copied().unwrap_or("").to_owned(),
                     reason: format!(
-                        "{op} answer of plugin {plugin} changes other containers, and listing them to check the pods of {g} failed: {e}"
+                        "{op} answer of plugin {plugin} changes other containers, and listing them to check the pods of {g} {why}"
                     ),
                 });
             }
@@ -158,7 +173,7 @@ impl Shared {
         if p.admission.grant.is_none() {
             return Ok(());
         }
-        self.granted(&p.name, &p.admission, ch)
+        self.granted(&p.name, &p.admission, ch, p.timeout)
             .await
             .map_err(|v| self.refuse_ungranted(&p.name, ch.operation, v))
     }
