@@ -11,7 +11,7 @@ use nri_api::method;
 use prost::Message as _;
 
 use crate::adaptation::Shared;
-use crate::failure::PluginFailure;
+use crate::failure::{ErrorClass, PluginFailure};
 use crate::plugin::{Answer, Plugin};
 use crate::registry::{
     Deferred, DeferredEvent, HandBack, Handover, Inflight, LateAnswer, LateOffer, LateSlot,
@@ -119,7 +119,12 @@ impl Shared {
         i: &Arc<Inflight>,
         offer: tokio::sync::oneshot::Receiver<LateOffer>,
     ) {
-        let Ok(LateOffer { request, reply }) = offer.await else {
+        let Ok(LateOffer {
+            request,
+            reply,
+            sent,
+        }) = offer.await
+        else {
             // The creation failed (or was dropped) before it got to this
             // plugin: nothing to deliver.
             return;
@@ -127,6 +132,7 @@ impl Shared {
         if reply.is_closed() && !i.succeeded().await {
             return;
         }
+        let _ = sent.send(());
         let answer = plugin
             .call_unaccounted::<CreateContainerResponse>(
                 &*self.metrics,
@@ -286,14 +292,17 @@ impl Shared {
 
 impl Shared {
     /// CreateContainer's call of a plugin that started synchronizing during
-    /// its fan-out: hands the request to the plugin's backlog and waits for
-    /// the answer, within the plugin's request timeout. A wait that runs
-    /// out fails the plugin's part of this event as a timeout (failure
-    /// policy, the report) but is no strike: the backlog may not have sent
-    /// the plugin the request yet (it waited behind the plugin's
-    /// Synchronize or a slow earlier delivery), and the call, sent with the
-    /// plugin's own timeout, is accounted when it ends (see
-    /// `deliver_late`): a timeout fails one call, and counts once.
+    /// its fan-out: hands the request to the plugin's backlog, waits until
+    /// the backlog sends it (behind the plugin's Synchronize and earlier
+    /// deliveries), then waits for the answer within the plugin's request
+    /// timeout from then, as for any call (and as upstream, where a
+    /// creation waits for a plugin's synchronization, then calls it). The
+    /// wait for the send is not the plugin's time: it ends at the event's
+    /// deadline, else after the plugin's request timeout, and then the
+    /// creation goes on without the plugin, which gets the container
+    /// afterwards (see `deliver_late`). Neither wait running out is a
+    /// strike: the call, sent with the plugin's own timeout, is accounted
+    /// when it ends: a timeout fails one call, and counts once.
     /// Returns the instance that answered with the answer (the plugin, or
     /// the instance it was taking over from and handed its backlog back
     /// to, see `registry/handover.rs`).
@@ -310,14 +319,36 @@ impl Shared {
         // A closed plugin still gets the offer: while it is being
         // forgotten, its backlog may go to the instance it was taking over
         // from; once the backlog is dropped, the offer is refused.
-        let timeout = match budget.time_for(&plugin, &*self.metrics, "CreateContainer") {
+        let metrics = &*self.metrics;
+        let wait = match budget.time_for(&plugin, metrics, LATE_OP) {
             Ok(t) => t,
             Err(f) => return (plugin, Err(f)),
         };
         let (tx, mut rx) = tokio::sync::oneshot::channel();
-        if offer.send(LateOffer { request, reply: tx }).is_err() {
+        let (sent, is_sent) = tokio::sync::oneshot::channel();
+        let late = LateOffer {
+            request,
+            reply: tx,
+            sent,
+        };
+        if offer.send(late).is_err() {
             return (plugin, Err(gone()));
         }
+        // Until the backlog sends it (behind the plugin's Synchronize and
+        // earlier deliveries): not the plugin's time.
+        let timeout = match tokio::time::timeout(wait, is_sent).await {
+            Ok(Ok(())) => budget.time_for(&plugin, metrics, LATE_OP),
+            Ok(Err(_)) => return (plugin, Err(gone())),
+            Err(_) => Err(late_not_sent(&plugin, metrics, budget, wait)),
+        };
+        let timeout = match timeout {
+            Ok(t) => t,
+            Err(f) => {
+                // The backlog sends it (or has) and accounts the call.
+                rx.close();
+                return (plugin, Err(f));
+            }
+        };
         let answer = match tokio::time::timeout(timeout, &mut rx).await {
             Ok(Ok(answer)) => Some(answer),
             Ok(Err(_)) => return (plugin, Err(gone())),
@@ -332,11 +363,11 @@ impl Shared {
             Some(LateAnswer { plugin, answer }) => {
                 // The call's one accounting (see `deliver_late`); an answer
                 // is counted as an invocation once merged.
-                plugin.account_unsettled(&*self.metrics, "CreateContainer", &answer);
+                plugin.account_unsettled(&*self.metrics, LATE_OP, &answer);
                 (plugin, answer)
             }
             None => {
-                tracing::warn!(plugin = %plugin.id, ?timeout, "NRI plugin's CreateContainer timed out while the plugin was synchronizing or delivering its backlog; it gets the container afterwards (not a strike: its call is counted when it ends)");
+                tracing::warn!(plugin = %plugin.id, ?timeout, "NRI plugin's late CreateContainer timed out (the call is counted when it ends)");
                 (plugin, Err(PluginFailure::Timeout { timeout }))
             }
         }
@@ -359,6 +390,28 @@ impl Shared {
         }
         plugin.mark_ready();
     }
+}
+
+const LATE_OP: &str = "CreateContainer";
+
+/// Why a late plugin's CreateContainer was not sent in time: the event's
+/// deadline passed ([`PluginFailure::NotCalled`], counted in the metrics),
+/// or the plugin's synchronization and backlog took longer than its
+/// request timeout (a timeout of this event for it, no strike). Either
+/// way the plugin gets the container afterwards.
+fn late_not_sent(
+    plugin: &Plugin,
+    metrics: &dyn crate::metrics::Metrics,
+    budget: crate::plugin::Budget,
+    wait: std::time::Duration,
+) -> PluginFailure {
+    if budget.0.is_some_and(|d| tokio::time::Instant::now() >= d) {
+        tracing::warn!(plugin = %plugin.id, "NRI plugin not called for CreateContainer: the event's deadline passed while the plugin was synchronizing; it gets the container afterwards");
+        metrics.plugin_invocation(&plugin.name, LATE_OP, Err(ErrorClass::NotCalled));
+        return PluginFailure::NotCalled;
+    }
+    tracing::warn!(plugin = %plugin.id, ?wait, "NRI plugin's CreateContainer was not sent within its request timeout: the plugin was still synchronizing or delivering its backlog; it gets the container afterwards (not a strike)");
+    PluginFailure::Timeout { timeout: wait }
 }
 
 fn has_changes(resp: &CreateContainerResponse) -> bool {

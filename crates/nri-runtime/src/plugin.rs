@@ -323,8 +323,8 @@ impl Plugin {
         *self.ready.borrow()
     }
 
-    /// Waits (within `timeout`) until the plugin is ready for direct calls;
-    /// returns the time left of `timeout`. A wait that runs out is a timeout
+    /// Waits (within `timeout`) until the plugin is ready for direct
+    /// calls. A wait that runs out is a timeout
     /// of `operation` for this plugin (counted in the metrics, reported by
     /// the caller, under the failure policy) but no strike: the plugin was
     /// not sent the request; what kept the gate closed is a call of its
@@ -334,15 +334,11 @@ impl Plugin {
         metrics: &dyn Metrics,
         operation: &str,
         timeout: Duration,
-    ) -> Result<Duration, PluginFailure> {
-        if self.is_ready() {
-            return Ok(timeout);
-        }
-        let start = Instant::now();
+    ) -> Result<(), PluginFailure> {
         let mut rx = self.ready.subscribe();
         let res = tokio::select! {
             r = tokio::time::timeout(timeout, rx.wait_for(|ready| *ready)) => match r {
-                Ok(_) => Ok(timeout.saturating_sub(start.elapsed())),
+                Ok(_) => Ok(()),
                 Err(_) => Err(PluginFailure::Timeout { timeout }),
             },
             () = self.closed.cancelled() => Err(PluginFailure::Disconnected {
@@ -635,21 +631,39 @@ impl Plugin {
         }
     }
 
-    /// Calls a method with an already encoded request and a typed response:
-    /// a direct lifecycle call, made once the plugin is ready (the wait
-    /// counts toward `timeout`); its answer accounted as `answer` says.
+    /// A direct lifecycle call (encoded request, typed response) within
+    /// `budget`, once the plugin is ready (see [`Self::ready_within`]); its
+    /// answer accounted as `answer` says.
     pub(crate) async fn call_encoded<Resp: Message + prost::Name + Default>(
         &self,
         metrics: &dyn Metrics,
         operation: &str,
         method: &str,
         payload: Bytes,
-        timeout: Duration,
+        budget: Budget,
         answer: Answer,
     ) -> Result<Resp, PluginFailure> {
-        let left = self.wait_ready(metrics, operation, timeout).await?;
-        self.call_decoded(metrics, operation, method, payload, left, answer)
+        let timeout = self.ready_within(metrics, operation, budget).await?;
+        self.call_decoded(metrics, operation, method, payload, timeout, answer)
             .await
+    }
+
+    /// Waits for the ready gate (the backlog after its Synchronize) within
+    /// `budget`; returns the call's time. The wait is not the plugin's (at
+    /// most its request timeout, never past the deadline), the call has its
+    /// own timeout then (never past the deadline), as upstream.
+    async fn ready_within(
+        &self,
+        metrics: &dyn Metrics,
+        operation: &str,
+        budget: Budget,
+    ) -> Result<Duration, PluginFailure> {
+        let timeout = budget.time_for(self, metrics, operation)?;
+        if self.is_ready() {
+            return Ok(timeout);
+        }
+        self.wait_ready(metrics, operation, timeout).await?;
+        budget.time_for(self, metrics, operation)
     }
 
     /// Delivers one of the nine events that older plugins receive through
@@ -679,9 +693,8 @@ impl Plugin {
         budget: Budget,
     ) -> Result<(), PluginFailure> {
         let op = n.event.pretty_name();
-        let timeout = budget.time_for(self, metrics, op)?;
-        let left = self.wait_ready(metrics, op, timeout).await?;
-        self.notify_now(metrics, n, left).await
+        let timeout = self.ready_within(metrics, op, budget).await?;
+        self.notify_now(metrics, n, timeout).await
     }
 
     /// The dedicated RPC first; on UNIMPLEMENTED the plugin is switched to

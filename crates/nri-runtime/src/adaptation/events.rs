@@ -162,13 +162,12 @@ impl Adaptation {
         let answers = join_all(targets.iter().map(|p| {
             let req = req.clone();
             async move {
-                let t = budget.time_for(p, &*sh.metrics, op)?;
                 p.call_encoded::<StopContainerResponse>(
                     &*sh.metrics,
                     op,
                     method::STOP_CONTAINER,
                     req,
-                    t,
+                    budget,
                     Answer::Merged,
                 )
                 .await
@@ -368,13 +367,9 @@ impl Adaptation {
     ) -> Result<Option<R>, Error> {
         let metrics = &*self.shared.metrics;
         let op = turn.event.pretty_name();
-        let answer = match self.budget.time_for(p, metrics, op) {
-            Ok(t) => {
-                p.call_encoded(metrics, op, turn.method, req, t, turn.answer)
-                    .await
-            }
-            Err(f) => Err(f),
-        };
+        let answer = p
+            .call_encoded(metrics, op, turn.method, req, self.budget, turn.answer)
+            .await;
         match answer {
             Ok(resp) => Ok(Some(resp)),
             Err(f) => {

@@ -84,21 +84,16 @@ impl Shared {
                 let call = |p: Arc<Plugin>| {
                     let (metrics, payload) = (metrics.clone(), payload.clone());
                     async move {
-                        let r: Result<ValidateContainerAdjustmentResponse, _> =
-                            match budget.time_for(&p, &*metrics, op) {
-                                Ok(t) => {
-                                    p.call_encoded(
-                                        &*metrics,
-                                        op,
-                                        method::VALIDATE_CONTAINER_ADJUSTMENT,
-                                        payload,
-                                        t,
-                                        Answer::Counted,
-                                    )
-                                    .await
-                                }
-                                Err(f) => Err(f),
-                            };
+                        let r: Result<ValidateContainerAdjustmentResponse, _> = p
+                            .call_encoded(
+                                &*metrics,
+                                op,
+                                method::VALIDATE_CONTAINER_ADJUSTMENT,
+                                payload,
+                                budget,
+                                Answer::Counted,
+                            )
+                            .await;
                         (p, r)
                     }
                 };

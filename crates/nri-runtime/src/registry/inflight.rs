@@ -40,6 +40,9 @@ pub(crate) struct Inflight {
 pub(crate) struct LateOffer {
     pub(crate) request: Bytes,
     pub(crate) reply: oneshot::Sender<LateAnswer>,
+    /// Told when the request is sent to the plugin: the plugin's time
+    /// starts then.
+    pub(crate) sent: oneshot::Sender<()>,
 }
 
 /// A late plugin's answer, and the instance that gave it: the plugin the
