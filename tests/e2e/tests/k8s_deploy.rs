@@ -29,11 +29,10 @@
 //! 5. the checker's report: no finding that is not known for that
 //!    containerd version.
 //!
-//! `kubectl rollout restart` of the plugin's DaemonSet during a stream of
-//! pod creations refusing no pod needs plugin upgrades without a gap (a
-//! second instance of `NN-name` taking over from the first); that test
-//! (`k8s_deploy/rollout.rs`) is here, ignored until the runtime library
-//! has them.
+//! `kubectl rollout restart` of the plugin's DaemonSet behind the proxy,
+//! with a surge, during a stream of pod creations refuses no pod: the new
+//! instance takes over from the old one without a gap
+//! (`k8s_deploy/rollout.rs`).
 //!
 //! Budget: 180 s per version after the builds (the static images and the
 //! Kubernetes binaries are builds; waiting for another test's node is left
