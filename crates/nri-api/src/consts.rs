@@ -98,3 +98,13 @@ pub const WASM_MAGIC: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00]
 /// wire protocol, which has no way to say why an instance gets no more
 /// events; the plugin SDK recognises them to give a typed error.
 pub const SUPERSEDED_REFUSAL: &str = "superseded by a newer instance of the plugin";
+
+/// ttRPC metadata key (value `"true"`) with which a runtime on
+/// `nri-runtime` marks a call about an object it has already committed: a
+/// creation that happened while the plugin synchronized, delivered to it
+/// after its Synchronize, whose answer cannot refuse it. A plugin that
+/// stands for other plugins (`nri-proxy`) reads it (the plugin SDK's
+/// `nri_plugin::event_committed`) so as not to refuse, and so lose, an
+/// object its runtime keeps. Go plugins ignore it; containerd and CRI-O
+/// never send it (a registration waits for their creations in flight).
+pub const METADATA_COMMITTED: &str = "nri-rs-committed";

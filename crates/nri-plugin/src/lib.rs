@@ -406,6 +406,7 @@ pub use plugin::{
 ///
 /// See [Events](crate#events) for the whole picture.
 pub use nri_plugin_macros::plugin;
+pub use service::event_committed;
 pub use stub::Stub;
 pub use sync_chunk::{SyncChunk, SyncItems};
 

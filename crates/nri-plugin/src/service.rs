@@ -406,6 +406,30 @@ impl<P: Plugin> PluginService<P> {
     }
 }
 
+tokio::task_local! {
+    /// Whether the call being handled carries `METADATA_COMMITTED`.
+    static COMMITTED: bool;
+}
+
+/// Whether the event being handled is about an object the runtime has
+/// already committed, so that the answer cannot refuse it: a runtime on
+/// `nri-runtime` delivers a creation that happened while the plugin
+/// synchronized after the plugin's Synchronize, marked with the ttRPC
+/// metadata [`nri_api::METADATA_COMMITTED`], and keeps the object whatever
+/// the plugin answers. `false` for every other call, for every other
+/// runtime (containerd and CRI-O hold a registration until their
+/// creations in flight are done), and outside an event handler: call it
+/// in the handler itself, not in a task it spawns. For a plugin that
+/// stands for others (`nri-proxy` tells its plugins of such an object
+/// whatever they would have answered).
+///
+/// ```
+/// assert!(!nri_plugin::event_committed());
+/// ```
+pub fn event_committed() -> bool {
+    COMMITTED.try_with(|c| *c).unwrap_or(false)
+}
+
 /// Response of the events that return nothing (an empty message).
 fn empty(_: ()) -> Bytes {
     Bytes::new()
@@ -426,7 +450,18 @@ impl<P: Plugin> Service for PluginService<P> {
     // Each event's future holds the decoded request (a CreateContainer's
     // pod and container are 2.8 KB by value): the slot reuses one
     // allocation for them instead of a new large one per event.
-    fn call_in(&self, _ctx: RequestContext, m: &str, payload: Bytes, slot: &mut HandlerSlot) {
+    fn call_in(&self, ctx: RequestContext, m: &str, payload: Bytes, slot: &mut HandlerSlot) {
+        let committed = ctx
+            .metadata_values(nri_api::METADATA_COMMITTED)
+            .any(|v| v == "true");
+        if committed {
+            // Rare (a creation a runtime on nri-runtime delivers after the
+            // fact): the handler runs with `event_committed()` true.
+            let mut inner = HandlerSlot::default();
+            dispatch_plugin(self, m, payload, &mut inner);
+            slot.set(COMMITTED.scope(true, inner));
+            return;
+        }
         dispatch_plugin(self, m, payload, slot);
     }
 }

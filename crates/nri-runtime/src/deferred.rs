@@ -97,7 +97,9 @@ impl Shared {
                 self.deliver_late(plugin, &i, offer).await;
                 Ok(())
             }
-            Deferred::Creation(i) => self.deliver_after_the_fact(plugin, &i).await,
+            Deferred::Creation(i) => {
+                crate::plugin::committed(self.deliver_after_the_fact(plugin, &i)).await
+            }
             Deferred::Event(d) => self.deliver_event(plugin, &d).await,
         };
         if let Err(e) = res {
@@ -129,19 +131,25 @@ impl Shared {
             // plugin: nothing to deliver.
             return;
         };
-        if reply.is_closed() && !i.succeeded().await {
+        let after_the_fact = reply.is_closed();
+        if after_the_fact && !i.succeeded().await {
             return;
         }
         let _ = sent.send(());
-        let answer = plugin
-            .call_unaccounted::<CreateContainerResponse>(
-                &*self.metrics,
-                "CreateContainer",
-                method::CREATE_CONTAINER,
-                request,
-                plugin.timeout,
-            )
-            .await;
+        let call = plugin.call_unaccounted::<CreateContainerResponse>(
+            &*self.metrics,
+            "CreateContainer",
+            method::CREATE_CONTAINER,
+            request,
+            plugin.timeout,
+        );
+        // After the fact, the plugin cannot refuse the container: the call
+        // says so (`METADATA_COMMITTED`).
+        let answer = if after_the_fact {
+            crate::plugin::committed(call).await
+        } else {
+            call.await
+        };
         // One call, accounted once: by the fan-out, which merges the
         // answer; or, when it no longer waits, here (the plugin's own
         // timeout is a strike, an answer in time resets the count).
@@ -165,7 +173,9 @@ impl Shared {
     }
 
     /// A creation the plugin learns about after the fact: the request as
-    /// the other plugins got it; changes in the answer cannot be applied.
+    /// the other plugins got it, marked committed (the caller runs it in
+    /// [`crate::plugin::committed`]); changes in the answer cannot be
+    /// applied, nor can a refusal undo it.
     async fn deliver_after_the_fact(
         &self,
         plugin: &Arc<Plugin>,

@@ -166,6 +166,20 @@ impl Drop for Plugin {
     }
 }
 
+tokio::task_local! {
+    /// Set while the calls made are about an object the runtime has
+    /// already committed (see [`committed`]).
+    static COMMITTED: ();
+}
+
+/// Runs `f` with its plugin calls marked as about an object the runtime
+/// has already committed (a creation delivered after the fact, see
+/// `deferred.rs`): a socket plugin's call carries the metadata
+/// [`nri_api::METADATA_COMMITTED`].
+pub(crate) async fn committed<F: Future>(f: F) -> F::Output {
+    COMMITTED.scope((), f).await
+}
+
 /// How the runtime calls a plugin: over its ttRPC connection, or into its
 /// WebAssembly instance. Everything above this (ordering, merging, owners,
 /// validation, metrics, audit, failure policy) is the same for both.
@@ -192,10 +206,16 @@ impl Conn {
         timeout: Duration,
     ) -> Result<Bytes, PluginFailure> {
         match self {
-            Conn::Ttrpc { client, .. } => client
-                .call(PLUGIN_SERVICE, method, payload, CallOptions::new(timeout))
-                .await
-                .map_err(|e| PluginFailure::from_ttrpc(&e, method, timeout)),
+            Conn::Ttrpc { client, .. } => {
+                let mut opts = CallOptions::new(timeout);
+                if COMMITTED.try_with(|()| ()).is_ok() {
+                    opts = opts.with_metadata(nri_api::METADATA_COMMITTED, "true");
+                }
+                client
+                    .call(PLUGIN_SERVICE, method, payload, opts)
+                    .await
+                    .map_err(|e| PluginFailure::from_ttrpc(&e, method, timeout))
+            }
             #[cfg(feature = "wasm")]
             Conn::Wasm(w) => w.call(method, payload, timeout).await,
         }

@@ -86,14 +86,22 @@ impl Context {
     /// Delivers `up` in the turn of `place`: within the budget ending at
     /// `deadline` if the turn comes by then, the answer sent on `reply`;
     /// else `reply` gets the answer without the plugins and the event
-    /// follows in its turn.
-    pub(crate) async fn deliver(self, up: Upcall, place: Place, deadline: Instant, reply: Reply) {
+    /// follows in its turn. `committed`: the runtime has the object already
+    /// (`nri_plugin::event_committed`), so a creation is not refused.
+    pub(crate) async fn deliver(
+        self,
+        up: Upcall,
+        place: Place,
+        deadline: Instant,
+        committed: bool,
+        reply: Reply,
+    ) {
         if !place.is_turn() {
             let held = Held::new(&self.metrics.held);
             tokio::select! {
                 () = place.turn() => {}
                 () = tokio::time::sleep_until(deadline) => {
-                    return self.deliver_late(up, place, held, reply).await;
+                    return self.deliver_late(up, place, held, committed, reply).await;
                 }
             }
         }
@@ -103,7 +111,7 @@ impl Context {
             return;
         }
         let a = self.adaptation.with_deadline(deadline);
-        let r = up.deliver(&a, &self.state, false).await.map_err(failed);
+        let r = up.deliver(&a, &self.state, committed).await.map_err(failed);
         // The handler is gone when the runtime went away meanwhile: the
         // plugins and the view have the event all the same.
         let _ = reply.send(r);
@@ -114,8 +122,19 @@ impl Context {
     /// answered without the plugins (a creation that needs a required
     /// plugin is refused, and then never delivered), and the event reaches
     /// them in its turn, its answer only logged.
-    async fn deliver_late(self, up: Upcall, place: Place, held: Held, reply: Reply) {
-        let answer = self.refuse_if_required(&up, BEHIND);
+    async fn deliver_late(
+        self,
+        up: Upcall,
+        place: Place,
+        held: Held,
+        committed: bool,
+        reply: Reply,
+    ) {
+        let answer = if committed {
+            Ok(())
+        } else {
+            self.refuse_if_required(&up, BEHIND)
+        };
         let refused = answer.is_err();
         tracing::warn!(
             event = up.event().pretty_name(),

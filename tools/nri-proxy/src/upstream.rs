@@ -114,13 +114,19 @@ impl Upstream {
     /// which decides the answer.
     async fn handle(&self, up: Upcall) -> HandlerResult<Answer> {
         let cx = self.context();
+        // A creation the runtime delivers after the fact (it happened while
+        // the proxy synchronized; a runtime on nri-runtime): the runtime
+        // keeps it whatever the answer, so it is never refused here.
+        let committed = nri_plugin::event_committed();
         if !self.state.update_unless_started(|v| up.apply(v)) {
-            cx.refuse_if_required(&up, NOT_STARTED)?;
+            if !committed {
+                cx.refuse_if_required(&up, NOT_STARTED)?;
+            }
             return Ok(Answer::Done);
         }
         let deadline = Instant::now() + self.budget();
         let order = &self.state.order;
-        if up.is_creation() && order.pending() >= MAX_PENDING_EVENTS {
+        if up.is_creation() && !committed && order.pending() >= MAX_PENDING_EVENTS {
             self.metrics.backlog_refusals.inc();
             tracing::warn!(
                 pending = order.pending(),
@@ -138,7 +144,7 @@ impl Upstream {
         // Taken before the first wait: the arrival order is the order.
         let place = order.event(up.lane());
         let (reply, answer) = oneshot::channel();
-        self.spawn_later(cx.deliver(up, place, deadline, reply));
+        self.spawn_later(cx.deliver(up, place, deadline, committed, reply));
         answer.await.unwrap_or_else(|_| {
             Err(HandlerError::msg(
                 "nri-proxy: the event's delivery ended without an answer (the proxy is stopping)",
