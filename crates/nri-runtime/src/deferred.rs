@@ -398,7 +398,16 @@ impl Shared {
             }
             self.deliver_deferred(&plugin, d).await;
         }
-        plugin.mark_ready();
+        self.deliver_gated(&plugin).await;
+    }
+
+    /// After a plugin's backlog: the events whose wait at its ready gate
+    /// ran out meanwhile, in order; then the gate opens (see
+    /// `plugin/gate.rs`).
+    pub(crate) async fn deliver_gated(&self, plugin: &Arc<Plugin>) {
+        while let Some(d) = plugin.next_gated() {
+            self.deliver_deferred(plugin, d).await;
+        }
     }
 }
 

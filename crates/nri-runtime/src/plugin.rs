@@ -3,10 +3,12 @@
 
 mod active_list;
 mod budget;
+mod gate;
 mod instance;
 
 pub(crate) use active_list::ActiveList;
 pub(crate) use budget::Budget;
+pub(crate) use gate::{Replay, Within};
 pub use instance::InstanceState;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -146,6 +148,8 @@ pub(crate) struct Plugin {
     /// been delivered; until then direct lifecycle calls wait (see
     /// [`Plugin::call_encoded`] and `registry.rs`).
     ready: watch::Sender<bool>,
+    /// Events whose wait at the closed gate ran out (see `plugin/gate.rs`).
+    gated: gate::Gated,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -312,13 +316,8 @@ impl Plugin {
             child: Mutex::new(p.child),
             peers: p.peers,
             ready: watch::channel(false).0,
+            gated: gate::Gated::default(),
         }
-    }
-
-    /// Opens the gate for direct lifecycle calls: the plugin's backlog of
-    /// deferred events has been delivered (or the plugin is gone).
-    pub(crate) fn mark_ready(&self) {
-        self.ready.send_replace(true);
     }
 
     /// Closes the gate for direct lifecycle calls again: a superseded
@@ -341,39 +340,6 @@ impl Plugin {
     /// Whether the gate for direct lifecycle calls is open.
     pub(crate) fn is_ready(&self) -> bool {
         *self.ready.borrow()
-    }
-
-    /// Waits (within `timeout`) until the plugin is ready for direct
-    /// calls. A wait that runs out is a timeout
-    /// of `operation` for this plugin (counted in the metrics, reported by
-    /// the caller, under the failure policy) but no strike: the plugin was
-    /// not sent the request; what kept the gate closed is a call of its
-    /// backlog, which counts for itself.
-    async fn wait_ready(
-        &self,
-        metrics: &dyn Metrics,
-        operation: &str,
-        timeout: Duration,
-    ) -> Result<(), PluginFailure> {
-        let mut rx = self.ready.subscribe();
-        let res = tokio::select! {
-            r = tokio::time::timeout(timeout, rx.wait_for(|ready| *ready)) => match r {
-                Ok(_) => Ok(()),
-                Err(_) => Err(PluginFailure::Timeout { timeout }),
-            },
-            () = self.closed.cancelled() => Err(PluginFailure::Disconnected {
-                reason: "closed while synchronizing".into(),
-            }),
-        };
-        match &res {
-            Ok(_) => {}
-            Err(f @ PluginFailure::Timeout { .. }) => {
-                metrics.plugin_invocation(&self.name, operation, Err(f.class()));
-                tracing::warn!(plugin = %self.id, operation, ?timeout, "NRI plugin timed out: its backlog of events deferred by its synchronization was still being delivered (not a strike: the plugin was not sent the request)");
-            }
-            Err(_) => self.account(metrics, operation, &res),
-        }
-        res
     }
 
     pub(crate) fn info(&self) -> PluginInfo {
@@ -660,30 +626,15 @@ impl Plugin {
         operation: &str,
         method: &str,
         payload: Bytes,
-        budget: Budget,
+        within: Within<'_>,
         answer: Answer,
     ) -> Result<Resp, PluginFailure> {
-        let timeout = self.ready_within(metrics, operation, budget).await?;
+        let Within { budget, replay } = within;
+        let timeout = self
+            .ready_within(metrics, operation, budget, replay)
+            .await?;
         self.call_decoded(metrics, operation, method, payload, timeout, answer)
             .await
-    }
-
-    /// Waits for the ready gate (the backlog after its Synchronize) within
-    /// `budget`; returns the call's time. The wait is not the plugin's (at
-    /// most its request timeout, never past the deadline), the call has its
-    /// own timeout then (never past the deadline), as upstream.
-    async fn ready_within(
-        &self,
-        metrics: &dyn Metrics,
-        operation: &str,
-        budget: Budget,
-    ) -> Result<Duration, PluginFailure> {
-        let timeout = budget.time_for(self, metrics, operation)?;
-        if self.is_ready() {
-            return Ok(timeout);
-        }
-        self.wait_ready(metrics, operation, timeout).await?;
-        budget.time_for(self, metrics, operation)
     }
 
     /// Delivers one of the nine events that older plugins receive through
@@ -711,9 +662,10 @@ impl Plugin {
         metrics: &dyn Metrics,
         n: &Notification<'_>,
         budget: Budget,
+        replay: Replay<'_>,
     ) -> Result<(), PluginFailure> {
         let op = n.event.pretty_name();
-        let timeout = self.ready_within(metrics, op, budget).await?;
+        let timeout = self.ready_within(metrics, op, budget, replay).await?;
         self.notify_now(metrics, n, timeout).await
     }
 

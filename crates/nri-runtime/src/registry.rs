@@ -93,6 +93,7 @@ pub(crate) struct DeferredEvent {
 pub(crate) struct EventGuard {
     registry: Option<Arc<Registry>>,
     seq: u64,
+    event: Option<Arc<DeferredEvent>>,
 }
 
 impl Drop for EventGuard {
@@ -359,6 +360,7 @@ impl Registry {
             let none = EventGuard {
                 registry: None,
                 seq: 0,
+                event: None,
             };
             return (st.active.clone(), none);
         }
@@ -376,10 +378,11 @@ impl Registry {
         let n = st.next_seq;
         st.next_seq += 1;
         let generation = st.generation;
-        st.events.insert(n, (d, generation));
+        st.events.insert(n, (d.clone(), generation));
         let guard = EventGuard {
             registry: Some(self.clone()),
             seq: n,
+            event: Some(d),
         };
         (st.active.clone(), guard)
     }

@@ -64,7 +64,7 @@ impl Adaptation {
             revision: 0,
             late: Vec::new(),
         };
-        let answered = self.create_in_turn(&mut fanout, &plugins).await?;
+        let answered = self.create_in_turn(&mut fanout, &plugins, &guard).await?;
         self.create_late(&mut fanout, &guard, &answered).await?;
         self.create_validated(fanout, &plugins, guard).await
     }
@@ -75,10 +75,12 @@ impl Adaptation {
         &self,
         f: &mut Fanout<'_>,
         plugins: &'p PluginList,
+        guard: &CreationGuard,
     ) -> Result<Vec<&'p PluginId>, Error> {
         let sh = &self.shared;
         let op = EVENT.pretty_name();
-        let turn = InTurn::new(EVENT, method::CREATE_CONTAINER, Answer::Merged, f.pod);
+        let turn = InTurn::new(EVENT, method::CREATE_CONTAINER, Answer::Merged, f.pod)
+            .replay(guard.replay());
         // What the last response that changed the container appended to it,
         // when that is all it did (the next request is then the previous
         // one plus this).

@@ -21,7 +21,7 @@ use crate::failure::{PluginError, PluginFailure};
 use crate::grants::Changes;
 use crate::latency::Turns;
 use crate::metrics::{audit_owners_of, instance_in};
-use crate::plugin::{Answer, Notification, Plugin};
+use crate::plugin::{Answer, Notification, Plugin, Replay, Within};
 use nri_merge::{StopResult, UpdateResult};
 
 include!("../generated/event_wrappers.rs");
@@ -41,7 +41,7 @@ impl Adaptation {
         let mut turns = Turns::new(&plugins, ev);
         while let Some(p) = turns.next_call() {
             if let Err(f) = p
-                .notify_prepared(&*self.shared.metrics, &n, self.budget)
+                .notify_prepared(&*self.shared.metrics, &n, self.budget, guard.replay())
                 .await
             {
                 self.on_failure(p, ev, f, pod, &mut errors)?;
@@ -66,8 +66,9 @@ impl Adaptation {
             linux_resources: resources,
         };
         let payload = bytes::Bytes::from(prost::Message::encode_to_vec(&req));
-        let (plugins, _in_flight) = (self.shared.registry).begin_event(ev, &payload, None);
-        let turn = InTurn::new(ev, method::UPDATE_POD_SANDBOX, Answer::Counted, pod);
+        let (plugins, in_flight) = (self.shared.registry).begin_event(ev, &payload, None);
+        let turn = InTurn::new(ev, method::UPDATE_POD_SANDBOX, Answer::Counted, pod)
+            .replay(in_flight.replay());
         let mut errors = Vec::new();
         let mut turns = Turns::new(&plugins, ev);
         while let Some(p) = turns.next_call() {
@@ -91,9 +92,10 @@ impl Adaptation {
         let sh = &self.shared;
         let mut result = UpdateResult::new(pod.clone(), container.clone(), resources);
         let first = bytes::Bytes::from(prost::Message::encode_to_vec(&result.request()));
-        let (plugins, _in_flight) = sh.registry.begin_event(ev, &first, Some(&container.id));
+        let (plugins, in_flight) = sh.registry.begin_event(ev, &first, Some(&container.id));
         let mut errors = Vec::new();
-        let turn = InTurn::new(ev, method::UPDATE_CONTAINER, Answer::Merged, pod);
+        let turn = InTurn::new(ev, method::UPDATE_CONTAINER, Answer::Merged, pod)
+            .replay(in_flight.replay());
         let mut turns = Turns::new(&plugins, ev);
         let mut unchanged = Some(first);
         while let Some(p) = turns.next_call() {
@@ -156,9 +158,10 @@ impl Adaptation {
         // The request does not depend on other plugins' answers: send it to
         // every plugin at once, then merge the answers in plugin order.
         let req = crate::encode::pod_container_request(pod, Some(container));
-        let (plugins, _in_flight) = sh.registry.begin_event(ev, &req, Some(&container.id));
+        let (plugins, in_flight) = sh.registry.begin_event(ev, &req, Some(&container.id));
         let targets: Vec<&Arc<Plugin>> = plugins.iter().filter(|p| p.subscribed(ev)).collect();
         let budget = self.budget;
+        let replay = in_flight.replay();
         let answers = join_all(targets.iter().map(|p| {
             let req = req.clone();
             async move {
@@ -167,7 +170,7 @@ impl Adaptation {
                     op,
                     method::STOP_CONTAINER,
                     req,
-                    budget,
+                    Within { budget, replay },
                     Answer::Merged,
                 )
                 .await
@@ -266,7 +269,7 @@ impl Adaptation {
         let sh = &self.shared;
         let n = Notification::new(ev, pod, container);
         let container_id = container.map(|c| c.id.as_str());
-        let (plugins, _in_flight) = sh.registry.begin_event(ev, n.request(), container_id);
+        let (plugins, in_flight) = sh.registry.begin_event(ev, n.request(), container_id);
         let mut errors = Vec::new();
         if ev.is_teardown() {
             // Teardown reaches every plugin whatever the others answer, so
@@ -276,7 +279,7 @@ impl Adaptation {
             let answers = join_all(
                 targets
                     .iter()
-                    .map(|p| p.notify_prepared(&*sh.metrics, &n, self.budget)),
+                    .map(|p| p.notify_prepared(&*sh.metrics, &n, self.budget, in_flight.replay())),
             )
             .await;
             for (p, r) in targets.into_iter().zip(answers) {
@@ -287,7 +290,11 @@ impl Adaptation {
         } else {
             let mut turns = Turns::new(&plugins, ev);
             while let Some(p) = turns.next_call() {
-                if let Err(f) = p.notify_prepared(&*sh.metrics, &n, self.budget).await {
+                let replay = in_flight.replay();
+                if let Err(f) = p
+                    .notify_prepared(&*sh.metrics, &n, self.budget, replay)
+                    .await
+                {
                     self.on_failure(p, ev, f, pod, &mut errors)?;
                 }
             }
@@ -335,6 +342,7 @@ pub(super) struct InTurn<'a> {
     method: &'static str,
     answer: Answer,
     pod: &'a PodSandbox,
+    replay: Replay<'a>,
 }
 
 impl<'a> InTurn<'a> {
@@ -349,7 +357,14 @@ impl<'a> InTurn<'a> {
             method,
             answer,
             pod,
+            replay: Replay::Nothing,
         }
+    }
+
+    /// What the event leaves for a plugin whose ready gate it waits at
+    /// past its timeout.
+    pub(super) fn replay(self, replay: Replay<'a>) -> Self {
+        InTurn { replay, ..self }
     }
 }
 
@@ -367,8 +382,12 @@ impl Adaptation {
     ) -> Result<Option<R>, Error> {
         let metrics = &*self.shared.metrics;
         let op = turn.event.pretty_name();
+        let within = Within {
+            budget: self.budget,
+            replay: turn.replay,
+        };
         let answer = p
-            .call_encoded(metrics, op, turn.method, req, self.budget, turn.answer)
+            .call_encoded(metrics, op, turn.method, req, within, turn.answer)
             .await;
         match answer {
             Ok(resp) => Ok(Some(resp)),

@@ -84,13 +84,17 @@ impl Shared {
                 let call = |p: Arc<Plugin>| {
                     let (metrics, payload) = (metrics.clone(), payload.clone());
                     async move {
+                        let within = crate::plugin::Within {
+                            budget,
+                            replay: crate::plugin::Replay::Nothing,
+                        };
                         let r: Result<ValidateContainerAdjustmentResponse, _> = p
                             .call_encoded(
                                 &*metrics,
                                 op,
                                 method::VALIDATE_CONTAINER_ADJUSTMENT,
                                 payload,
-                                budget,
+                                within,
                                 Answer::Counted,
                             )
                             .await;

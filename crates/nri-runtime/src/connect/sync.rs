@@ -108,7 +108,7 @@ impl Shared {
             }
             self.deliver_deferred(plugin, d).await;
         }
-        plugin.mark_ready();
+        self.deliver_gated(plugin).await;
         if plugin.is_closed() {
             return Err(RegistrationFailure::LostDuringSync);
         }

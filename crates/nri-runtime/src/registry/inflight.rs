@@ -133,3 +133,22 @@ impl Inflight {
         Ok((r.pod.unwrap_or_default(), r.container))
     }
 }
+
+impl super::EventGuard {
+    /// What the event leaves for a plugin whose ready gate it waits at
+    /// past its timeout (see `plugin/gate.rs`).
+    pub(crate) fn replay(&self) -> crate::plugin::Replay<'_> {
+        (self.event.as_ref()).map_or(crate::plugin::Replay::Nothing, crate::plugin::Replay::Event)
+    }
+}
+
+impl super::CreationGuard {
+    /// What the creation leaves for a plugin whose ready gate it waits at
+    /// past its timeout: delivered after the fact if it succeeds.
+    pub(crate) fn replay(&self) -> crate::plugin::Replay<'_> {
+        (self.inflight.as_ref()).map_or(
+            crate::plugin::Replay::Nothing,
+            crate::plugin::Replay::Creation,
+        )
+    }
+}
