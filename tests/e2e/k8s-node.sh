@@ -249,6 +249,8 @@ evictionHard: {memory.available: 50Mi, nodefs.available: 1%, imagefs.available: 
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 serializeImagePulls: false
+# Room for the rollout test's stream of pods (the default is 110).
+maxPods: 200
 EOF
 }
 

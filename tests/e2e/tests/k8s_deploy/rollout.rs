@@ -6,7 +6,8 @@
 //! `NN-name`, docs/runtime/upgrades.md), so the required plugin is never
 //! absent.
 
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, ensure};
 use nri_e2e_tests::k8s::{Node, run_k8s};
@@ -32,28 +33,45 @@ spec:
     )
 }
 
-/// Creates stream pods `first`, `first + STREAMS`, ... back to back until
-/// `stop`; returns how many.
-fn stream(
-    node: &Node,
-    image: &str,
-    first: usize,
-    stop: &std::sync::atomic::AtomicBool,
-) -> Result<usize> {
-    let mut n = 0;
-    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-        node.apply(&stream_pod(image, first + n * STREAMS))?;
-        n += 1;
+/// Creates stream pods, each creator at most one every [`PACE`], until
+/// `stop` or until [`MAX_STREAM_PODS`] are claimed (`claimed` numbers
+/// them across creators); returns how many this creator made.
+fn stream(node: &Node, image: &str, claimed: &AtomicUsize, stop: &AtomicBool) -> Result<usize> {
+    let start = Instant::now();
+    let mut made: u32 = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let n = claimed.fetch_add(1, Ordering::Relaxed);
+        if n >= MAX_STREAM_PODS {
+            break;
+        }
+        node.apply(&stream_pod(image, n))?;
+        made += 1;
+        // The stream's rate, part of the scenario (not a wait for
+        // anything): at most STREAMS pods a second.
+        if let Some(ahead) = (start + PACE * made).checked_duration_since(Instant::now()) {
+            std::thread::sleep(ahead);
+        }
     }
-    Ok(n)
+    Ok(made as usize)
 }
 
 /// Creators of the stream at once: one `kubectl apply` takes about a
-/// second on a loaded machine, the gap of a rollout today under one.
+/// second on a loaded machine, the gap of a rollout without upgrades
+/// under one.
 const STREAMS: usize = 4;
 
-/// A stream of pod creations in `batch` (back to back, from before the
-/// rollout starts until after it ends) while the required plugin behind
+/// The least time between two creations of one creator. Unpaced, four
+/// creators on an idle machine made 134 pods in the 20 s of a rollout,
+/// more than a node's default 110 pods, and the rest stayed Pending.
+const PACE: Duration = Duration::from_secs(1);
+
+/// At most this many stream pods: 40 s of the stream at [`PACE`], under
+/// the test node's `maxPods` (200) with the plugins' and the proxy's
+/// pods. The stream must not run out before the rollout has ended.
+const MAX_STREAM_PODS: usize = 160;
+
+/// A stream of pod creations in `batch` (four creators, each at most one
+/// a second, from before the rollout starts until after it ends) while the required plugin behind
 /// the proxy is rolled with `kubectl rollout restart`; no pod may be
 /// refused, every one must run. The plugin's DaemonSet gets `maxSurge: 1,
 /// maxUnavailable: 0` (and `minReadySeconds: 5`), as docs/proxy.md says:
@@ -77,12 +95,13 @@ fn rollout_run(version: &str) -> Result<()> {
     node.apply(&workload(&image, 1))?;
     check_workload(&node, 1)?;
 
-    let stop = std::sync::atomic::AtomicBool::new(false);
+    let stop = AtomicBool::new(false);
+    let claimed = AtomicUsize::new(0);
     let (created, rolled) = std::thread::scope(|s| {
         let creators: Vec<_> = (0..STREAMS)
-            .map(|i| {
-                let (node, image, stop) = (&node, &image, &stop);
-                s.spawn(move || stream(node, image, i, stop))
+            .map(|_| {
+                let (node, image, claimed, stop) = (&node, &image, &claimed, &stop);
+                s.spawn(move || stream(node, image, claimed, stop))
             })
             .collect();
         let rolled = (|| -> Result<()> {
@@ -92,7 +111,8 @@ fn rollout_run(version: &str) -> Result<()> {
             std::thread::sleep(Duration::from_secs(3));
             Ok(())
         })();
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let ran_out = claimed.load(Ordering::Relaxed) >= MAX_STREAM_PODS;
+        stop.store(true, Ordering::Relaxed);
         let created: Result<usize> = creators
             .into_iter()
             .map(|c| {
@@ -100,10 +120,14 @@ fn rollout_run(version: &str) -> Result<()> {
                     .map_err(|_| anyhow::anyhow!("a creator panicked"))?
             })
             .sum();
-        (created, rolled)
+        (created, rolled.map(|()| ran_out))
     });
-    rolled?;
+    let ran_out = rolled?;
     let created = created?;
+    ensure!(
+        !ran_out,
+        "the stream reached its {MAX_STREAM_PODS} pods before the rollout ended: no creation covered its end"
+    );
     eprintln!("[e2e k8s rollout {version}] {created} pods created during the rollout");
     ensure!(
         created >= 5,
