@@ -20,13 +20,6 @@ use nri_runtime::{ErrorClass, PluginFailure};
 
 const TIMEOUT: Duration = Duration::from_secs(2);
 
-async fn until(what: &str, f: impl FnMut() -> bool) {
-    assert!(
-        eventually(Duration::from_secs(20), f).await,
-        "timed out waiting until {what}"
-    );
-}
-
 /// A plugin registers during a CreateContainer's fan-out (held in the
 /// first plugin) and hangs on the CreateContainer it then gets as a late
 /// plugin: the creation's wait and the call itself both run out. That is

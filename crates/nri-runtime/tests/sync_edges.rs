@@ -20,13 +20,6 @@ fn methods(p: &FakePlugin) -> Vec<String> {
     p.received().into_iter().map(|r| r.method).collect()
 }
 
-async fn until(what: &str, f: impl FnMut() -> bool) {
-    assert!(
-        eventually(Duration::from_secs(20), f).await,
-        "timed out waiting until {what}"
-    );
-}
-
 fn mem(limit: i64) -> LinuxResources {
     LinuxResources {
         memory: Some(LinuxMemory {

@@ -27,13 +27,6 @@ use tokio::time::Instant;
 
 const TIMEOUT: Duration = Duration::from_secs(2);
 
-async fn until(what: &str, f: impl FnMut() -> bool) {
-    assert!(
-        eventually(Duration::from_secs(20), f).await,
-        "timed out waiting until {what}"
-    );
-}
-
 /// Starts a creation held in a first plugin, connects `late` (whose
 /// Synchronize takes `sync`), then lets the creation go on to it.
 async fn creation_with_a_late_plugin(

@@ -19,6 +19,15 @@ use nri_ttrpc::{CallOptions, Client, Code, HandlerResult, Server, Status, servic
 use prost::Message;
 use tokio_util::sync::CancellationToken;
 
+/// Waits (20 s at most) until `f` holds; fails the test naming `what`
+/// otherwise.
+pub async fn until(what: &str, f: impl FnMut() -> bool) {
+    assert!(
+        eventually(Duration::from_secs(20), f).await,
+        "timed out waiting until {what}"
+    );
+}
+
 // ---------------------------------------------------------------- runtime
 
 pub use nri_test_support::callbacks::FakeCallbacks as FakeRuntime;
