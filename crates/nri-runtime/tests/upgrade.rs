@@ -101,6 +101,41 @@ async fn create(a: &Adaptation, env: &TestEnv, p: &str, c: &str) -> Vec<String> 
     adjusted_by(&out)
 }
 
+/// Connects a new instance whose Synchronize is held at `gate`, once it
+/// has its Synchronize.
+async fn new_instance_held_at_sync(
+    env: &TestEnv,
+    gate: &Gate,
+) -> (Connected, Arc<Mutex<Vec<Received>>>) {
+    let (new, new_log) = instance("new");
+    let new = new
+        .hold("Synchronize", gate)
+        .connect(&env.socket)
+        .await
+        .unwrap();
+    assert!(
+        eventually(WAIT, || (new_log.lock().unwrap().iter())
+            .any(|r| r.method == "Synchronize"))
+        .await
+    );
+    (new, new_log)
+}
+
+/// Runs pod `p1` (stored, as a runtime does), then creates its container
+/// `c1`, in a task; the task returns who adjusted the container.
+fn spawn_p1_c1(a: &Adaptation, env: &TestEnv) -> tokio::task::JoinHandle<Vec<String>> {
+    let (a, env_rt) = (a.clone(), env.runtime.clone());
+    tokio::spawn(async move {
+        let p = pod("p1");
+        let run = a.run_pod_sandbox(&p).await.unwrap();
+        env_rt.add_pod(p.clone());
+        drop(run.guard);
+        let c = ctr("p1", "c1");
+        let out = a.create_container(&p, &c).await.unwrap();
+        adjusted_by(&out)
+    })
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_new_instance_takes_over_and_the_old_one_is_left_alone_and_dropped() {
     let env = TestEnv::new();
@@ -216,29 +251,8 @@ async fn a_required_plugin_is_never_absent_during_the_handover() {
     let _old = old.connect(&env.socket).await.unwrap();
     wait_states(&a, &[InstanceState::Active]).await;
     let gate = Gate::new();
-    let (new, new_log) = instance("new");
-    let _new = new
-        .hold("Synchronize", &gate)
-        .connect(&env.socket)
-        .await
-        .unwrap();
-    assert!(
-        eventually(WAIT, || (new_log.lock().unwrap().iter())
-            .any(|r| r.method == "Synchronize"))
-        .await
-    );
-    let creation = {
-        let (a, env_rt) = (a.clone(), env.runtime.clone());
-        tokio::spawn(async move {
-            let p = pod("p1");
-            let run = a.run_pod_sandbox(&p).await.unwrap();
-            env_rt.add_pod(p.clone());
-            drop(run.guard);
-            let c = ctr("p1", "c1");
-            let out = a.create_container(&p, &c).await.unwrap();
-            adjusted_by(&out)
-        })
-    };
+    let (_new, new_log) = new_instance_held_at_sync(&env, &gate).await;
+    let creation = spawn_p1_c1(&a, &env);
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(
         !creation.is_finished(),
@@ -270,29 +284,8 @@ async fn a_new_instance_failing_before_it_is_active_hands_back_to_the_old_one() 
     let _old = old.connect(&env.socket).await.unwrap();
     wait_states(&a, &[InstanceState::Active]).await;
     let gate = Gate::new();
-    let (new, new_log) = instance("new");
-    let new = new
-        .hold("Synchronize", &gate)
-        .connect(&env.socket)
-        .await
-        .unwrap();
-    assert!(
-        eventually(WAIT, || (new_log.lock().unwrap().iter())
-            .any(|r| r.method == "Synchronize"))
-        .await
-    );
-    let creation = {
-        let (a, env_rt) = (a.clone(), env.runtime.clone());
-        tokio::spawn(async move {
-            let p = pod("p1");
-            let run = a.run_pod_sandbox(&p).await.unwrap();
-            env_rt.add_pod(p.clone());
-            drop(run.guard);
-            let c = ctr("p1", "c1");
-            let out = a.create_container(&p, &c).await.unwrap();
-            adjusted_by(&out)
-        })
-    };
+    let (new, new_log) = new_instance_held_at_sync(&env, &gate).await;
+    let creation = spawn_p1_c1(&a, &env);
     tokio::time::sleep(Duration::from_millis(100)).await;
     new.crash();
     assert_eq!(creation.await.unwrap(), ["old"]);
