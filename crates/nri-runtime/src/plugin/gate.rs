@@ -5,14 +5,12 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-
-use crate::lock;
-use crate::metrics::Metrics;
-use crate::registry::{Deferred, DeferredEvent, Inflight};
-
 use std::time::Duration;
 
 use crate::failure::PluginFailure;
+use crate::lock;
+use crate::metrics::Metrics;
+use crate::registry::{Deferred, DeferredEvent, Inflight};
 
 use super::{Budget, Plugin};
 
@@ -79,13 +77,12 @@ impl Plugin {
     }
 
     /// Waits (within `timeout`) until the plugin is ready for direct
-    /// calls. A wait that runs out is a timeout
-    /// of `operation` for this plugin (counted in the metrics, reported by
-    /// the caller, under the failure policy) but no strike: the plugin was
-    /// not sent the request; what kept the gate closed is a call of its
-    /// backlog, which counts for itself. The event (`replay`) is then
-    /// appended to that backlog: the plugin still gets it, in order, with
-    /// its own timeout (see `plugin/gate.rs`).
+    /// calls. A wait that runs out is a timeout of `operation` for this
+    /// plugin (counted in the metrics, reported by the caller, under the
+    /// failure policy) but no strike: the plugin was not sent the request;
+    /// what kept the gate closed is a call of its backlog, which counts for
+    /// itself. The event (`replay`) is then appended to that backlog: the
+    /// plugin still gets it, in order, with its own timeout.
     pub(super) async fn wait_ready(
         &self,
         metrics: &dyn Metrics,
