@@ -148,8 +148,15 @@ pub(crate) struct Plugin {
     /// been delivered; until then direct lifecycle calls wait (see
     /// [`Plugin::call_encoded`] and `registry.rs`).
     ready: watch::Sender<bool>,
-    /// Events whose wait at the closed gate ran out (see `plugin/gate.rs`).
+    /// Events whose wait at the closed gate ran out, or that the plugin
+    /// was not called for in time (see `plugin/gate.rs`).
     gated: gate::Gated,
+    /// Set when an event not called in time closed an open gate: its
+    /// delivery is to be started (see `Plugin::take_drain`).
+    drain: AtomicBool,
+    /// The gate is closed only for events the plugin was not called for
+    /// in time (it is synchronized, and listed as such).
+    owing: AtomicBool,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -317,6 +324,8 @@ impl Plugin {
             peers: p.peers,
             ready: watch::channel(false).0,
             gated: gate::Gated::default(),
+            drain: AtomicBool::new(false),
+            owing: AtomicBool::new(false),
         }
     }
 

@@ -117,6 +117,44 @@ async fn a_plugin_after_the_deadline_is_not_called_and_required_fails_the_reques
 }
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_plugin_not_called_in_time_gets_the_creation_after_the_fact_and_in_order() {
+    let env = TestEnv::new();
+    let a = env
+        .start(env.builder().request_timeout(Duration::from_secs(5)))
+        .await;
+    let slow = FakePlugin::new("10", "slow")
+        .events(EventMask::from_events(&[Event::CreateContainer]))
+        .delay("CreateContainer", Duration::from_secs(60));
+    let after = FakePlugin::new("20", "after").events(EventMask::from_events(&[
+        Event::CreateContainer,
+        Event::StartContainer,
+    ]));
+    let _c1 = slow.clone().connect(&env.socket).await.unwrap();
+    let _c2 = after.clone().connect(&env.socket).await.unwrap();
+    wait_active(&a, 2).await;
+
+    let t0 = Instant::now();
+    let out = a
+        .with_deadline(t0 + Duration::from_millis(500))
+        .create_container(&pod("p"), &ctr("p", "c"))
+        .await
+        .expect("an unavailable plugin is skipped under the default policy");
+    assert!(t0.elapsed() < Duration::from_millis(600));
+    let failures: Vec<_> = out.errors.iter().map(|e| e.failure.class()).collect();
+    assert_eq!(failures, [ErrorClass::Timeout, ErrorClass::NotCalled]);
+    // The next event about the container waits for the creation the
+    // plugin was not called for: it gets both, in order.
+    a.start_container(&pod("p"), &ctr("p", "c")).await.unwrap();
+    assert_eq!(
+        events_of(&after.received()),
+        ["CreateContainer", "StartContainer"]
+    );
+    let strikes: Vec<u32> = a.plugins().iter().map(|p| p.strikes).collect();
+    assert_eq!(strikes, [1, 0], "not being called is no strike");
+    a.stop().await;
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn teardown_with_a_passed_deadline_is_reported_not_failed() {
     let env = TestEnv::new();
     let a = env
@@ -142,10 +180,15 @@ async fn teardown_with_a_passed_deadline_is_reported_not_failed() {
             ..
         })
     ));
-    assert!(events_of(&p1.received()).is_empty());
     // The original handle has no deadline.
     assert_eq!(a.deadline(), None);
     a.run_pod_sandbox(&pod("p")).await.unwrap();
+    // The teardown events it was not called for reach it after the fact,
+    // in order and before the next event; the refused creation does not.
+    assert_eq!(
+        events_of(&p1.received()),
+        ["StopContainer", "RemovePodSandbox", "RunPodSandbox"]
+    );
     a.stop().await;
 }
 

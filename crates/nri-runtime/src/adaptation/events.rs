@@ -375,7 +375,7 @@ impl Adaptation {
     /// in `errors`), or the error that fails the event.
     pub(super) async fn call_in_turn<R: prost::Message + prost::Name + Default>(
         &self,
-        p: &Plugin,
+        p: &Arc<Plugin>,
         turn: &InTurn<'_>,
         req: bytes::Bytes,
         errors: &mut Vec<PluginError>,

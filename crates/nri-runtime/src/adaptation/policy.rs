@@ -9,6 +9,7 @@ use crate::failure::{ErrorClass, FailurePolicy, PluginError, PluginFailure};
 use crate::lock;
 use crate::plugin::{Budget, Plugin, PluginList};
 use nri_merge::PluginId;
+use std::sync::Arc;
 
 impl Shared {
     /// The failure policy of a connected plugin for `event`: the
@@ -249,14 +250,23 @@ impl Adaptation {
     /// [`committed`](Adaptation::committed) handle a failure is reported
     /// and never fails the event (the runtime has the object already);
     /// else [`Shared::on_failure`].
+    ///
+    /// A plugin not called in time gets the event after the fact (see
+    /// `plugin/gate.rs`); when that closed its gate, the delivery starts
+    /// here.
     pub(super) fn on_failure(
         &self,
-        p: &Plugin,
+        p: &Arc<Plugin>,
         event: Event,
         failure: PluginFailure,
         pod: &PodSandbox,
         errors: &mut Vec<PluginError>,
     ) -> Result<(), Error> {
+        if p.take_drain() {
+            let (shared, plugin) = (self.shared.clone(), p.clone());
+            self.shared
+                .spawn(async move { shared.deliver_gated(&plugin).await });
+        }
         if !self.committed {
             return self.shared.on_failure(p, event, failure, pod, errors);
         }

@@ -5,6 +5,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::failure::PluginFailure;
@@ -68,12 +69,64 @@ impl Plugin {
         budget: Budget,
         replay: Replay<'_>,
     ) -> Result<Duration, PluginFailure> {
-        let timeout = budget.time_for(self, metrics, operation)?;
+        let timeout = self.time_or_owed(metrics, operation, budget, replay)?;
         if self.is_ready() {
             return Ok(timeout);
         }
         self.wait_ready(metrics, operation, timeout, replay).await?;
-        budget.time_for(self, metrics, operation)
+        self.time_or_owed(metrics, operation, budget, replay)
+    }
+
+    /// The call's time within `budget`. When the event's deadline has
+    /// passed before this plugin's turn ([`PluginFailure::NotCalled`]),
+    /// the plugin still gets the event after the fact: it is queued behind
+    /// the gate (see [`Plugin::owe`]).
+    fn time_or_owed(
+        &self,
+        metrics: &dyn Metrics,
+        operation: &str,
+        budget: Budget,
+        replay: Replay<'_>,
+    ) -> Result<Duration, PluginFailure> {
+        let time = budget.time_for(self, metrics, operation);
+        if let Err(PluginFailure::NotCalled) = time {
+            self.owe(replay, metrics);
+        }
+        time
+    }
+
+    /// An event this plugin was not called for (its deadline passed
+    /// before the plugin's turn) is queued behind the gate, so that the
+    /// plugin gets it after the fact, in order, before any later event (a
+    /// creation only if it succeeded). If the gate was open it closes, and
+    /// [`Plugin::take_drain`] tells the caller to start the delivery; a
+    /// closed gate is opened by whoever delivers the backlog now.
+    fn owe(&self, replay: Replay<'_>, metrics: &dyn Metrics) {
+        let Some(d) = replay.deferred() else {
+            return;
+        };
+        let mut q = lock(&self.gated);
+        if !self.push_bounded(&mut q, d, metrics) {
+            return;
+        }
+        if self.is_ready() {
+            self.ready.send_replace(false);
+            self.owing.store(true, Ordering::Release);
+            self.drain.store(true, Ordering::Release);
+        }
+    }
+
+    /// Whether the plugin is synchronized: its gate is open, or closed
+    /// only for events it was not called for in time.
+    pub(crate) fn is_synchronized(&self) -> bool {
+        self.is_ready() || self.owing.load(Ordering::Acquire)
+    }
+
+    /// Whether events were just queued behind a gate that was open: the
+    /// caller (which owns the runtime's tasks) then starts the delivery
+    /// (`Shared::deliver_gated`). True once per closing.
+    pub(crate) fn take_drain(&self) -> bool {
+        self.drain.swap(false, Ordering::AcqRel)
     }
 
     /// Waits (within `timeout`) until the plugin is ready for direct
@@ -131,18 +184,28 @@ impl Plugin {
         let Some(d) = replay.deferred() else {
             return Missed::Dropped;
         };
+        if self.push_bounded(&mut q, d, metrics) {
+            Missed::Queued
+        } else {
+            Missed::Dropped
+        }
+    }
+
+    /// Appends `d` to the queue behind the gate; at the backlog's bound
+    /// (`max_sync_backlog`) the queue is dropped and the plugin closed
+    /// instead (false).
+    fn push_bounded(&self, q: &mut VecDeque<Deferred>, d: Deferred, metrics: &dyn Metrics) -> bool {
         let max = self.peers.limits.max_sync_backlog;
         if q.len() >= max {
             q.clear();
-            drop(q);
             let kind = crate::error::RefusalKind::SyncBacklog;
             tracing::warn!(plugin = %self.id, limit = max, kind = kind.as_str(), "more events ran out of time at the NRI plugin's ready gate than its backlog may hold; closing it (it may reconnect)");
             metrics.peer_refused(&self.name, kind.as_str());
             self.close("backlog over its bound at the ready gate");
-            return Missed::Dropped;
+            return false;
         }
         q.push_back(d);
-        Missed::Queued
+        true
     }
 
     /// The next event that ran out of time at the gate, to deliver; when
@@ -155,6 +218,7 @@ impl Plugin {
         }
         let d = q.pop_front();
         if d.is_none() {
+            self.owing.store(false, Ordering::Release);
             self.ready.send_replace(true);
         }
         d
@@ -165,6 +229,7 @@ impl Plugin {
     pub(crate) fn mark_ready(&self) {
         let mut q = lock(&self.gated);
         q.clear();
+        self.owing.store(false, Ordering::Release);
         self.ready.send_replace(true);
     }
 }

@@ -212,7 +212,7 @@ impl Registry {
     pub(crate) fn instances(&self) -> Vec<PluginInfo> {
         let st = self.lock();
         let mut v: Vec<PluginInfo> = (st.active.iter())
-            .filter(|p| p.is_ready() && !p.is_closed())
+            .filter(|p| p.is_synchronized() && !p.is_closed())
             .chain(st.syncing.iter().filter_map(|s| s.predecessor.as_ref()))
             .chain(st.retired.iter())
             .filter(|p| !p.is_closed())
