@@ -153,7 +153,10 @@ pub struct Setup {
     /// NRI before v0.7.0) and times the proxy out at NRI's default, 2 s.
     pub configure_timeout_zero: bool,
     /// The model runtime tells plugins about creations that failed (their
-    /// teardown events), as containerd does for containers.
+    /// teardown events), as containerd does for containers. Always in
+    /// proxy mode, whose upstream stands for containerd or CRI-O (both
+    /// undo a creation they give up); a runtime that does not leaves the
+    /// object in the proxy's view until its next resynchronization.
     pub undo: bool,
     /// Objects that exist before the run.
     pub preload: Preload,
