@@ -118,20 +118,11 @@ async fn a_plugin_after_the_deadline_is_not_called_and_required_fails_the_reques
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_plugin_not_called_in_time_gets_the_creation_after_the_fact_and_in_order() {
-    let env = TestEnv::new();
-    let a = env
-        .start(env.builder().request_timeout(Duration::from_secs(5)))
-        .await;
-    let slow = FakePlugin::new("10", "slow")
-        .events(EventMask::from_events(&[Event::CreateContainer]))
-        .delay("CreateContainer", Duration::from_secs(60));
     let after = FakePlugin::new("20", "after").events(EventMask::from_events(&[
         Event::CreateContainer,
         Event::StartContainer,
     ]));
-    let _c1 = slow.clone().connect(&env.socket).await.unwrap();
-    let _c2 = after.clone().connect(&env.socket).await.unwrap();
-    wait_active(&a, 2).await;
+    let (_env, a, _conns) = behind_a_slow_plugin(&after).await;
 
     let t0 = Instant::now();
     let out = a
@@ -194,19 +185,10 @@ async fn teardown_with_a_passed_deadline_is_reported_not_failed() {
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_validator_not_called_in_time_fails_the_creation_closed() {
-    let env = TestEnv::new();
-    let a = env
-        .start(env.builder().request_timeout(Duration::from_secs(5)))
-        .await;
-    let slow = FakePlugin::new("10", "slow")
-        .events(EventMask::from_events(&[Event::CreateContainer]))
-        .delay("CreateContainer", Duration::from_secs(60));
     let validator = FakePlugin::new("90", "validator").events(EventMask::from_events(&[
         Event::ValidateContainerAdjustment,
     ]));
-    let _c1 = slow.clone().connect(&env.socket).await.unwrap();
-    let _c2 = validator.clone().connect(&env.socket).await.unwrap();
-    wait_active(&a, 2).await;
+    let (_env, a, _conns) = behind_a_slow_plugin(&validator).await;
     let err = a
         .with_deadline(Instant::now() + Duration::from_secs(1))
         .create_container(&pod("p"), &ctr("p", "c"))
@@ -218,4 +200,23 @@ async fn a_validator_not_called_in_time_fails_the_creation_closed() {
         "{err:?}"
     );
     a.stop().await;
+}
+
+/// A runtime with a 5 s request timeout and two active plugins: `10-slow`,
+/// which takes CreateContainer only and answers it after 60 s, then
+/// `second`.
+async fn behind_a_slow_plugin(
+    second: &FakePlugin,
+) -> (TestEnv, nri_runtime::Adaptation, Vec<Connected>) {
+    let env = TestEnv::new();
+    let a = env
+        .start(env.builder().request_timeout(Duration::from_secs(5)))
+        .await;
+    let slow = FakePlugin::new("10", "slow")
+        .events(EventMask::from_events(&[Event::CreateContainer]))
+        .delay("CreateContainer", Duration::from_secs(60));
+    let c1 = slow.connect(&env.socket).await.unwrap();
+    let c2 = second.clone().connect(&env.socket).await.unwrap();
+    wait_active(&a, 2).await;
+    (env, a, vec![c1, c2])
 }
