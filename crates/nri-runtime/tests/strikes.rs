@@ -40,14 +40,8 @@ async fn a_hung_late_create_container_is_one_timeout_and_one_strike() {
     let first = FakePlugin::new("10", "first").hold("CreateContainer", &gate);
     let _f = first.clone().connect(&env.socket).await.unwrap();
     wait_active(&a, 1).await;
-    let create = tokio::spawn({
-        let a = a.clone();
-        async move { a.create_container(&pod("p"), &ctr("p", "c")).await }
-    });
-    until("the first plugin has the request", || {
-        events_of(&first.received()).contains(&"CreateContainer".to_owned())
-    })
-    .await;
+    let create = create_in_background(&a, "c");
+    until_creations(&first, 1).await;
     let late = FakePlugin::new("20", "late")
         .events(EventMask::EMPTY.with(Event::CreateContainer))
         .delay("CreateContainer", Duration::from_secs(3600));
@@ -112,18 +106,8 @@ async fn a_late_create_container_that_waited_behind_the_backlog_is_no_strike() {
     wait_active(&a, 1).await;
     let mut creations = Vec::new();
     for (k, c) in ["c1", "c2"].into_iter().enumerate() {
-        creations.push(tokio::spawn({
-            let a = a.clone();
-            async move { a.create_container(&pod("p"), &ctr("p", c)).await }
-        }));
-        until("the first plugin has the request", || {
-            events_of(&first.received())
-                .iter()
-                .filter(|e| *e == "CreateContainer")
-                .count()
-                == k + 1
-        })
-        .await;
+        creations.push(create_in_background(&a, c));
+        until_creations(&first, k + 1).await;
     }
     let late_gate = Gate::new();
     let late = FakePlugin::new("20", "late")
@@ -206,18 +190,8 @@ async fn an_event_that_runs_out_of_time_behind_the_backlog_is_no_strike() {
     wait_active(&a, 1).await;
     let mut creations = Vec::new();
     for (k, c) in ["c1", "c2"].into_iter().enumerate() {
-        creations.push(tokio::spawn({
-            let a = a.clone();
-            async move { a.create_container(&pod("p"), &ctr("p", c)).await }
-        }));
-        until("the first plugin has the request", || {
-            events_of(&first.received())
-                .iter()
-                .filter(|e| *e == "CreateContainer")
-                .count()
-                == k + 1
-        })
-        .await;
+        creations.push(create_in_background(&a, c));
+        until_creations(&first, k + 1).await;
     }
     let late = FakePlugin::new("20", "late")
         .events(

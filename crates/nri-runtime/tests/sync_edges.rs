@@ -52,14 +52,8 @@ async fn a_creation_in_flight_when_a_plugin_registers_gets_its_adjustment() {
     let first = FakePlugin::new("10", "first").hold("CreateContainer", &gate);
     let _f = first.clone().connect(&env.socket).await.unwrap();
     wait_active(&a, 1).await;
-    let create = tokio::spawn({
-        let a = a.clone();
-        async move { a.create_container(&pod("p"), &ctr("p", "c")).await }
-    });
-    until("the first plugin has the request", || {
-        events_of(&first.received()).contains(&"CreateContainer".to_owned())
-    })
-    .await;
+    let create = create_in_background(&a, "c");
+    until_creations(&first, 1).await;
     let late = FakePlugin::new("20", "late")
         .events(EventMask::EMPTY.with(Event::CreateContainer))
         .on_create(|_| CreateContainerResponse {

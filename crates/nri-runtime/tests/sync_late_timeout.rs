@@ -44,14 +44,8 @@ async fn creation_with_a_late_plugin(
         .hold("CreateContainer", &gate);
     let f = first.clone().connect(&env.socket).await.unwrap();
     wait_active(a, 1).await;
-    let creation = tokio::spawn({
-        let a = a.clone();
-        async move { a.create_container(&pod("p"), &ctr("p", "c")).await }
-    });
-    until("the first plugin has the request", || {
-        events_of(&first.received()).contains(&"CreateContainer".to_owned())
-    })
-    .await;
+    let creation = create_in_background(a, "c");
+    until_creations(&first, 1).await;
     let l = late.clone().connect(&env.socket).await.unwrap();
     until("the late plugin synchronizes", || {
         late.received().iter().any(|r| r.method == "Synchronize")
@@ -131,14 +125,8 @@ async fn the_wait_for_the_synchronization_ends_at_the_deadline() {
     wait_active(&a, 1).await;
     let t0 = Instant::now();
     let deadline = t0 + Duration::from_secs(1);
-    let creation = tokio::spawn({
-        let a = a.with_deadline(deadline);
-        async move { a.create_container(&pod("p"), &ctr("p", "c")).await }
-    });
-    until("the first plugin has the request", || {
-        events_of(&first.received()).contains(&"CreateContainer".to_owned())
-    })
-    .await;
+    let creation = create_in_background(&a.with_deadline(deadline), "c");
+    until_creations(&first, 1).await;
     let _l = late.clone().connect(&env.socket).await.unwrap();
     until("the late plugin synchronizes", || {
         late.received().iter().any(|r| r.method == "Synchronize")

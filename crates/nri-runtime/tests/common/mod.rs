@@ -28,6 +28,25 @@ pub async fn until(what: &str, f: impl FnMut() -> bool) {
     );
 }
 
+/// Starts CreateContainer of container `c` in pod `p` in the background
+/// (with [`until_creations`], the tests hold it in flight at a plugin).
+pub fn create_in_background(
+    a: &Adaptation,
+    c: &'static str,
+) -> tokio::task::JoinHandle<Result<nri_runtime::CreateContainerOutcome, nri_runtime::Error>> {
+    let a = a.clone();
+    tokio::spawn(async move { a.create_container(&pod("p"), &ctr("p", c)).await })
+}
+
+/// Waits until `plugin` has had `n` CreateContainer requests.
+pub async fn until_creations(plugin: &FakePlugin, n: usize) {
+    until("the plugin has the creation request", || {
+        let got = plugin.received();
+        got.iter().filter(|r| r.method == "CreateContainer").count() == n
+    })
+    .await;
+}
+
 // ---------------------------------------------------------------- runtime
 
 pub use nri_test_support::callbacks::FakeCallbacks as FakeRuntime;
