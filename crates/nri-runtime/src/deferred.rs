@@ -34,10 +34,7 @@ impl Shared {
         let deadline = tokio::time::Instant::now() + plugin.timeout;
         let mut unlisted = Vec::new();
         for i in finished {
-            if tokio::time::timeout_at(deadline, i.released())
-                .await
-                .is_ok()
-            {
+            if released_by(deadline, &i).await {
                 continue;
             }
             if i.is_for(plugin) {
@@ -68,10 +65,7 @@ impl Shared {
         let deadline = tokio::time::Instant::now() + plugin.timeout;
         let mut unlisted = Vec::new();
         for i in &h.creations {
-            if tokio::time::timeout_at(deadline, i.released())
-                .await
-                .is_ok()
-            {
+            if released_by(deadline, i).await {
                 continue;
             }
             if i.has_succeeded() {
@@ -435,4 +429,11 @@ fn late_not_sent(
 
 fn has_changes(resp: &CreateContainerResponse) -> bool {
     resp.adjust.is_some() || !resp.update.is_empty() || !resp.evict.is_empty()
+}
+
+/// Whether creation `i` is released (stored, or failed) by `deadline`.
+async fn released_by(deadline: tokio::time::Instant, i: &Inflight) -> bool {
+    tokio::time::timeout_at(deadline, i.released())
+        .await
+        .is_ok()
 }
