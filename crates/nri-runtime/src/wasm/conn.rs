@@ -20,8 +20,8 @@ use crate::failure::PluginFailure;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Discard {
     /// The guest ran past its deadline. `counted`: the call's caller got
-    /// the timeout and accounted it (a strike, unless the event's deadline
-    /// had cut the call short); otherwise the call was running on alone
+    /// the timeout and accounted it (a strike: the guest ran out of the
+    /// plugin's own timeout); otherwise the call was running on alone
     /// after its caller had stopped waiting, and nobody counted it.
     Timeout {
         /// Whether the caller accounted the timeout.
@@ -159,7 +159,14 @@ impl WasmConn {
     /// caller's: the guest's call goes on up to the plugin's own timeout
     /// after the caller stopped waiting, so that a guest within its own
     /// time is not cut in the middle of its work (its answer is then
-    /// dropped).
+    /// dropped). A guest that runs out of time has run out of its own
+    /// (the plugin's timeout): that timeout is the call's failure, a
+    /// strike, whether or not the caller was still waiting.
+    ///
+    /// The guest's deadline is on the wall clock (it bounds real work);
+    /// the caller's wait is on tokio's clock, as every other wait of the
+    /// runtime (the two part when tokio's clock is paused, in tests: the
+    /// caller may then wait until the guest's end).
     pub(crate) async fn call(
         &self,
         method: &str,
@@ -167,16 +174,17 @@ impl WasmConn {
         timeout: Duration,
     ) -> Result<Bytes, PluginFailure> {
         let start = Instant::now();
+        let waited_from = tokio::time::Instant::now();
         let lock = tokio::time::timeout(timeout, self.guest.clone().lock_owned()).await;
         let Ok(guard) = lock else {
             return Err(PluginFailure::Timeout { timeout });
         };
-        let caller = (timeout < self.own_timeout).then(|| start + timeout);
-        let deadline = start + timeout.max(self.own_timeout);
-        self.run(guard, method, payload, deadline, caller)
+        let caller = (timeout < self.own_timeout).then(|| waited_from + timeout);
+        let guest_time = timeout.max(self.own_timeout);
+        self.run(guard, method, payload, start + guest_time, caller)
             .await
             .map(Bytes::from)
-            .map_err(|e| failure(e, method, timeout))
+            .map_err(|e| failure(e, method, (timeout, guest_time)))
     }
 
     /// Sends `Shutdown` within `timeout`. It does not wait for another call
@@ -194,11 +202,12 @@ impl WasmConn {
         self.run(guard, method, Bytes::new(), deadline, None)
             .await
             .map(Bytes::from)
-            .map_err(|e| failure(e, method, timeout))
+            .map_err(|e| failure(e, method, (timeout, timeout)))
     }
 
-    /// Runs one call on the guest `guard` holds, until `deadline`; the
-    /// caller waits until `caller` when that is sooner.
+    /// Runs one call on the guest `guard` holds, until `deadline` (wall
+    /// clock); the caller waits until `caller` (tokio's clock) when that
+    /// is sooner.
     ///
     /// The call starts on this task and, if the guest answers within its
     /// inline fuel, ends there; otherwise the rest runs on a blocking
@@ -211,7 +220,7 @@ impl WasmConn {
         method: &str,
         payload: Bytes,
         deadline: Instant,
-        caller: Option<Instant>,
+        caller: Option<tokio::time::Instant>,
     ) -> Result<Vec<u8>, CallError> {
         if self.closed.is_cancelled() {
             guard.take();
@@ -255,13 +264,10 @@ impl WasmConn {
                 });
                 let waiter = Waiter { ctx, handoff };
                 let joined = match caller {
-                    Some(at) => {
-                        let at = tokio::time::Instant::from_std(at);
-                        match tokio::time::timeout_at(at, task).await {
-                            Ok(j) => j,
-                            Err(_) => return Err(CallError::Timeout),
-                        }
-                    }
+                    Some(at) => match tokio::time::timeout_at(at, task).await {
+                        Ok(j) => j,
+                        Err(_) => return Err(CallError::CallerLeft),
+                    },
                     None => task.await,
                 };
                 waiter.disarm();
@@ -385,13 +391,22 @@ fn closed_failure() -> PluginFailure {
     }
 }
 
-fn failure(e: CallError, method: &str, timeout: Duration) -> PluginFailure {
+/// The failure of a call that ended with `e`: the caller waited `waited`
+/// at most, the guest ran for `guest_time` at most.
+fn failure(
+    e: CallError,
+    method: &str,
+    (waited, guest_time): (Duration, Duration),
+) -> PluginFailure {
     match e {
         CallError::Status(message) => PluginFailure::Status {
             code: i32::from(nri_ttrpc::Code::Unknown),
             message,
         },
-        CallError::Timeout => PluginFailure::Timeout { timeout },
+        CallError::CallerLeft => PluginFailure::Timeout { timeout: waited },
+        CallError::Timeout => PluginFailure::Timeout {
+            timeout: guest_time,
+        },
         CallError::Fatal(reason) => PluginFailure::Disconnected { reason },
         CallError::Abi(e) => PluginFailure::InvalidResponse {
             message: format!("{method} answer refused: {e}"),

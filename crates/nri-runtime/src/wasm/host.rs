@@ -31,6 +31,10 @@ pub(crate) enum CallError {
     Status(String),
     /// The call's deadline passed.
     Timeout,
+    /// The caller stopped waiting at its own deadline, sooner than the
+    /// call's (the event's deadline cut the plugin's timeout short); the
+    /// call goes on without it (see `conn.rs`).
+    CallerLeft,
     /// The guest trapped or exited.
     Fatal(String),
     /// The guest broke the ABI (an answer outside its memory, too large).
@@ -399,6 +403,7 @@ pub(crate) fn describe(e: &CallError) -> String {
     match e {
         CallError::Status(s) => format!("guest returned an error: {s}"),
         CallError::Timeout => "deadline passed".into(),
+        CallError::CallerLeft => "the caller stopped waiting".into(),
         CallError::Fatal(m) => m.clone(),
         CallError::Abi(e) => e.to_string(),
         CallError::Closed => "plugin closed".into(),
