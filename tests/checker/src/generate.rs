@@ -71,13 +71,19 @@ impl Shadow {
 /// 5. Proxy mode: in one run of four, the upstream runtime's Configure
 ///    tells a request timeout of zero (runtime-mode schedules are those of
 ///    version 4).
-pub const GENERATOR: u32 = 5;
+/// 6. WebAssembly plugins commit faults: each (in runs without the large
+///    node) gets a fault program compiled into its guest
+///    (`wasm_program.rs`).
+pub const GENERATOR: u32 = 6;
 
 /// Salt of the stream of version 4's scenarios.
 const SCENARIO_STREAM: u64 = 0x7363_656e_6172_696f;
 
 /// Salt of the stream of version 5's upstream settings.
 const UPSTREAM_STREAM: u64 = 0x7570_7374_7265_616d;
+
+/// Salt of the stream of version 6's WebAssembly fault programs.
+const WASM_STREAM: u64 = 0x7761_736d_6661_756c;
 
 /// The schedule of `seed` in `mode` (the latest generator).
 pub fn schedule(seed: u64, mode: Mode, size: Size) -> Schedule {
@@ -142,6 +148,15 @@ pub fn schedule_with(seed: u64, mode: Mode, size: Size, generator: u32) -> Sched
         // plugins with NRI's default.
         setup.configure_timeout_zero = true;
         setup.deadline_ms = Some(2000);
+    }
+    if generator >= 6 && !setup.preload.is_large() {
+        // Logging the large node's Synchronize takes a guest seconds (its
+        // plugin keeps the long timeout of `env::WASM_TIMEOUT`, and no
+        // faults, there).
+        let mut programs = Rng::new(seed ^ WASM_STREAM);
+        for p in setup.plugins.iter_mut().filter(|p| p.peer == Peer::Wasm) {
+            p.wasm_faults = crate::wasm_program::draw(&mut programs, p, &steps);
+        }
     }
     Schedule {
         seed,
@@ -264,6 +279,7 @@ fn plugin(
         streaming: peer == Peer::Sdk && streaming,
         reconnect: rng.chance(75),
         legacy: peer == Peer::Raw && legacy,
+        wasm_faults: Vec::new(),
     }
 }
 
@@ -499,6 +515,14 @@ mod tests {
                     v5.setup.deadline_ms = v4.setup.deadline_ms;
                 }
                 assert_eq!(v4.setup, v5.setup, "seed {seed}");
+                let mut v6 = schedule_with(seed, mode, Size::default(), 6);
+                assert_eq!((&v5.steps, v5.finale_us), (&v6.steps, v6.finale_us));
+                for p in &mut v6.setup.plugins {
+                    assert!(p.wasm_faults.is_empty() || p.peer == Peer::Wasm);
+                    p.wasm_faults.clear();
+                }
+                let v5 = schedule_with(seed, mode, Size::default(), 5);
+                assert_eq!(v5.setup, v6.setup, "seed {seed}");
                 assert!(v1.setup.plugins.iter().all(|p| p.peer == Peer::Sdk));
                 for p in &mut v3.setup.plugins {
                     p.streaming = p.streaming || p.peer != Peer::Sdk && v1_streaming(&v1, p);
@@ -529,6 +553,27 @@ mod tests {
             "{}",
             zero(Mode::Proxy)
         );
+    }
+
+    /// Version 6 gives most WebAssembly plugins of runs without the large
+    /// node a fault program, on objects of the schedule's steps.
+    #[test]
+    fn version_6_gives_webassembly_plugins_faults() {
+        let (mut wasm, mut with) = (0, 0);
+        for seed in 0..200 {
+            let s = schedule_with(seed, Mode::Runtime, Size::default(), 6);
+            for p in s.setup.plugins.iter().filter(|p| p.peer == Peer::Wasm) {
+                wasm += 1;
+                with += usize::from(!p.wasm_faults.is_empty());
+                assert!(p.wasm_faults.is_empty() || !s.setup.preload.is_large());
+                for f in &p.wasm_faults {
+                    assert!(p.subscribed(f.event), "seed {seed}: {f:?}");
+                    assert!((1..=2).contains(&f.times));
+                }
+            }
+        }
+        assert!(wasm > 20, "{wasm}");
+        assert!(with * 2 > wasm, "{with} of {wasm}");
     }
 
     fn v1_streaming(v1: &Schedule, p: &PluginSpec) -> bool {

@@ -21,7 +21,7 @@ use nri_runtime::ErrorClass;
 
 use crate::model::{Model, Request, Truth};
 use crate::observe::{Instance, Seen, lock};
-use crate::schedule::{Fault, Mode, Policy, Setup};
+use crate::schedule::{Fault, Mode, Peer, Policy, Setup};
 use crate::view::{View, walk};
 
 /// Slack on deadlines: time the library may spend after its last plugin
@@ -121,17 +121,22 @@ pub fn check(ev: &Evidence<'_>) -> Vec<Violation> {
     out.extend(teardown_and_blame(ev, &requests));
     out.extend(required_absent(ev, &requests));
     out.extend(strikes(ev));
+    out.extend(crate::wasm_checks::check(ev, &requests));
     out
 }
 
 /// Invariant 4, "a timeout fails one call": a plugin the runtime dropped
 /// (its connection ended though neither the harness nor a crash cut it,
 /// and no Shutdown came) had at least the strike limit of answers that
-/// may have been late (a delay, a hang) in that connection.
+/// may have been late (a delay, a hang) in that connection. (WebAssembly
+/// plugins: `wasm_checks.rs`.)
 fn strikes(ev: &Evidence<'_>) -> Vec<Violation> {
     let mut out = Vec::new();
     for (slot, insts) in ev.instances.iter().enumerate() {
         let spec = &ev.setup.plugins[slot];
+        if spec.peer == Peer::Wasm {
+            continue;
+        }
         for inst in insts {
             let mut late = 0;
             let mut events = 0;

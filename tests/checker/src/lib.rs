@@ -46,6 +46,8 @@ pub mod text;
 pub mod totals;
 pub mod view;
 pub mod wasm;
+pub mod wasm_checks;
+pub mod wasm_program;
 
 pub use check::{Failure, Outcome, check_schedule, check_seed};
 pub use generate::Size;

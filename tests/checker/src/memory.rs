@@ -75,6 +75,7 @@ pub async fn finale(env: &mut Env, us: u64, turns: bool) -> Vec<Violation> {
         streaming: false,
         reconnect: false,
         legacy: false,
+        wasm_faults: Vec::new(),
     };
     let obs = Arc::new(Observer::new(spec, usize::MAX, env.clock.clone()));
     let late = crate::sdk::stub(obs, &env.plugin_socket).ok();

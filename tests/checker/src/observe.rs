@@ -201,6 +201,11 @@ impl Observer {
         });
     }
 
+    /// How many instances so far.
+    pub fn instance_count(&self) -> usize {
+        lock(&self.instances).len()
+    }
+
     /// Every instance so far.
     pub fn instances(&self) -> Vec<Instance> {
         lock(&self.instances).clone()

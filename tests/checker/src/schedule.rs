@@ -39,7 +39,8 @@ pub enum Peer {
     /// A peer on nri-mux and nri-ttrpc directly, answering by hand.
     Raw,
     /// A WebAssembly plugin in the plugin directory (launched at start,
-    /// never cut or stopped by the schedule, no faults).
+    /// never cut or stopped by the schedule; from generator 6 on it
+    /// commits the faults of its program, [`PluginSpec::wasm_faults`]).
     Wasm,
 }
 
@@ -102,6 +103,25 @@ pub struct PluginSpec {
     /// Raw only: answers the dedicated notification RPCs UNIMPLEMENTED, as
     /// a plugin before NRI v0.12 (the runtime falls back to StateChange).
     pub legacy: bool,
+    /// WebAssembly only (generator 6 on): the faults its guest commits,
+    /// compiled into it (a guest cannot see the schedule's `fault` steps).
+    pub wasm_faults: Vec<WasmFault>,
+}
+
+/// One entry of a WebAssembly plugin's fault program: its guest commits
+/// `fault` on the first `times` requests of `event` about `object` that
+/// one instance of it gets (a re-instantiated guest starts the program
+/// again: a guest keeps nothing across instances).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WasmFault {
+    /// The event (its dedicated RPC).
+    pub event: Event,
+    /// The pod (`pN`) or container (`cN`) the request is about.
+    pub object: String,
+    /// What the guest does.
+    pub fault: Fault,
+    /// How many matching requests, per instance.
+    pub times: u32,
 }
 
 impl PluginSpec {
@@ -131,6 +151,14 @@ pub struct Preload {
     pub containers_per_pod: u32,
     /// Bytes of annotation per container.
     pub pad: u32,
+}
+
+impl Preload {
+    /// Whether the objects make a Synchronize of more than a megabyte
+    /// (the generator's large node: about 4.4 MB, split over messages).
+    pub fn is_large(&self) -> bool {
+        u64::from(self.pods) * u64::from(self.containers_per_pod) * u64::from(self.pad) > 1 << 20
+    }
 }
 
 /// The settings of one run.

@@ -12,6 +12,14 @@
 //! fault 0 CreateContainer delay=2500 x1
 //! finale 300
 //! ```
+//!
+//! A WebAssembly plugin's fault program (generator 6 on) follows the
+//! plugin lines, one entry a line, naming the plugin by its slot:
+//!
+//! ```text
+//! plugin 07-obs1 peer=wasm policy=ignore echo=no streaming=no reconnect=yes legacy=no events=CreateContainer
+//! wasm-fault 1 CreateContainer c4 hang x1
+//! ```
 
 use std::fmt::{self, Write as _};
 
@@ -19,7 +27,7 @@ use nri_api::EventMask;
 use nri_api::api::Event;
 
 use crate::schedule::{
-    Fault, Hook, Mode, Peer, PluginSpec, Policy, Preload, Schedule, Setup, Step,
+    Fault, Hook, Mode, Peer, PluginSpec, Policy, Preload, Schedule, Setup, Step, WasmFault,
 };
 
 /// A schedule file that cannot be read.
@@ -76,10 +84,33 @@ impl fmt::Display for Schedule {
                 }
             )?;
         }
+        for (slot, p) in s.plugins.iter().enumerate() {
+            for w in &p.wasm_faults {
+                writeln!(
+                    f,
+                    "wasm-fault {slot} {} {} {} x{}",
+                    w.event.pretty_name(),
+                    w.object,
+                    fault_text(w.fault),
+                    w.times
+                )?;
+            }
+        }
         for step in &self.steps {
             writeln!(f, "{step}")?;
         }
         writeln!(f, "finale {}", self.finale_us)
+    }
+}
+
+/// A fault as a schedule file writes it (`delay=MS`, `hang`, `error`,
+/// `crash`).
+fn fault_text(f: Fault) -> String {
+    match f {
+        Fault::Delay(ms) => format!("delay={ms}"),
+        Fault::Hang => "hang".into(),
+        Fault::Error => "error".into(),
+        Fault::Crash => "crash".into(),
     }
 }
 
@@ -121,15 +152,12 @@ impl fmt::Display for Step {
                 hook,
                 fault,
                 times,
-            } => {
-                let how = match fault {
-                    Fault::Delay(ms) => format!("delay={ms}"),
-                    Fault::Hang => "hang".into(),
-                    Fault::Error => "error".into(),
-                    Fault::Crash => "crash".into(),
-                };
-                write!(f, "fault {plugin} {} {how} x{times}", hook.name())
-            }
+            } => write!(
+                f,
+                "fault {plugin} {} {} x{times}",
+                hook.name(),
+                fault_text(*fault)
+            ),
             Step::Unsolicited { plugin, ctr } => write!(f, "unsolicited {plugin} c{ctr}"),
             Step::SlowListing { ms } => write!(f, "slow-listing {ms}"),
             Step::UpstreamCut => f.write_str("upstream-cut"),
@@ -177,6 +205,7 @@ pub fn parse(text: &str) -> Result<Schedule, ParseError> {
             }
             "setup" => parse_setup(&mut setup, &words[1..]).map_err(err)?,
             "plugin" => setup.plugins.push(parse_plugin(&words[1..]).map_err(err)?),
+            "wasm-fault" => parse_wasm_fault(&mut setup, &words[1..]).map_err(err)?,
             "finale" => finale_us = num(words.get(1)).map_err(err)?,
             _ => steps.push(parse_step(&words).map_err(err)?),
         }
@@ -267,6 +296,7 @@ fn parse_plugin(words: &[&str]) -> Result<PluginSpec, String> {
         streaming: false,
         reconnect: true,
         legacy: false,
+        wasm_faults: Vec::new(),
     };
     for (k, v) in pairs(&words[1..])? {
         match k {
@@ -297,6 +327,33 @@ fn parse_plugin(words: &[&str]) -> Result<PluginSpec, String> {
         }
     }
     Ok(p)
+}
+
+/// `SLOT EVENT OBJECT FAULT xTIMES`: an entry of the fault program of
+/// the plugin in `SLOT` (listed before).
+fn parse_wasm_fault(setup: &mut Setup, words: &[&str]) -> Result<(), String> {
+    let w = |i: usize| words.get(i);
+    let slot: usize = num(w(0))?;
+    let Some(Hook::Event(event)) = parse_hook(w(1)).ok() else {
+        return Err(format!("wasm-fault: not an event: {:?}", w(1)));
+    };
+    let object = w(2).ok_or("wasm-fault: missing object")?.to_string();
+    let fault = parse_fault(w(3))?;
+    let times = times(w(4))?;
+    let p = (setup.plugins.get_mut(slot)).ok_or(format!("wasm-fault: no plugin {slot}"))?;
+    p.wasm_faults.push(WasmFault {
+        event,
+        object,
+        fault,
+        times,
+    });
+    Ok(())
+}
+
+fn times(w: Option<&&str>) -> Result<u32, String> {
+    w.and_then(|t| t.strip_prefix('x'))
+        .and_then(|t| t.parse().ok())
+        .ok_or_else(|| "a fault needs xTIMES".to_owned())
 }
 
 fn parse_hook(w: Option<&&str>) -> Result<Hook, String> {
@@ -381,10 +438,7 @@ fn parse_step(words: &[&str]) -> Result<Step, String> {
             plugin: num(w(1))?,
             hook: parse_hook(w(2))?,
             fault: parse_fault(w(3))?,
-            times: w(4)
-                .and_then(|t| t.strip_prefix('x'))
-                .and_then(|t| t.parse().ok())
-                .ok_or("fault needs xTIMES")?,
+            times: times(w(4))?,
         },
         "unsolicited" => Step::Unsolicited {
             plugin: num(w(1))?,

@@ -1,7 +1,7 @@
 //! The checker in CI: a fixed range of seeds in each mode (those listed as
 //! `open` in `seeds.txt` left out until their fix lands), every `fixed`
-//! entry of the regression list (those the range runs already, of the
-//! latest generator, not twice), and proof that the checker can fail.
+//! entry of the regression list (those whose schedule the range runs
+//! already not twice), and proof that the checker can fail.
 //!
 //! Budget: about 2 minutes on the 2-core CI machine in a debug build
 //! (`cargo test -p nri-checker --test ci`); the numbers of seeds are the
@@ -9,7 +9,6 @@
 //! `cargo run -p nri-checker --release -- run --time 3600`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use nri_checker::generate::GENERATOR;
 use nri_checker::regressions::{Entry, Status, entries, is_open};
 use nri_checker::{Mode, Options, Outcome, Size, check_schedule, check_seed};
 
@@ -18,14 +17,24 @@ const RUNTIME_SEEDS: u64 = 100;
 /// Seeds of proxy mode run by CI: `0..PROXY_SEEDS`.
 const PROXY_SEEDS: u64 = 60;
 
-/// Whether the seed range of its mode runs entry `e` already (the latest
-/// generator's seeds).
+/// Whether the seed range of its mode runs entry `e` already: its seed is
+/// in the range and its schedule is the latest generator's for that seed
+/// (a later version keeps a schedule as it was unless it adds to it:
+/// version 6 adds to runs with a WebAssembly plugin only).
 fn in_range(e: &Entry) -> bool {
     let range = match e.mode {
         Mode::Runtime => RUNTIME_SEEDS,
         Mode::Proxy => PROXY_SEEDS,
     };
-    e.generator == GENERATOR && e.seed < range
+    if e.seed >= range {
+        return false;
+    }
+    let mut own = nri_checker::regressions::schedule(e);
+    let latest = nri_checker::generate::schedule(e.seed, e.mode, Size::default());
+    // The version itself only says whether the finale counts turns (4 on).
+    let same_finale = (own.generator >= 4) == (latest.generator >= 4);
+    own.generator = latest.generator;
+    same_finale && own == latest
 }
 
 /// Runs `seeds` in `mode` (open entries left out); the failures, described.
@@ -90,8 +99,10 @@ fn fixed_regressions_stay_fixed() {
 /// The checker can fail: with observers that forget every fifth event
 /// they get, it reports lost or out-of-order objects, with the seed (on
 /// twelve seeds that pass with sound observers; in some schedules the
-/// forgotten events break no invariant: of seeds 0-11, 2, 6, 9 and 10
-/// still pass).
+/// forgotten events break no invariant: of seeds 0-11, 1, 2, 6, 9 and 10
+/// still pass at generator 6; 1 failed at generator 5, before its
+/// WebAssembly observer trapped and the new instance's Synchronize
+/// repaired what the observer forgot).
 #[test]
 fn a_broken_observer_is_reported_with_its_seed() {
     let opts = Options {
@@ -120,7 +131,7 @@ fn a_broken_observer_is_reported_with_its_seed() {
         }
     }
     assert!(
-        caught >= 8,
+        caught >= 7,
         "only {caught} of 12 seeds caught the broken observer"
     );
 }
