@@ -578,6 +578,14 @@ impl Plugin {
         self.carried.store(n, Ordering::Relaxed);
     }
 
+    /// Consecutive timeouts so far, with those given by
+    /// [`Plugin::carry_strikes`] if not added yet (an incarnation whose
+    /// start failed: what its successor carries over).
+    pub(crate) fn strikes_with_carried(&self) -> u32 {
+        self.strikes()
+            .saturating_add(self.carried.load(Ordering::Relaxed))
+    }
+
     /// Adds the strikes given by [`Plugin::carry_strikes`] (once).
     pub(crate) fn apply_carried_strikes(&self) {
         let n = self.carried.swap(0, Ordering::Relaxed);

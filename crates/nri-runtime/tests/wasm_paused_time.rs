@@ -132,3 +132,48 @@ fn a_cut_call_that_runs_past_its_own_timeout_is_a_strike_on_paused_time() {
         });
     }
 }
+
+/// A re-instantiation whose instance runs out of time in its start (here
+/// on a creation it gets after the fact, which this runtime never stores:
+/// every new instance gets it) adds that timeout to the strikes carried
+/// over: at the limit the plugin is closed for good. (The failed attempt's
+/// strikes were dropped: it was made again forever, one timeout of a
+/// blocking thread each time.)
+#[test]
+fn timeouts_during_re_instantiation_reach_the_strike_limit() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let _log = common::log_capture::log();
+        let env = TestEnv::new();
+        let mut events = EventMask::EMPTY;
+        events.set(Event::CreateContainer);
+        let guest = Wat::new(events).work(CREATE, Work::Sleep(Duration::from_secs(60)));
+        guest.install(&env.dir.path().join("plugins"), "10-again");
+        let b = env
+            .builder()
+            .disable_connections(true)
+            .request_timeout(Duration::from_millis(100))
+            .strike_limit(2);
+        let a = env.start(b).await;
+        assert_eq!(a.plugins().len(), 1);
+        let out = a
+            .create_container(&pod("p"), &ctr("p", "c1"))
+            .await
+            .unwrap();
+        assert_eq!(out.errors.len(), 1, "{:?}", out.errors);
+        let line = "reached its strike limit; closed for good plugin=10-again";
+        tokio::time::timeout(Duration::from_secs(120), common::log_capture::logged(line))
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "never closed for good:\n{}",
+                    common::log_capture::log().text()
+                )
+            });
+        a.stop().await;
+    });
+}

@@ -155,9 +155,9 @@ impl Shared {
                 tracing::info!(plugin = %full, strikes, "WebAssembly NRI plugin re-instantiated");
                 Ok(p)
             }
-            // The failed attempt's strikes are not known once its plugin
-            // is gone: a failure to start is no timeout of an event.
-            Err(e) => Err((e, strikes)),
+            // The attempt's own timeouts (its Synchronize, a delivery
+            // before its activation) add to the strikes it carried.
+            Err((e, after)) => Err((e, after)),
         }
     }
 }

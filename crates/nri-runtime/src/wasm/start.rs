@@ -63,7 +63,7 @@ impl Shared {
         };
         let c = origin.image.census();
         tracing::info!(plugin = %full, path = %d.path.display(), load_ms = started.elapsed().as_secs_f64() * 1e3, functions = c.functions, table_elements = c.table_elements, memory_bytes = c.memory_bytes, "WebAssembly NRI plugin loaded");
-        let admitted = self.clone().admit_wasm(origin, guest, 0).await;
+        let admitted = (self.clone().admit_wasm(origin, guest, 0).await).map_err(|(e, _)| e);
         if admitted.is_err() {
             self.gone_if_last(&full);
         }
@@ -85,19 +85,21 @@ impl Shared {
 
     /// Configures and synchronizes a new instance `guest` of `origin`
     /// (its name reserved), whose plugin starts with `strikes`; on
-    /// failure the reservation is released.
+    /// failure the reservation is released, and the error comes with the
+    /// strikes after the attempt (`strikes`, plus its own timeouts: a
+    /// Synchronize, or a delivery before its activation, that timed out).
     pub(super) async fn admit_wasm(
         self: Arc<Self>,
         origin: Arc<Origin>,
         guest: Guest,
         strikes: u32,
-    ) -> Result<Arc<Plugin>, Error> {
+    ) -> Result<Arc<Plugin>, (Error, u32)> {
         let full = origin.plugin.id.to_string();
         let plugin = match self.configure_wasm(origin, guest).await {
             Ok(p) => p,
             Err(e) => {
                 self.registry.release(&full);
-                return Err(e);
+                return Err((e, strikes));
             }
         };
         // Added at its activation, after Synchronize (whose answer clears
@@ -107,10 +109,12 @@ impl Shared {
         if let Err(reason) = self.synchronize(&plugin).await {
             let _ = self.registry.remove(&plugin);
             plugin.close("synchronization failed");
-            return Err(Error::Registration {
+            let after = plugin.strikes_with_carried();
+            let e = Error::Registration {
                 plugin: full,
                 reason,
-            });
+            };
+            return Err((e, after));
         }
         tracing::info!(plugin = %full, "WebAssembly NRI plugin synchronized and active");
         Ok(plugin)
