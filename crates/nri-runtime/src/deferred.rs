@@ -324,16 +324,23 @@ impl Shared {
         // forgotten, its backlog may go to the instance it was taking over
         // from; once the backlog is dropped, the offer is refused.
         let metrics = &*self.metrics;
-        let wait = match budget.time_for(&plugin, metrics, LATE_OP) {
-            Ok(t) => t,
-            Err(f) => return (plugin, Err(f)),
-        };
         let (tx, mut rx) = tokio::sync::oneshot::channel();
         let (sent, is_sent) = tokio::sync::oneshot::channel();
         let late = LateOffer {
             request,
             reply: tx,
             sent,
+        };
+        let wait = match budget.time_for(&plugin, metrics, LATE_OP) {
+            Ok(t) => t,
+            Err(f) => {
+                // The deadline passed before the plugin's turn: nobody
+                // waits for its answer, and it gets the container after
+                // the fact.
+                rx.close();
+                let _ = offer.send(late);
+                return (plugin, Err(f));
+            }
         };
         if offer.send(late).is_err() {
             return (plugin, Err(gone()));

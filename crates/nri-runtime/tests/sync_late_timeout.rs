@@ -22,7 +22,7 @@ use std::time::Duration;
 use common::*;
 use nri_api::EventMask;
 use nri_api::api::{ContainerAdjustment, CreateContainerResponse, Event};
-use nri_runtime::{Adaptation, PluginFailure};
+use nri_runtime::{Adaptation, ErrorClass, PluginFailure};
 use tokio::time::Instant;
 
 const TIMEOUT: Duration = Duration::from_secs(2);
@@ -162,6 +162,41 @@ async fn the_wait_for_the_synchronization_ends_at_the_deadline() {
         "{:?}",
         m.strikes("20-late")
     );
+    a.stop().await;
+}
+
+/// The first plugin holds the creation past its deadline: the late
+/// plugin's turn comes after it, so the creation does not wait for it at
+/// all (not called, no strike), and it gets the container afterwards.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_late_plugin_whose_turn_comes_after_the_deadline_gets_the_container_afterwards() {
+    let env = TestEnv::new();
+    let a = env
+        .start(env.builder().request_timeout(TIMEOUT).strike_limit(2))
+        .await;
+    let late = adjusting(Duration::ZERO, Duration::ZERO);
+    let gate = Gate::new();
+    let first = FakePlugin::new("10", "first")
+        .events(EventMask::from_events(&[Event::CreateContainer]))
+        .hold("CreateContainer", &gate);
+    let _f = first.clone().connect(&env.socket).await.unwrap();
+    wait_active(&a, 1).await;
+    let deadline = Instant::now() + Duration::from_secs(1);
+    let creation = create_in_background(&a.with_deadline(deadline), "c");
+    until_creations(&first, 1).await;
+    let _l = late.clone().connect(&env.socket).await.unwrap();
+    let out = creation
+        .await
+        .unwrap()
+        .expect("created without the late plugin");
+    let failures: Vec<_> = out.errors.iter().map(|e| e.failure.class()).collect();
+    assert_eq!(failures, [ErrorClass::Timeout, ErrorClass::NotCalled]);
+    drop(out.guard);
+    until("the late plugin gets the container afterwards", || {
+        events_of(&late.received()) == ["CreateContainer"]
+    })
+    .await;
+    gate.open();
     a.stop().await;
 }
 
