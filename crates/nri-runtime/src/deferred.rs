@@ -414,11 +414,12 @@ impl Shared {
 
 const LATE_OP: &str = "CreateContainer";
 
-/// Why a late plugin's CreateContainer was not sent in time: the event's
-/// deadline passed ([`PluginFailure::NotCalled`], counted in the metrics),
-/// or the plugin's synchronization and backlog took longer than its
-/// request timeout (a timeout of this event for it, no strike). Either
-/// way the plugin gets the container afterwards.
+/// A late plugin's CreateContainer was not sent in time
+/// ([`PluginFailure::NotCalled`], no strike): the event's deadline passed
+/// (counted in the metrics here), or the plugin's synchronization and
+/// backlog took longer than its request timeout (the backlog counts the
+/// call when it sends it). Either way the plugin gets the container
+/// afterwards.
 fn late_not_sent(
     plugin: &Plugin,
     metrics: &dyn crate::metrics::Metrics,
@@ -430,8 +431,8 @@ fn late_not_sent(
         metrics.plugin_invocation(&plugin.name, LATE_OP, Err(ErrorClass::NotCalled));
         return PluginFailure::NotCalled;
     }
-    tracing::warn!(plugin = %plugin.id, ?wait, "NRI plugin's CreateContainer was not sent within its request timeout: the plugin was still synchronizing or delivering its backlog; it gets the container afterwards (not a strike)");
-    PluginFailure::Timeout { timeout: wait }
+    tracing::warn!(plugin = %plugin.id, ?wait, "NRI plugin not called for CreateContainer within its request timeout: the plugin was still synchronizing or delivering its backlog; it gets the container afterwards (not a strike)");
+    PluginFailure::NotCalled
 }
 
 fn has_changes(resp: &CreateContainerResponse) -> bool {

@@ -60,11 +60,18 @@ pub enum PluginFailure {
         /// The validator's reason.
         reason: String,
     },
-    /// The plugin was not called: the event's deadline (see
+    /// The plugin was not called for the event in time: the event's
+    /// deadline (see
     /// [`Adaptation::with_deadline`](crate::Adaptation::with_deadline))
-    /// passed before its turn came. Not a strike: the plugin did nothing
-    /// wrong; the policy treats it as an unavailable plugin.
-    #[error("not called: the event's deadline passed before the plugin's turn")]
+    /// passed before its turn came, or the plugin was still synchronizing
+    /// (or delivering the backlog of its synchronization) when its request
+    /// timeout ran out. Not a strike: the calls that kept it busy count
+    /// for themselves; the policy treats it as an unavailable plugin. It
+    /// still gets the event afterwards (a creation only if it succeeded;
+    /// not a validation).
+    #[error(
+        "not called in time: the event's deadline passed before the plugin's turn, or the plugin was still synchronizing"
+    )]
     NotCalled,
     /// The answer changes what the plugin's grant does not allow (see
     /// [`Grant`](crate::Grant)); the answer is refused as a whole.
@@ -161,7 +168,8 @@ pub enum ErrorClass {
     Rejected,
     /// A required plugin was absent.
     RequiredMissing,
-    /// The plugin was not called: the event's deadline had passed.
+    /// The plugin was not called in time: the event's deadline had
+    /// passed, or the plugin was still synchronizing.
     NotCalled,
     /// The plugin's answer went beyond its grant.
     NotGranted,

@@ -130,12 +130,12 @@ impl Plugin {
     }
 
     /// Waits (within `timeout`) until the plugin is ready for direct
-    /// calls. A wait that runs out is a timeout of `operation` for this
-    /// plugin (counted in the metrics, reported by the caller, under the
-    /// failure policy) but no strike: the plugin was not sent the request;
-    /// what kept the gate closed is a call of its backlog, which counts for
-    /// itself. The event (`replay`) is then appended to that backlog: the
-    /// plugin still gets it, in order, with its own timeout.
+    /// calls. A wait that runs out means the plugin is not called for
+    /// `operation` in time ([`PluginFailure::NotCalled`], counted in the
+    /// metrics, reported by the caller, under the failure policy; no
+    /// strike): what kept the gate closed is a call of its backlog, which
+    /// counts for itself. The event (`replay`) is then appended to that
+    /// backlog: the plugin still gets it, in order, with its own timeout.
     pub(super) async fn wait_ready(
         &self,
         metrics: &dyn Metrics,
@@ -147,7 +147,7 @@ impl Plugin {
         let res = tokio::select! {
             r = tokio::time::timeout(timeout, rx.wait_for(|ready| *ready)) => match r {
                 Ok(_) => Ok(()),
-                Err(_) => Err(PluginFailure::Timeout { timeout }),
+                Err(_) => Err(PluginFailure::NotCalled),
             },
             () = self.closed.cancelled() => Err(PluginFailure::Disconnected {
                 reason: "closed while synchronizing".into(),
@@ -155,7 +155,7 @@ impl Plugin {
         };
         match &res {
             Ok(_) => {}
-            Err(f @ PluginFailure::Timeout { .. }) => {
+            Err(f @ PluginFailure::NotCalled) => {
                 let queued = match self.missed_at_gate(replay, metrics) {
                     // The gate opened as the wait ran out: the call goes
                     // out with the plugin's own timeout.
@@ -164,7 +164,7 @@ impl Plugin {
                     Missed::Dropped => false,
                 };
                 metrics.plugin_invocation(&self.name, operation, Err(f.class()));
-                tracing::warn!(plugin = %self.id, operation, ?timeout, queued, "NRI plugin timed out: its backlog of events deferred by its synchronization was still being delivered (not a strike: the plugin was not sent the request; when queued, it gets the event after that backlog)");
+                tracing::warn!(plugin = %self.id, operation, ?timeout, queued, "NRI plugin not called in time: its backlog of events deferred by its synchronization was still being delivered (not a strike; when queued, it gets the event after that backlog)");
             }
             Err(_) => self.account(metrics, operation, &res),
         }
