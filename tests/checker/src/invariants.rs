@@ -170,56 +170,17 @@ fn strikes(ev: &Evidence<'_>) -> Vec<Violation> {
     out
 }
 
-/// Objects a plugin cannot be held to: the runtime reported it was not
-/// called for their event (the event's deadline passed first), or their
-/// creation failed and the runtime did not tell plugins (`undo` off).
+/// Objects a plugin cannot be held to: their creation failed and the
+/// runtime did not tell plugins (`undo` off). A plugin the runtime (or
+/// the proxy) did not call for an event in time is held to it: it gets
+/// the event afterwards.
 fn excused(ev: &Evidence<'_>, requests: &[Request]) -> HashSet<(usize, String)> {
     let mut out = HashSet::new();
-    let slot_of: HashMap<String, usize> = (ev.setup.plugins.iter().enumerate())
-        .map(|(i, p)| (p.full_name(), i))
-        .collect();
     for r in requests {
-        for (plugin, class) in &r.reported {
-            if *class == ErrorClass::NotCalled {
-                if let Some(s) = slot_of.get(plugin) {
-                    out.insert((*s, r.object.clone()));
-                }
-            }
-        }
         let creation = matches!(r.event, Event::RunPodSandbox | Event::CreateContainer);
         if creation && !ev.setup.undo && !exists(ev.truth, &r.object) {
             for s in 0..ev.setup.plugins.len() {
                 out.insert((s, r.object.clone()));
-            }
-        }
-    }
-    if ev.setup.mode == Mode::Proxy {
-        out.extend(behind_slow(ev));
-    }
-    out
-}
-
-/// Proxy mode: the proxy's reports of plugins it did not call are not
-/// visible upstream. A plugin after one that was slow on an object's event
-/// (a delay, a hang or a crash: the proxy's budget may have run out
-/// before its turn) is excused for that object.
-fn behind_slow(ev: &Evidence<'_>) -> HashSet<(usize, String)> {
-    let mut slow: HashMap<String, Vec<String>> = HashMap::new();
-    for (slot, insts) in ev.instances.iter().enumerate() {
-        for ((id, _), faults) in faults_by_object(insts) {
-            let late = faults.iter().any(|f| !matches!(f, Fault::Error));
-            if late {
-                slow.entry(id)
-                    .or_default()
-                    .push(ev.setup.plugins[slot].full_name());
-            }
-        }
-    }
-    let mut out = HashSet::new();
-    for (id, names) in slow {
-        for (slot, p) in ev.setup.plugins.iter().enumerate() {
-            if names.iter().any(|n| p.full_name() > *n) {
-                out.insert((slot, id.clone()));
             }
         }
     }
