@@ -3,7 +3,9 @@
 //!
 //! A container is known from when its creation guard is released after a
 //! successful CreateContainer (the runtime has stored it then), or from a
-//! listing that has it, until its RemoveContainer. Each listing (for a
+//! listing that has it, until its RemoveContainer (noted when the event
+//! starts and again when it ends: a listing asked for in between still has
+//! the container, which the runtime forgets after the event). Each listing (for a
 //! plugin's Synchronize) is the runtime's truth as of when it was asked
 //! for, and reconciles the set:
 //!

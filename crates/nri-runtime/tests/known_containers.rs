@@ -14,6 +14,7 @@
 mod common;
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use common::*;
 use nri_api::api::{
@@ -183,5 +184,46 @@ async fn created_and_removed_containers_are_not_known() {
         a.remove_container(&pod("p"), &c).await.unwrap();
     }
     assert_eq!(known(&probe).await, 0);
+    a.stop().await;
+}
+
+/// A listing asked for while a RemoveContainer is still being delivered
+/// (the runtime still has the container: it forgets it after the event,
+/// as containerd does) does not bring it back once the removal is done.
+/// (The removal was noted at the start of the event only, before the
+/// listing was asked for, and the listing added the container back: it
+/// stayed known for good.)
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_listing_during_a_removal_in_flight_does_not_bring_it_back() {
+    let env = TestEnv::new();
+    let a = Arc::new(env.start(env.builder().peer_limits(limits())).await);
+    env.runtime.add_pod(pod("p"));
+    let created = a.create_container(&pod("p"), &ctr("p", "c")).await.unwrap();
+    env.runtime.add_container(ctr("p", "c"));
+    drop(created.guard);
+    let gate = Gate::new();
+    let probe = FakePlugin::new("10", "probe")
+        .hold("RemoveContainer", &gate)
+        .connect(&env.socket)
+        .await
+        .unwrap();
+    wait_active(&a, 1).await;
+    assert_eq!(known(&probe).await, 1);
+    // The removal waits at the probe's answer; meanwhile a plugin
+    // registers, and its listing has c.
+    let removal = tokio::spawn({
+        let a = a.clone();
+        async move { a.remove_container(&pod("p"), &ctr("p", "c")).await }
+    });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let _late = FakePlugin::new("20", "late")
+        .connect(&env.socket)
+        .await
+        .unwrap();
+    wait_active(&a, 2).await;
+    gate.open();
+    removal.await.unwrap().unwrap();
+    env.runtime.containers.lock().unwrap().clear();
+    assert_eq!(known(&probe).await, 0, "c was removed");
     a.stop().await;
 }

@@ -97,7 +97,8 @@ fn a_cut_call_that_runs_past_its_own_timeout_is_a_strike_on_paused_time() {
         rt.block_on(async {
             let env = TestEnv::new();
             // StartContainer: a creation would reach the new instance again
-            // (after the fact: this runtime never stores it).
+            // (after the fact: a creation whose guard is held is never
+            // stored).
             let mut events = EventMask::EMPTY;
             events.set(Event::StartContainer);
             let guest = Wat::new(events).work(START, Work::Sleep(Duration::from_secs(60)));
@@ -134,9 +135,10 @@ fn a_cut_call_that_runs_past_its_own_timeout_is_a_strike_on_paused_time() {
 }
 
 /// A re-instantiation whose instance runs out of time in its start (here
-/// on a creation it gets after the fact, which this runtime never stores:
-/// every new instance gets it) adds that timeout to the strikes carried
-/// over: at the limit the plugin is closed for good. (The failed attempt's
+/// on a creation it gets after the fact: the test holds the creation's
+/// guard, so it is never stored and every new instance gets it) adds that
+/// timeout to the strikes carried over: at the limit the plugin is closed
+/// for good. (The failed attempt's
 /// strikes were dropped: it was made again forever, one timeout of a
 /// blocking thread each time.)
 #[test]

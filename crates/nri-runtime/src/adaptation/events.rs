@@ -282,6 +282,12 @@ impl Adaptation {
                     .map(|p| p.notify_prepared(&*sh.metrics, &n, self.budget, in_flight.replay())),
             )
             .await;
+            if let (Event::RemoveContainer, Some(c)) = (ev, container) {
+                // Again at its end: a listing asked for during the event
+                // has the container (the runtime forgets it after the
+                // event) and must not keep it known.
+                sh.peers.known.removed(&c.id);
+            }
             for (p, r) in targets.into_iter().zip(answers) {
                 if let Err(f) = r {
                     self.on_failure(p, ev, f, pod, &mut errors)?;
