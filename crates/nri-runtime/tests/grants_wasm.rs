@@ -9,26 +9,13 @@ mod common;
 mod wasm_util;
 
 use common::*;
-use nri_api::api::{ContainerAdjustment, CreateContainerResponse, Event, KeyValue};
-use nri_api::{Capability, CapabilitySet, EventMask};
+use nri_api::{Capability, CapabilitySet};
 use nri_runtime::{FailurePolicy, Grant, GrantIdentity, PluginFailure};
 use wasm_util::Wat;
 
 /// A guest whose CreateContainer sets env `K=v`.
 fn env_setter() -> Wat {
-    let mut events = EventMask::EMPTY;
-    events.set(Event::CreateContainer);
-    let resp = CreateContainerResponse {
-        adjust: Some(ContainerAdjustment {
-            env: vec![KeyValue {
-                key: "K".into(),
-                value: "v".into(),
-            }],
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    Wat::new(events).answer("plugin_create_container", &resp)
+    Wat::env_setter()
 }
 
 #[tokio::test]

@@ -12,8 +12,7 @@ mod wasm_util;
 use std::time::Duration;
 
 use common::*;
-use nri_api::EventMask;
-use nri_api::api::{ContainerAdjustment, CreateContainerResponse, Event, KeyValue};
+use nri_api::api::ContainerAdjustment;
 use nri_test_support::eventually;
 use wasm_util::{LONG_WORK, Wat, Work};
 
@@ -21,19 +20,7 @@ const CREATE: &str = "plugin_create_container";
 
 /// A guest whose CreateContainer does `work`, then sets env `K=v`.
 fn guest(work: Option<Work>) -> Wat {
-    let mut events = EventMask::EMPTY;
-    events.set(Event::CreateContainer);
-    let resp = CreateContainerResponse {
-        adjust: Some(ContainerAdjustment {
-            env: vec![KeyValue {
-                key: "K".into(),
-                value: "v".into(),
-            }],
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let w = Wat::new(events).answer(CREATE, &resp);
+    let w = Wat::env_setter();
     match work {
         Some(work) => w.work(CREATE, work),
         None => w,

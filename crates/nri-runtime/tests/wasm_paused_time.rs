@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use common::*;
 use nri_api::EventMask;
-use nri_api::api::{ContainerAdjustment, CreateContainerResponse, Event, KeyValue};
+use nri_api::api::Event;
 use wasm_util::{Wat, Work};
 
 const CREATE: &str = "plugin_create_container";
@@ -25,21 +25,7 @@ const START: &str = "plugin_start_container";
 /// blocking thread, as any call past its first slice of fuel), then sets
 /// env `K=v`.
 fn guest() -> Wat {
-    let mut events = EventMask::EMPTY;
-    events.set(Event::CreateContainer);
-    let resp = CreateContainerResponse {
-        adjust: Some(ContainerAdjustment {
-            env: vec![KeyValue {
-                key: "K".into(),
-                value: "v".into(),
-            }],
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    Wat::new(events)
-        .answer(CREATE, &resp)
-        .work(CREATE, Work::Sleep(Duration::from_millis(200)))
+    Wat::env_setter().work(CREATE, Work::Sleep(Duration::from_millis(200)))
 }
 
 /// The event's deadline (10 s) cuts the plugin's timeout (1 min) short;

@@ -103,6 +103,23 @@ impl Wat {
         w
     }
 
+    /// A guest subscribing to CreateContainer that answers it by setting
+    /// env `K=v`.
+    pub fn env_setter() -> Self {
+        let resp = nri_api::api::CreateContainerResponse {
+            adjust: Some(nri_api::api::ContainerAdjustment {
+                env: vec![nri_api::api::KeyValue {
+                    key: "K".into(),
+                    value: "v".into(),
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let events = EventMask::EMPTY.with(nri_api::api::Event::CreateContainer);
+        Wat::new(events).answer("plugin_create_container", &resp)
+    }
+
     /// Places `bytes` in memory; returns their offset.
     pub fn place(&mut self, bytes: &[u8]) -> u32 {
         let at = self.next_data;
