@@ -41,8 +41,21 @@ fn change_truth(env: &mut Env, seed: u64) {
             if rng.chance(20) {
                 t.ctrs.remove(&id);
                 lock(&env.model.asked_mem).remove(&id);
-            } else if let Some(c) = t.ctrs.get_mut(&id).filter(|_| rng.chance(25)) {
-                c.state = if c.state == created { running } else { stopped };
+                continue;
+            }
+            // A container starts only in a pod that is ready (a stopped
+            // pod's containers were stopped with it, as containerd does).
+            let pod_ready = (t.ctrs.get(&id))
+                .and_then(|c| t.pods.get(&c.pod_sandbox_id))
+                .is_some_and(|p| p.ready);
+            if let Some(c) = t.ctrs.get_mut(&id).filter(|_| rng.chance(25)) {
+                c.state = if c.state != created {
+                    stopped
+                } else if pod_ready {
+                    running
+                } else {
+                    created
+                };
             }
         }
         let pods: Vec<String> = t.pods.keys().cloned().collect();
