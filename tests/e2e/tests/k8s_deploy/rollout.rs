@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, ensure};
 use nri_e2e_tests::k8s::{Node, run_k8s};
 
-use super::{check_workload, images, overlays, refusals, required_proxy, workload};
+use super::{BUDGET, check_workload, images, overlays, refusals, required_proxy, workload};
 
 /// A bare pod of the stream in `batch`.
 fn stream_pod(image: &str, n: usize) -> String {
@@ -145,18 +145,12 @@ fn rollout_run(version: &str) -> Result<()> {
     Ok(())
 }
 
-/// The time a rollout test may take (its builds and the wait for the
-/// machine's one node not counted). Measured on the 2-core CI machine:
-/// 68-188 s; the longer the rollout, the more pods the stream makes (up to
-/// its cap) and the longer they take to be ready and to stop with the node.
-const ROLLOUT_BUDGET: std::time::Duration = std::time::Duration::from_secs(300);
-
 fn rollout_test(version: &str) {
     let name = format!(
         "k8s_plugin_rollout_containerd_{}",
         version.replace('.', "_")
     );
-    run_k8s(&name, ROLLOUT_BUDGET, || rollout_run(version));
+    run_k8s(&name, BUDGET, || rollout_run(version));
 }
 
 #[test]
