@@ -27,6 +27,18 @@ use tokio::time::Instant;
 
 const TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The first plugin, `10-first`, taking CreateContainer only and holding
+/// it until the returned gate opens; connected and active.
+async fn first_holding_creations(env: &TestEnv, a: &Adaptation) -> (Gate, FakePlugin, Connected) {
+    let gate = Gate::new();
+    let first = FakePlugin::new("10", "first")
+        .events(EventMask::from_events(&[Event::CreateContainer]))
+        .hold("CreateContainer", &gate);
+    let f = first.clone().connect(&env.socket).await.unwrap();
+    wait_active(a, 1).await;
+    (gate, first, f)
+}
+
 /// Starts a creation held in a first plugin, connects `late` (whose
 /// Synchronize takes `sync`), then lets the creation go on to it.
 async fn creation_with_a_late_plugin(
@@ -38,12 +50,7 @@ async fn creation_with_a_late_plugin(
     Connected,
     Connected,
 ) {
-    let gate = Gate::new();
-    let first = FakePlugin::new("10", "first")
-        .events(EventMask::from_events(&[Event::CreateContainer]))
-        .hold("CreateContainer", &gate);
-    let f = first.clone().connect(&env.socket).await.unwrap();
-    wait_active(a, 1).await;
+    let (gate, first, f) = first_holding_creations(env, a).await;
     let creation = create_in_background(a, "c");
     until_creations(&first, 1).await;
     let l = late.clone().connect(&env.socket).await.unwrap();
@@ -117,12 +124,7 @@ async fn the_wait_for_the_synchronization_ends_at_the_deadline() {
         )
         .await;
     let late = adjusting(TIMEOUT * 3 / 4, Duration::ZERO);
-    let gate = Gate::new();
-    let first = FakePlugin::new("10", "first")
-        .events(EventMask::from_events(&[Event::CreateContainer]))
-        .hold("CreateContainer", &gate);
-    let _f = first.clone().connect(&env.socket).await.unwrap();
-    wait_active(&a, 1).await;
+    let (gate, first, _f) = first_holding_creations(&env, &a).await;
     let t0 = Instant::now();
     let deadline = t0 + Duration::from_secs(1);
     let creation = create_in_background(&a.with_deadline(deadline), "c");
@@ -175,12 +177,7 @@ async fn a_late_plugin_whose_turn_comes_after_the_deadline_gets_the_container_af
         .start(env.builder().request_timeout(TIMEOUT).strike_limit(2))
         .await;
     let late = adjusting(Duration::ZERO, Duration::ZERO);
-    let gate = Gate::new();
-    let first = FakePlugin::new("10", "first")
-        .events(EventMask::from_events(&[Event::CreateContainer]))
-        .hold("CreateContainer", &gate);
-    let _f = first.clone().connect(&env.socket).await.unwrap();
-    wait_active(&a, 1).await;
+    let (gate, first, _f) = first_holding_creations(&env, &a).await;
     let deadline = Instant::now() + Duration::from_secs(1);
     let creation = create_in_background(&a.with_deadline(deadline), "c");
     until_creations(&first, 1).await;
